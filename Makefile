@@ -1,0 +1,38 @@
+# Quick start: `make run` and `make test` need only python3; each sets up .venv itself.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint typecheck clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# the runtime install
+$(VENV)/.installed: pyproject.toml $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# the test install: test tools plus torch (CPU) and transformers for the reference parameter counts
+$(VENV)/.installed-test: pyproject.toml $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test,reference]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/gpuplan compare H100 A100 L4 L40 V100
+	$(BIN)/gpuplan model llama-3.1-8b
+	$(BIN)/gpuplan gpus --min-memory 40 --dtype fp8
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Interfaces: the library API (one function per user action) and the adapters over it."""

@@ -1,0 +1,218 @@
+"""The library API: one function per user action, returning plain JSON-ready data.
+
+The CLI (and later the web app) are thin adapters over these functions; all numbers they show
+come from here, in SI units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.specs.gpu import GB, GPU, Catalog, load_catalog, source_summary
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import find_preset, load_model, presets
+from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
+
+DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FLOPs per token
+
+
+def catalog(catalog_files: Iterable[str | Path] = ()) -> Catalog:
+    """The bundled catalog plus the user's own files (and $GPUPLAN_CATALOG)."""
+    return load_catalog(catalog_files)
+
+
+def precision_support(gpu: GPU) -> dict[str, dict[str, Any]]:
+    """For each compute precision: the peak a matmul gets, what runs it, and why if it falls back."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in COMPUTE_PRECISIONS:
+        peak = compute_peak(gpu, p)
+        out[p] = {
+            "native": peak.reason == "",
+            "runs_as": peak.runs_as,
+            "flop_per_s": peak.flop_per_s,
+            "reason": peak.reason,
+        }
+    return out
+
+
+def quirks(gpu: GPU) -> list[str]:
+    """What a planner must know about a GPU beyond its headline numbers, as sentences."""
+    q: list[str] = []
+    if gpu.fp16_fp16acc_flop_per_s and gpu.peak_flop_per_s.get("fp16"):
+        ratio = gpu.fp16_fp16acc_flop_per_s / gpu.peak_flop_per_s["fp16"]  # type: ignore[operator]
+        if ratio > 1.01:
+            q.append(
+                f"FP16/BF16 tensor math with FP32 accumulate (what mixed-precision training uses) runs at "
+                f"1/{ratio:.0f} of the FP16-accumulate rate ({gpu.fp16_fp16acc_flop_per_s / 1e12:.0f} TFLOP/s)."
+            )
+    for p in ("bf16", "tf32", "fp8", "int8", "int4"):
+        reason = compute_peak(gpu, p).reason
+        if reason:
+            q.append(reason)
+    if gpu.graphics == "none":
+        q.append("No graphics mode: no display outputs and no graphics vGPU; compute only.")
+    if gpu.geforce_eula:
+        q.append("GeForce driver licence (clause 2.1.3) forbids datacenter deployment.")
+    if not gpu.multi_node:
+        q.append("Meant for one host: no scale-out fabric; multi-node jobs only over Ethernet/PCIe NICs.")
+    if gpu.nvlink_domain <= 1:
+        q.append("No NVLink: GPU-to-GPU traffic goes over PCIe.")
+    elif gpu.nvlink_domain == 2:
+        q.append("NVLink bridge joins pairs only; beyond two GPUs traffic goes over PCIe.")
+    return q
+
+
+def gpu_record(gpu: GPU) -> dict[str, Any]:
+    """A GPU as JSON (DESIGN.md's `gpus --json` keys, SI units)."""
+    return {
+        "name": gpu.name,
+        "aliases": list(gpu.aliases),
+        "vendor": gpu.vendor,
+        "architecture": gpu.architecture,
+        "chip": gpu.chip,
+        "compute_capability": gpu.compute_capability or None,
+        "form_factor": gpu.form_factor,
+        "memory_bytes": gpu.memory_bytes,
+        "memory_unit_stated": gpu.memory_unit_stated,
+        "memory_type": gpu.memory_type,
+        "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
+        "peak_flop_per_s": dict(gpu.peak_flop_per_s),
+        "fp16_fp16acc_flop_per_s": gpu.fp16_fp16acc_flop_per_s,
+        "fp4_flop_per_s": gpu.fp4_flop_per_s,
+        "tdp_watts": gpu.tdp_watts,
+        "nvlink_bandwidth_bytes_per_s": gpu.nvlink_bandwidth_bytes_per_s,
+        "nvlink_domain": gpu.nvlink_domain,
+        "pcie_gen": gpu.pcie_gen,
+        "multi_node": gpu.multi_node,
+        "mig_instances": gpu.mig_instances,
+        "graphics": gpu.graphics,
+        "display_outputs": gpu.display_outputs,
+        "vgpu": gpu.vgpu,
+        "rt_cores": gpu.rt_cores,
+        "rt_core_gen": gpu.rt_core_gen,
+        "nvenc": gpu.nvenc,
+        "nvdec": gpu.nvdec,
+        "launch_year": gpu.launch_year,
+        "geforce_eula_forbids_datacenter": gpu.geforce_eula,
+        "precision_support": precision_support(gpu),
+        "quirks": quirks(gpu),
+        "notes": gpu.notes,
+        "sources": source_summary(gpu),
+    }
+
+
+def list_gpus(
+    *,
+    min_memory_gb: float | None = None,
+    dtype: str | None = None,
+    graphics: bool | None = None,
+    multi_node: bool | None = None,
+    vendor: str | None = None,
+    catalog_files: Iterable[str | Path] = (),
+) -> list[GPU]:
+    """Catalog GPUs passing every given filter (memory in decimal GB, as on datasheets)."""
+    if dtype is not None and dtype.lower() not in COMPUTE_PRECISIONS:
+        raise InvalidSettingError(
+            f"The 'dtype' filter must be one of {', '.join(COMPUTE_PRECISIONS)}. Got {dtype!r} instead."
+        )
+    if min_memory_gb is not None and min_memory_gb < 0:
+        raise InvalidSettingError(f"The 'min-memory' filter must be >= 0 GB. Got {min_memory_gb} instead.")
+    out = []
+    for g in catalog(catalog_files):
+        if min_memory_gb is not None and g.memory_bytes < min_memory_gb * GB:
+            continue
+        if dtype is not None and not g.supports(dtype.lower()):
+            continue
+        if graphics is not None and (g.graphics != "none") != graphics:
+            continue
+        if multi_node is not None and g.multi_node != multi_node:
+            continue
+        if vendor is not None and g.vendor.lower() != vendor.lower():
+            continue
+        out.append(g)
+    return out
+
+
+def get_gpu(name: str, catalog_files: Iterable[str | Path] = ()) -> GPU:
+    return catalog(catalog_files).get(name)
+
+
+def compare_gpus(names: Sequence[str], catalog_files: Iterable[str | Path] = ()) -> list[GPU]:
+    if len(names) < 2:
+        raise InvalidSettingError(f"compare needs at least two GPUs. Got {len(names)}.")
+    cat = catalog(catalog_files)
+    return [cat.get(n) for n in names]
+
+
+def get_model(name_or_path: str) -> ModelSpec:
+    return load_model(name_or_path)
+
+
+def model_record(spec: ModelSpec, context_len: int = DEFAULT_CONTEXT) -> dict[str, Any]:
+    """A model as JSON (DESIGN.md's `model --json` keys): parameters, shapes, KV and FLOPs."""
+    if context_len <= 0:
+        raise InvalidSettingError(f"The 'seq-len' parameter must be a positive number of tokens. Got {context_len}.")
+    preset = find_preset(spec.name)
+    windows = sorted({a.window for a in spec.attention_layers if a.window})
+    return {
+        "name": spec.name,
+        "model_type": spec.model_type,
+        "kind": spec.kind,
+        "total_params": spec.total_params,
+        "active_params": spec.active_params,
+        "embedding_params": spec.embedding_params,
+        "params_by_role": spec.params_by_role(),
+        "num_layers": spec.num_layers,
+        "hidden_size": spec.hidden_size,
+        "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads,
+        "head_dim": spec.head_dim,
+        "intermediate_size": spec.intermediate_size,
+        "vocab_size": spec.vocab_size,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "tie_word_embeddings": spec.tie_word_embeddings,
+        "attention_type": spec.attention_type,
+        "sliding_windows": windows,
+        "num_experts": spec.num_experts,
+        "experts_per_token": spec.experts_per_token,
+        "num_shared_experts": spec.num_shared_experts,
+        "kv_bytes_per_token": spec.kv_bytes_per_token(2.0),
+        "cross_kv_bytes_per_input_token": spec.cross_kv_bytes_per_input_token(2.0),
+        "flops_per_token": spec.flops_per_token(context_len),
+        "flops_per_token_context": context_len if spec.kind != "cnn" else None,
+        "flops_per_token_unit": "image" if spec.kind == "cnn" else "token",
+        "matmul_flops_per_token": spec.matmul_flops_per_token() if spec.kind != "cnn" else None,
+        "linear_layers": [
+            {"name": g.name, "in_features": g.linear[0], "out_features": g.linear[1], "count": g.count}
+            for g in spec.linear_layers()
+            if g.linear is not None
+        ],
+        "preset": None
+        if preset is None
+        else {
+            "hf_id": preset.hf_id,
+            "source": preset.source,
+            "published_params": preset.published_params,
+            "published_params_source": preset.published_params_source,
+        },
+    }
+
+
+def list_models() -> list[dict[str, Any]]:
+    """The bundled presets with their sizes."""
+    out = []
+    for p in presets().values():
+        spec = load_model(p.name)
+        out.append(
+            {
+                "name": p.name,
+                "hf_id": p.hf_id,
+                "model_type": spec.model_type,
+                "total_params": spec.total_params,
+                "active_params": spec.active_params,
+            }
+        )
+    return out

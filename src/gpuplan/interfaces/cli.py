@@ -1,0 +1,356 @@
+"""The `gpuplan` command line: a thin adapter over `gpuplan.interfaces.api`.
+
+Every command takes `--json` and then prints one JSON document. Bad input (an unknown GPU or
+model, a malformed file, an impossible setting) prints one line on stderr and exits with 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuplan import __version__
+from gpuplan.errors import GpuplanError
+from gpuplan.interfaces import api
+from gpuplan.specs.gpu import GIB, GPU
+
+app = typer.Typer(
+    help="gpuplan: what can I run, on which GPU, how fast and at what cost.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+gpus_app = typer.Typer(help="List the GPU catalog, or show one GPU.", invoke_without_command=True)
+app.add_typer(gpus_app, name="gpus")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", help="Extra catalog file(s) (same TOML format) that add or override GPUs."),
+]
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# --- formatting (display units are chosen here, once) ----------------------------------------
+
+
+def _tflops(v: float | None) -> str:
+    if v is None:
+        return "—"
+    t = v / 1e12
+    return f"{t:,.0f}" if t >= 100 else f"{t:.1f}" if t >= 1 else f"{t:.2f}"
+
+
+def _memory(g: GPU) -> str:
+    if g.memory_unit_stated == "GiB":
+        return f"{g.memory_bytes / GIB:g} GiB"
+    return f"{g.memory_bytes / 1e9:g} GB"
+
+
+def _bandwidth(bps: float) -> str:
+    return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:,.0f} GB/s"
+
+
+def _count(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return f"{n:g}"
+
+
+def _nvlink(g: GPU) -> str:
+    if g.nvlink_domain <= 1 or g.nvlink_bandwidth_bytes_per_s == 0:
+        return "none"
+    return f"{g.nvlink_bandwidth_bytes_per_s / 1e9:g} GB/s ×{g.nvlink_domain}"
+
+
+def _gpu_table(gpus: list[GPU]) -> Table:
+    t = Table(title=f"{len(gpus)} GPUs (dense peaks; fp16/bf16 with fp32 accumulate)")
+    for col, just in (
+        ("GPU", "left"),
+        ("arch", "left"),
+        ("form", "left"),
+        ("memory", "right"),
+        ("bandwidth", "right"),
+        ("fp32", "right"),
+        ("tf32", "right"),
+        ("bf16", "right"),
+        ("fp8", "right"),
+        ("int8", "right"),
+        ("TDP", "right"),
+        ("NVLink", "left"),
+        ("multi-node", "left"),
+        ("graphics", "left"),
+    ):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for g in gpus:
+        p = g.peak_flop_per_s
+        t.add_row(
+            g.name + (" *" if g.geforce_eula else ""),
+            g.architecture,
+            g.form_factor,
+            _memory(g),
+            _bandwidth(g.memory_bandwidth_bytes_per_s),
+            _tflops(p["fp32"]),
+            _tflops(p["tf32"]),
+            _tflops(p["bf16"]),
+            _tflops(p["fp8"]),
+            _tflops(p["int8"]),
+            f"{g.tdp_watts:g} W",
+            _nvlink(g),
+            "yes" if g.multi_node else "no",
+            g.graphics,
+        )
+    t.caption = "TFLOP/s (TOP/s for int8). * GeForce: driver licence forbids datacenter use."
+    return t
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+@gpus_app.callback()
+def gpus(
+    ctx: typer.Context,
+    min_memory: Annotated[
+        float | None, typer.Option("--min-memory", help="Only GPUs with at least this much memory, in GB.")
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="Only GPUs with native units for this precision (e.g. fp8, bf16).")
+    ] = None,
+    graphics: Annotated[
+        bool | None, typer.Option("--graphics/--no-graphics", help="Only GPUs with (without) a graphics mode.")
+    ] = None,
+    multi_node: Annotated[
+        bool | None,
+        typer.Option("--multi-node/--single-node", help="Only GPUs built (not built) to scale across hosts."),
+    ] = None,
+    vendor: Annotated[str | None, typer.Option("--vendor", help="Only this vendor (NVIDIA, AMD).")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the GPU catalog (filters combine)."""
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = {"catalog": catalog or []}
+        return
+    found = api.list_gpus(
+        min_memory_gb=min_memory,
+        dtype=dtype,
+        graphics=graphics,
+        multi_node=multi_node,
+        vendor=vendor,
+        catalog_files=catalog or [],
+    )
+    if as_json:
+        _emit_json([api.gpu_record(g) for g in found])
+    else:
+        _console().print(_gpu_table(found))
+
+
+@gpus_app.command("show")
+def gpus_show(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="GPU name or alias, e.g. h100, '4090', 'a100 80gb'.")],
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every catalog value of one GPU, with its source."""
+    files = list(catalog or []) + list((ctx.obj or {}).get("catalog", []))
+    g = api.get_gpu(name, files)
+    rec = api.gpu_record(g)
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    t = Table(title=g.name, show_header=True)
+    t.add_column("field")
+    t.add_column("value")
+    t.add_column("source")
+    src = {f: s for f, s in g.sources.items()}
+
+    def row(label: str, value: str, field: str) -> None:
+        s = src.get(field)
+        t.add_row(label, value, f"{s.title}; {s.where}" if s else "")
+
+    row("vendor / architecture", f"{g.vendor} {g.architecture} ({g.chip})", "architecture")
+    row("compute capability", g.compute_capability or "n/a", "compute_capability")
+    row("form factor", g.form_factor, "form_factor")
+    row("memory", f"{_memory(g)} {g.memory_type}", "memory_GiB" if g.memory_unit_stated == "GiB" else "memory_GB")
+    row("memory bandwidth", _bandwidth(g.memory_bandwidth_bytes_per_s), "memory_bandwidth_GBps")
+    for p, col in (
+        ("fp64", "fp64_TFLOPS"),
+        ("fp32", "fp32_TFLOPS"),
+        ("tf32", "tf32_TFLOPS"),
+        ("fp16", "fp16_TFLOPS"),
+        ("bf16", "bf16_TFLOPS"),
+        ("fp8", "fp8_TFLOPS"),
+        ("int8", "int8_TOPS"),
+        ("int4", "int4_TOPS"),
+    ):
+        row(f"{p} dense peak", _tflops(g.peak_flop_per_s[p]), col)
+    if g.fp16_fp16acc_flop_per_s:
+        row("fp16 (fp16 accumulate)", _tflops(g.fp16_fp16acc_flop_per_s), "fp16_fp16acc_TFLOPS")
+    if g.fp4_flop_per_s:
+        row("fp4 dense peak", _tflops(g.fp4_flop_per_s), "fp4_TFLOPS")
+    row("TDP", f"{g.tdp_watts:g} W", "tdp_W")
+    row("NVLink", _nvlink(g), "nvlink_GBps")
+    row("PCIe", f"Gen{g.pcie_gen}", "pcie_gen")
+    row("multi-node", "yes" if g.multi_node else "no (one host)", "multi_node")
+    row("MIG", f"up to {g.mig_instances}" if g.mig_instances else "no", "mig_instances")
+    row("graphics", f"{g.graphics} (outputs: {g.display_outputs}, vGPU: {g.vgpu})", "display_outputs")
+    row("RT cores", f"{g.rt_cores} (gen {g.rt_core_gen})" if g.rt_cores else "0", "rt_cores")
+    row("NVENC / NVDEC", f"{g.nvenc} / {g.nvdec}", "nvenc")
+    row("launch year", str(g.launch_year), "launch_year")
+    row("GeForce licence", "forbids datacenter use" if g.geforce_eula else "no restriction", "geforce_eula")
+    c.print(t)
+    for q in rec["quirks"]:
+        c.print(f"• {q}")
+    if g.notes:
+        c.print(f"[dim]Notes: {g.notes}[/dim]")
+
+
+@app.command()
+def compare(
+    names: Annotated[list[str], typer.Argument(help="Two or more GPU names or aliases.")],
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Specs side by side, with each GPU's precision quirks spelled out."""
+    gs = api.compare_gpus(names, catalog or [])
+    if as_json:
+        _emit_json([api.gpu_record(g) for g in gs])
+        return
+    t = Table(title="Compared (dense peaks; fp16/bf16 with fp32 accumulate)")
+    t.add_column("")
+    for g in gs:
+        t.add_column(g.name, justify="right")
+    p = [g.peak_flop_per_s for g in gs]
+    rows: list[tuple[str, list[str]]] = [
+        ("architecture (CC)", [f"{g.architecture} ({g.compute_capability or 'n/a'})" for g in gs]),
+        ("form factor", [g.form_factor for g in gs]),
+        ("memory", [f"{_memory(g)} {g.memory_type}" for g in gs]),
+        ("bandwidth", [_bandwidth(g.memory_bandwidth_bytes_per_s) for g in gs]),
+        *[(f"{k} TFLOP/s", [_tflops(x[k]) for x in p]) for k in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")],
+        *[(f"{k} TOP/s", [_tflops(x[k]) for x in p]) for k in ("int8", "int4")],
+        ("TDP", [f"{g.tdp_watts:g} W" for g in gs]),
+        ("NVLink", [_nvlink(g) for g in gs]),
+        ("multi-node", ["yes" if g.multi_node else "no (one host)" for g in gs]),
+        ("MIG", [str(g.mig_instances) if g.mig_instances else "no" for g in gs]),
+        ("graphics", [g.graphics for g in gs]),
+        ("RT cores / NVENC", [f"{g.rt_cores} / {g.nvenc}" for g in gs]),
+        ("launch", [str(g.launch_year) for g in gs]),
+    ]
+    for label, vals in rows:
+        t.add_row(label, *vals)
+    c = _console()
+    c.print(t)
+    for g in gs:
+        qs = api.quirks(g)
+        if qs:
+            c.print(f"[bold]{g.name}[/bold]")
+            for q in qs:
+                c.print(f"  • {q}")
+
+
+@app.command()
+def model(
+    name: Annotated[str, typer.Argument(help="Preset name, path to a config.json (or its folder), or a hub id.")],
+    seq_len: Annotated[
+        int, typer.Option("--seq-len", help="Context length for FLOPs per token.")
+    ] = api.DEFAULT_CONTEXT,
+    as_json: JsonOpt = False,
+) -> None:
+    """Parameters, layers, KV-cache bytes per token and FLOPs per token of a model."""
+    spec = api.get_model(name)
+    rec = api.model_record(spec, seq_len)
+    if as_json:
+        _emit_json(rec)
+        return
+    t = Table(title=f"{spec.name} ({spec.model_type}, {spec.kind})", show_header=False)
+    t.add_column("")
+    t.add_column("", justify="right")
+    t.add_row("total parameters", f"{rec['total_params']:,} ({_count(rec['total_params'])})")
+    if spec.is_moe:
+        t.add_row(
+            "active parameters per token",
+            f"{rec['active_params']:,} ({_count(rec['active_params'])}; {spec.experts_per_token} of {spec.num_experts} experts)",
+        )
+    for role, n in rec["params_by_role"].items():
+        t.add_row(f"  {role}", f"{n:,}")
+    if spec.kind != "cnn":
+        t.add_row("layers × hidden", f"{spec.num_layers} × {spec.hidden_size}")
+        t.add_row(
+            "attention",
+            f"{spec.attention_type.upper()}: {spec.num_heads} heads, {spec.num_kv_heads} KV heads, head dim {spec.head_dim}",
+        )
+        if rec["sliding_windows"]:
+            t.add_row("sliding window", ", ".join(str(w) for w in rec["sliding_windows"]))
+        t.add_row("vocabulary", f"{spec.vocab_size:,}" + (" (tied embeddings)" if spec.tie_word_embeddings else ""))
+        t.add_row("KV cache per token (16-bit)", f"{rec['kv_bytes_per_token'] / 1024:,.1f} KiB")
+        t.add_row(f"forward FLOPs per token @ {seq_len}", _count(rec["flops_per_token"]))
+    else:
+        t.add_row("forward FLOPs per image (224²)", _count(rec["flops_per_token"]))
+    if rec["preset"] and rec["preset"]["published_params"]:
+        t.add_row("published total", f"{rec['preset']['published_params']:,}")
+    _console().print(t)
+
+
+@app.command()
+def models(as_json: JsonOpt = False) -> None:
+    """The bundled model presets."""
+    rows = api.list_models()
+    if as_json:
+        _emit_json(rows)
+        return
+    t = Table(title=f"{len(rows)} bundled presets")
+    for col in ("preset", "Hugging Face id", "type", "parameters", "active"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"], r["hf_id"], r["model_type"], _count(r["total_params"]), _count(r["active_params"]))
+    _console().print(t)
+
+
+@app.command()
+def version() -> None:
+    """Print gpuplan's version."""
+    sys.stdout.write(f"gpuplan {__version__}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
+    try:
+        app(args=argv, prog_name="gpuplan", standalone_mode=False)
+    except GpuplanError as exc:
+        sys.stderr.write(f"gpuplan: error: {exc}\n")
+        return 2
+    except click.exceptions.UsageError as exc:
+        sys.stderr.write(f"gpuplan: error: {exc.format_message()}\n")
+        return 2
+    except click.exceptions.Abort:
+        sys.stderr.write("gpuplan: aborted\n")
+        return 1
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code or 0)
+    except click.exceptions.ClickException as exc:
+        sys.stderr.write(f"gpuplan: error: {exc.format_message()}\n")
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Specs: typed, validated inputs in SI units (GPUs, precisions, models)."""

@@ -1,0 +1,369 @@
+"""The GPU catalog: sourced rows read from package data, in SI units, with lookup by name or alias.
+
+The rows live in `gpuplan/data/gpus/*.toml` (format: `data/gpus/FORMAT.md`). Vendor units sit in
+the keys there (`memory_GiB`, `memory_bandwidth_GBps`, `bf16_TFLOPS`) and are converted here, once.
+A user's own file in the same format adds rows or overrides bundled ones by name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpuplan.errors import CatalogError, UnknownGPUError, did_you_mean
+
+# Units, converted once here. GiB = 2**30 bytes (IEC 80000-13); GB, TFLOPS, GB/s are decimal.
+GIB: Final = 2.0**30
+GB: Final = 1e9
+TERA: Final = 1e12
+
+CATALOG_ENV: Final = "GPUPLAN_CATALOG"  # extra catalog files, separated by os.pathsep
+
+# Catalog column -> precision key of `GPU.peak_flop_per_s` (DESIGN.md's gpus --json contract).
+_PEAK_COLUMNS: Final = {
+    "fp64": "fp64_TFLOPS",
+    "fp32": "fp32_TFLOPS",
+    "tf32": "tf32_TFLOPS",
+    "fp16": "fp16_TFLOPS",
+    "bf16": "bf16_TFLOPS",
+    "fp8": "fp8_TFLOPS",
+    "int8": "int8_TOPS",
+    "int4": "int4_TOPS",
+}
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(min_length=3)
+    url: str = Field(min_length=3)
+    where: str = Field(min_length=2)
+    read: dt.date
+
+
+class _Row(BaseModel):
+    """One `[[gpu]]` table exactly as written in a catalog file."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+    vendor: str
+    architecture: str
+    chip: str
+    compute_capability: str
+    form_factor: Literal["SXM2", "SXM4", "SXM5", "SXM6", "PCIe", "OAM"]
+    memory_GiB: float | None = Field(default=None, gt=0)
+    memory_GB: float | None = Field(default=None, gt=0)
+    memory_type: str
+    memory_bandwidth_GBps: float = Field(gt=0)
+    fp64_TFLOPS: float | None = Field(default=None, gt=0)
+    fp32_TFLOPS: float = Field(gt=0)
+    tf32_TFLOPS: float | None = Field(default=None, gt=0)
+    fp16_TFLOPS: float | None = Field(default=None, gt=0)
+    fp16_fp16acc_TFLOPS: float | None = Field(default=None, gt=0)
+    bf16_TFLOPS: float | None = Field(default=None, gt=0)
+    fp8_TFLOPS: float | None = Field(default=None, gt=0)
+    int8_TOPS: float | None = Field(default=None, gt=0)
+    int4_TOPS: float | None = Field(default=None, gt=0)
+    fp4_TFLOPS: float | None = Field(default=None, gt=0)
+    tdp_W: float = Field(gt=0)
+    nvlink_GBps: float = Field(ge=0)
+    nvlink_domain: int = Field(ge=1)
+    pcie_gen: int = Field(ge=1, le=6)
+    multi_node: bool
+    mig_instances: int = Field(ge=0)
+    display_outputs: int = Field(ge=0)
+    vgpu: Literal["none", "compute", "graphics"]
+    rt_cores: int = Field(ge=0)
+    rt_core_gen: int = Field(ge=0)
+    nvenc: int = Field(ge=0)
+    nvdec: int = Field(ge=0)
+    launch_year: int = Field(ge=2010, le=2030)
+    geforce_eula: bool
+    notes: str = ""
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _one_memory_unit(self) -> _Row:
+        if (self.memory_GiB is None) == (self.memory_GB is None):
+            raise ValueError("give exactly one of memory_GiB and memory_GB")
+        return self
+
+
+# Fields that carry a value and so need a source.
+_UNSOURCED: Final = frozenset({"name", "aliases", "notes", "sources"})
+_VALUE_FIELDS: Final = tuple(f for f in _Row.model_fields if f not in _UNSOURCED)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a catalog value was read, and when."""
+
+    key: str
+    title: str
+    url: str
+    where: str
+    read: dt.date
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU variant, every quantity in SI base units."""
+
+    name: str
+    aliases: tuple[str, ...]
+    vendor: str
+    architecture: str
+    chip: str
+    compute_capability: str
+    form_factor: str
+    memory_bytes: float
+    memory_unit_stated: str  # "GiB" or "GB": the unit the catalog row gives the capacity in
+    memory_type: str
+    memory_bandwidth_bytes_per_s: float
+    peak_flop_per_s: Mapping[str, float | None]  # dense; fp16/bf16 with fp32 accumulate
+    fp16_fp16acc_flop_per_s: float | None
+    fp4_flop_per_s: float | None
+    tdp_watts: float
+    nvlink_bandwidth_bytes_per_s: float  # both directions together
+    nvlink_domain: int
+    pcie_gen: int
+    multi_node: bool
+    mig_instances: int
+    display_outputs: int
+    vgpu: str
+    rt_cores: int
+    rt_core_gen: int
+    nvenc: int
+    nvdec: int
+    launch_year: int
+    geforce_eula: bool
+    notes: str
+    sources: Mapping[str, Source] = field(repr=False)  # value field -> its source
+    origin: str = ""  # the catalog file the row came from
+
+    @property
+    def cc(self) -> tuple[int, int] | None:
+        """Compute capability as (major, minor), or None for non-NVIDIA parts."""
+        m = re.fullmatch(r"(\d+)\.(\d+)", self.compute_capability)
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    @property
+    def graphics(self) -> str:
+        """Graphics mode: 'none', 'vGPU', 'display' or 'display + vGPU'."""
+        parts = []
+        if self.display_outputs > 0:
+            parts.append("display")
+        if self.vgpu == "graphics":
+            parts.append("vGPU")
+        return " + ".join(parts) if parts else "none"
+
+    def supports(self, precision: str) -> bool:
+        """True where the GPU has native tensor/vector units for `precision`."""
+        return self.peak_flop_per_s.get(precision) is not None
+
+
+def _norm(name: str) -> str:
+    """Lookup key: case, spaces, hyphens and underscores do not matter."""
+    return re.sub(r"[\s_\-]+", "", name.strip().lower())
+
+
+# Vendor words people prepend; tried only after an exact miss.
+_PREFIXES: Final = ("nvidia", "geforce", "tesla", "quadro", "amd", "instinct")
+
+
+def _row_to_gpu(row: _Row, sources: Mapping[str, Source], origin: str) -> GPU:
+    def tera(v: float | None) -> float | None:
+        return None if v is None else v * TERA
+
+    if row.memory_GiB is not None:
+        mem, unit = row.memory_GiB * GIB, "GiB"
+    else:
+        assert row.memory_GB is not None  # guaranteed by _Row._one_memory_unit
+        mem, unit = row.memory_GB * GB, "GB"
+    peaks = {p: tera(getattr(row, col)) for p, col in _PEAK_COLUMNS.items()}
+    return GPU(
+        name=row.name,
+        aliases=tuple(row.aliases),
+        vendor=row.vendor,
+        architecture=row.architecture,
+        chip=row.chip,
+        compute_capability=row.compute_capability,
+        form_factor=row.form_factor,
+        memory_bytes=mem,
+        memory_unit_stated=unit,
+        memory_type=row.memory_type,
+        memory_bandwidth_bytes_per_s=row.memory_bandwidth_GBps * GB,
+        peak_flop_per_s=peaks,
+        fp16_fp16acc_flop_per_s=tera(row.fp16_fp16acc_TFLOPS),
+        fp4_flop_per_s=tera(row.fp4_TFLOPS),
+        tdp_watts=row.tdp_W,
+        nvlink_bandwidth_bytes_per_s=row.nvlink_GBps * GB,
+        nvlink_domain=row.nvlink_domain,
+        pcie_gen=row.pcie_gen,
+        multi_node=row.multi_node,
+        mig_instances=row.mig_instances,
+        display_outputs=row.display_outputs,
+        vgpu=row.vgpu,
+        rt_cores=row.rt_cores,
+        rt_core_gen=row.rt_core_gen,
+        nvenc=row.nvenc,
+        nvdec=row.nvdec,
+        launch_year=row.launch_year,
+        geforce_eula=row.geforce_eula,
+        notes=row.notes,
+        sources=sources,
+        origin=origin,
+    )
+
+
+def parse_catalog_text(text: str, origin: str) -> list[GPU]:
+    """The GPUs of one catalog file's text; every value must resolve to a dated source."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{origin}: not valid TOML ({exc}). See data/gpus/FORMAT.md.") from None
+    unknown = set(doc) - {"gpu", "source"}
+    if unknown:
+        raise CatalogError(f"{origin}: unknown top-level table(s) {sorted(unknown)}; expected [[gpu]] and [source.*].")
+    raw_sources = doc.get("source", {})
+    sources: dict[str, Source] = {}
+    for key, body in raw_sources.items():
+        try:
+            s = _Source.model_validate(body)
+        except ValidationError as exc:
+            raise CatalogError(f"{origin}: source {key!r}: {_first_error(exc)}") from None
+        sources[key] = Source(key, s.title, s.url, s.where, s.read)
+    gpus = []
+    for i, body in enumerate(doc.get("gpu", [])):
+        label = body.get("name", f"row {i + 1}") if isinstance(body, dict) else f"row {i + 1}"
+        try:
+            row = _Row.model_validate(body)
+        except ValidationError as exc:
+            raise CatalogError(f"{origin}: GPU {label!r}: {_first_error(exc)}") from None
+        gpus.append(_row_to_gpu(row, _resolve_sources(row, sources, origin), origin))
+    return gpus
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "row"
+    return f"{loc}: {err['msg']}"
+
+
+def _resolve_sources(row: _Row, sources: Mapping[str, Source], origin: str) -> dict[str, Source]:
+    default = row.sources.get("*")
+    resolved: dict[str, Source] = {}
+    for f in row.sources:
+        if f != "*" and f not in _VALUE_FIELDS:
+            raise CatalogError(f"{origin}: GPU {row.name!r}: sources names unknown field {f!r}.")
+    for f in _VALUE_FIELDS:
+        if getattr(row, f) is None:
+            continue  # an absent value (the chip lacks it) needs no source
+        key = row.sources.get(f, default)
+        if key is None:
+            raise CatalogError(f"{origin}: GPU {row.name!r}: field {f!r} has no source (and no '*' default).")
+        if key not in sources:
+            raise CatalogError(f"{origin}: GPU {row.name!r}: source {key!r} of {f!r} is not defined in the file.")
+        resolved[f] = sources[key]
+    return resolved
+
+
+def _bundled_texts() -> Iterator[tuple[str, str]]:
+    folder = resources.files("gpuplan") / "data" / "gpus"
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            yield f"gpuplan/data/gpus/{entry.name}", entry.read_text(encoding="utf-8")
+
+
+class Catalog:
+    """A set of GPUs with case-insensitive lookup by name or alias."""
+
+    def __init__(self, gpus: Iterable[GPU]) -> None:
+        self._by_name: dict[str, GPU] = {}
+        for g in gpus:
+            self._by_name[g.name] = g  # later rows (user files) override earlier ones by name
+        self._index: dict[str, GPU] = {}
+        for g in self._by_name.values():
+            for label in (g.name, *g.aliases):
+                k = _norm(label)
+                other = self._index.get(k)
+                if other is not None and other.name != g.name:
+                    raise CatalogError(
+                        f"GPU name or alias {label!r} of {g.name!r} ({g.origin}) is already used by "
+                        f"{other.name!r} ({other.origin}); aliases must be unique."
+                    )
+                self._index[k] = g
+
+    def __iter__(self) -> Iterator[GPU]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.find(name) is not None
+
+    def find(self, name: str) -> GPU | None:
+        """The GPU called `name`, or None."""
+        k = _norm(name)
+        if k in self._index:
+            return self._index[k]
+        for p in _PREFIXES:  # "NVIDIA H100", "GeForce RTX 4090", "Tesla V100"
+            if k.startswith(p) and k[len(p) :] in self._index:
+                return self._index[k[len(p) :]]
+        return None
+
+    def get(self, name: str) -> GPU:
+        """The GPU called `name` (case-insensitive, aliases allowed), or UnknownGPUError."""
+        gpu = self.find(name)
+        if gpu is None:
+            labels = [label for g in self for label in (g.name, *g.aliases)]
+            hint = did_you_mean(name, labels) or " Run `gpuplan gpus` for the list."
+            raise UnknownGPUError(f"Unknown GPU {name!r}.{hint}")
+        return gpu
+
+
+def load_catalog(extra_files: Iterable[str | Path] = (), *, use_env: bool = True) -> Catalog:
+    """The bundled catalog, plus the user's files (later files override earlier rows by name)."""
+    gpus: list[GPU] = []
+    for origin, text in _bundled_texts():
+        gpus.extend(parse_catalog_text(text, origin))
+    paths = [Path(p) for p in extra_files]
+    if use_env and os.environ.get(CATALOG_ENV):
+        paths = [Path(p) for p in os.environ[CATALOG_ENV].split(os.pathsep) if p] + paths
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CatalogError(f"Cannot read catalog file {str(path)!r}: {exc.strerror}.") from None
+        gpus.extend(parse_catalog_text(text, str(path)))
+    return Catalog(gpus)
+
+
+@lru_cache(maxsize=1)
+def bundled_catalog() -> Catalog:
+    """The catalog shipped in the package (cached; no user files)."""
+    return load_catalog(use_env=False)
+
+
+def source_summary(gpu: GPU) -> list[dict[str, Any]]:
+    """The distinct sources of a GPU's values, each with the fields it supports."""
+    by_key: dict[str, dict[str, Any]] = {}
+    for f, s in gpu.sources.items():
+        entry = by_key.setdefault(
+            s.key,
+            {"key": s.key, "title": s.title, "url": s.url, "where": s.where, "read": s.read.isoformat(), "fields": []},
+        )
+        entry["fields"].append(f)
+    return list(by_key.values())

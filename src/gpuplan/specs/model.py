@@ -1,0 +1,808 @@
+"""A model as gpuplan sees it: its parameter tensors, read from a Hugging Face config.json.
+
+Each family's builder lists the parameter tensors the reference implementation (transformers)
+creates, so totals are exact; from that list follow active parameters (MoE), per-layer linear
+shapes (for LoRA), KV-cache bytes per token and forward FLOPs per token. Nothing from a model
+repository is executed: the config is plain JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from gpuplan.errors import ModelConfigError
+
+# Roles of parameter groups, for breakdowns.
+ROLES: Final = ("embedding", "position", "attention", "mlp", "expert", "router", "norm", "head", "conv", "other")
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """`count` copies of one parameter tensor of `numel` elements."""
+
+    name: str
+    numel: int
+    count: int
+    role: str
+    # (in_features, out_features) where the tensor is the weight of a linear layer applied to
+    # every token; None for embeddings, norms, biases and per-sequence heads
+    linear: tuple[int, int] | None = None
+    active_fraction: float = 1.0  # share of tokens that use it (top-k / num_experts for experts)
+    stack: str = "decoder"  # "decoder", "encoder" or "shared"
+
+    @property
+    def total(self) -> int:
+        return self.numel * self.count
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """What one attention layer keeps per cached token and computes per attended token."""
+
+    kv_elements: int  # cached elements per token (K and V, or MLA's latent + rope key)
+    qk_dim: int  # heads x query/key head dim (score FLOPs per attended token / 2)
+    v_dim: int  # heads x value head dim (AV FLOPs per attended token / 2)
+    window: int | None = None  # sliding-window length, None for full attention
+    cross: bool = False  # encoder-decoder cross-attention: attends to the input, caches per input token
+    stack: str = "decoder"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model's shape and parameters, in plain numbers."""
+
+    name: str
+    model_type: str
+    kind: str  # "decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn"
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int | None
+    tie_word_embeddings: bool
+    attention_type: str  # "mha", "gqa", "mqa", "mla", "none"
+    groups: tuple[ParamGroup, ...]
+    attention_layers: tuple[AttentionLayer, ...]
+    num_experts: int = 0
+    experts_per_token: int = 0
+    num_shared_experts: int = 0
+    # CNN: forward FLOPs per image at its native resolution (no tokens)
+    conv_flops_per_sample: float = 0.0
+    image_size: int | None = None
+    config: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    # --- parameters -------------------------------------------------------------------------
+    @property
+    def total_params(self) -> int:
+        return sum(g.total for g in self.groups)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: all of them for dense models, top-k experts for MoE."""
+        return round(sum(g.total * g.active_fraction for g in self.groups))
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def params_by_role(self) -> dict[str, int]:
+        out = dict.fromkeys(ROLES, 0)
+        for g in self.groups:
+            out[g.role] += g.total
+        return {k: v for k, v in out.items() if v}
+
+    @property
+    def embedding_params(self) -> int:
+        return sum(g.total for g in self.groups if g.role in ("embedding", "position"))
+
+    def linear_layers(self) -> list[ParamGroup]:
+        """Every per-token linear layer (name, (in, out), count): the targets LoRA can adapt."""
+        return [g for g in self.groups if g.linear is not None]
+
+    # --- KV cache ---------------------------------------------------------------------------
+    def kv_bytes_per_token(self, bytes_per_element: float = 2.0) -> float:
+        """KV-cache bytes one generated/cached token adds across all layers (16-bit by default).
+
+        GQA/MQA cache num_kv_heads heads; MLA caches the compressed latent plus the rope key
+        (DeepSeek-V2 paper, sec. 2.1.2: (d_c + d_h^R) * l elements per token). Cross-attention
+        caches are per input token (see `cross_kv_bytes_per_input_token`).
+        """
+        return sum(a.kv_elements for a in self.attention_layers if not a.cross) * bytes_per_element
+
+    def cross_kv_bytes_per_input_token(self, bytes_per_element: float = 2.0) -> float:
+        return sum(a.kv_elements for a in self.attention_layers if a.cross) * bytes_per_element
+
+    def kv_cache_bytes(self, context_len: int, bytes_per_element: float = 2.0, input_len: int = 0) -> float:
+        """KV-cache bytes for one sequence of `context_len` tokens; sliding windows cap a layer's
+        cache at the window (what vLLM and transformers' sliding caches keep)."""
+        total = 0.0
+        for a in self.attention_layers:
+            if a.cross:
+                total += a.kv_elements * input_len
+            else:
+                n = context_len if a.window is None else min(context_len, a.window)
+                total += a.kv_elements * n
+        return total * bytes_per_element
+
+    # --- FLOPs ------------------------------------------------------------------------------
+    def matmul_flops_per_token(self) -> float:
+        """2 x active linear weights (PaLM, Appendix B: the 2N term), lm_head included."""
+        return 2.0 * sum(
+            g.linear[0] * g.linear[1] * g.count * g.active_fraction for g in self.groups if g.linear is not None
+        )
+
+    def attention_flops_per_token(self, context_len: int) -> float:
+        """Score and value FLOPs of one token attending to `context_len` tokens, all layers.
+
+        2*T*d_qk for Q.K^T plus 2*T*d_v for A.V per layer (PaLM, Appendix B: 12*L*H*Q*T for a
+        training step is 3 x this forward term with d_qk = d_v = H*Q); windows cap T.
+        """
+        total = 0.0
+        for a in self.attention_layers:
+            t = context_len if a.window is None else min(context_len, a.window)
+            total += 2.0 * t * (a.qk_dim + a.v_dim)
+        return total
+
+    def flops_per_token(self, context_len: int = 2048) -> float:
+        """Forward FLOPs per token at a context of `context_len` (per image for a CNN)."""
+        if self.kind == "cnn":
+            return self.conv_flops_per_sample
+        return self.matmul_flops_per_token() + self.attention_flops_per_token(context_len)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a config
+# ---------------------------------------------------------------------------------------------
+
+
+class _Cfg:
+    """Typed access to a config dict, with one clear error per missing or bad key."""
+
+    def __init__(self, raw: Mapping[str, Any], name: str) -> None:
+        self.raw = raw
+        self.name = name
+
+    def has(self, *keys: str) -> bool:
+        return any(k in self.raw and self.raw[k] is not None for k in keys)
+
+    def get_int(self, *keys: str, default: int | None = None) -> int:
+        for k in keys:
+            v = self.raw.get(k)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 0:
+                raise ModelConfigError(f"{self.name}: config key {k!r} must be a non-negative integer. Got {v!r}.")
+            return int(v)
+        if default is not None:
+            return default
+        raise ModelConfigError(
+            f"{self.name}: config.json lacks {' / '.join(repr(k) for k in keys)}, needed for a "
+            f"{self.raw.get('model_type')!r} model."
+        )
+
+    def opt_int(self, *keys: str) -> int | None:
+        return self.get_int(*keys) if self.has(*keys) else None
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        v = self.raw.get(key, default)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise ModelConfigError(f"{self.name}: config key {key!r} must be true or false. Got {v!r}.")
+        return v
+
+    def get_str(self, key: str, default: str) -> str:
+        v = self.raw.get(key, default)
+        return default if v is None else str(v)
+
+    def positive(self, value: int, key: str) -> int:
+        if value <= 0:
+            raise ModelConfigError(f"{self.name}: config key {key!r} must be positive. Got {value}.")
+        return value
+
+
+class _Groups:
+    """Collects parameter groups while a builder walks the architecture."""
+
+    def __init__(self) -> None:
+        self.items: list[ParamGroup] = []
+        self.attn: list[AttentionLayer] = []
+
+    def linear(
+        self,
+        name: str,
+        fan_in: int,
+        fan_out: int,
+        count: int,
+        role: str,
+        *,
+        bias: bool = False,
+        frac: float = 1.0,
+        stack: str = "decoder",
+    ) -> None:
+        if count <= 0 or fan_in <= 0 or fan_out <= 0:
+            return
+        self.items.append(ParamGroup(name, fan_in * fan_out, count, role, (fan_in, fan_out), frac, stack))
+        if bias:
+            self.items.append(ParamGroup(f"{name}.bias", fan_out, count, role, None, frac, stack))
+
+    def vector(
+        self, name: str, numel: int, count: int, role: str, *, frac: float = 1.0, stack: str = "decoder"
+    ) -> None:
+        if count > 0 and numel > 0:
+            self.items.append(ParamGroup(name, numel, count, role, None, frac, stack))
+
+    def norm(self, name: str, dim: int, count: int, *, bias: bool, stack: str = "decoder") -> None:
+        self.vector(name, dim * (2 if bias else 1), count, "norm", stack=stack)
+
+
+@dataclass
+class _Shape:
+    d: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ff: int
+    vocab: int
+    max_pos: int | None
+    tied: bool
+
+
+def _attention_kind(heads: int, kv_heads: int) -> str:
+    if kv_heads == heads:
+        return "mha"
+    return "mqa" if kv_heads == 1 else "gqa"
+
+
+def _check_heads(c: _Cfg, heads: int, kv_heads: int) -> None:
+    c.positive(heads, "num_attention_heads")
+    c.positive(kv_heads, "num_key_value_heads")
+    if heads % kv_heads:
+        raise ModelConfigError(
+            f"{c.name}: num_attention_heads={heads} must be a multiple of num_key_value_heads={kv_heads}."
+        )
+
+
+def _window_layers(c: _Cfg, layers: int, model_type: str) -> list[int | None]:
+    """Per-layer sliding window (None = full attention)."""
+    window = c.opt_int("sliding_window")
+    if window is None or window <= 0:
+        return [None] * layers
+    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and not c.get_bool("use_sliding_window", False):
+        return [None] * layers
+    types = c.raw.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return [window if t == "sliding_attention" else None for t in types]
+    if model_type in ("gemma2",):
+        # Gemma 2: local (sliding) and global attention alternate, the first layer local
+        # (Gemma 2 report, sec. 2; transformers Gemma2: layer_idx % 2 == 0 is sliding)
+        return [window if i % 2 == 0 else None for i in range(layers)]
+    return [window] * layers
+
+
+# --- decoder LMs of the Llama lineage (llama, mistral, mixtral, qwen2/3(+moe), gemma/2, phi3) ----
+
+
+def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size"), "hidden_size")
+    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    heads = c.get_int("num_attention_heads")
+    kv_heads = c.get_int("num_key_value_heads", default=heads)
+    _check_heads(c, heads, kv_heads)
+    head_dim = c.get_int("head_dim", default=d // heads) if c.has("head_dim") else d // heads
+    ff = c.get_int("intermediate_size")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    # transformers' default: Llama, Mistral, Mixtral, Qwen, Phi-3 untie; Gemma ties
+    tied = c.get_bool("tie_word_embeddings", model_type in ("gemma", "gemma2", "gemma3_text"))
+    g = _Groups()
+    g.vector("embed_tokens", vocab * d, 1, "embedding")
+
+    qkv_bias = c.get_bool("attention_bias", model_type in ("qwen2", "qwen2_moe"))
+    o_bias = c.get_bool("attention_bias", False) and model_type not in ("qwen2", "qwen2_moe")
+    mlp_bias = c.get_bool("mlp_bias", False)
+    q_out, kv_out = heads * head_dim, kv_heads * head_dim
+    g.linear("self_attn.q_proj", d, q_out, layers, "attention", bias=qkv_bias)
+    g.linear("self_attn.k_proj", d, kv_out, layers, "attention", bias=qkv_bias)
+    g.linear("self_attn.v_proj", d, kv_out, layers, "attention", bias=qkv_bias)
+    g.linear("self_attn.o_proj", q_out, d, layers, "attention", bias=o_bias)
+    if model_type in ("qwen3", "qwen3_moe"):
+        g.norm("self_attn.q_norm", head_dim, layers, bias=False)
+        g.norm("self_attn.k_norm", head_dim, layers, bias=False)
+    norms_per_layer = 4 if model_type == "gemma2" else 2
+    g.norm("layernorms", d, layers * norms_per_layer, bias=False)
+    g.norm("norm", d, 1, bias=False)
+
+    moe: dict[str, int] = {}
+    if model_type == "mixtral":
+        experts = c.get_int("num_local_experts")
+        k = c.get_int("num_experts_per_tok")
+        moe = {"experts": experts, "k": k, "shared": 0}
+        g.linear("block_sparse_moe.gate", d, experts, layers, "router")
+        for w in ("w1", "w3"):
+            g.linear(f"experts.{w}", d, ff, layers * experts, "expert", frac=k / experts)
+        g.linear("experts.w2", ff, d, layers * experts, "expert", frac=k / experts)
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        experts = c.get_int("num_experts")
+        k = c.get_int("num_experts_per_tok")
+        moe_ff = c.get_int("moe_intermediate_size")
+        step = c.get_int("decoder_sparse_step", default=1)
+        only_dense = set(c.raw.get("mlp_only_layers") or [])
+        sparse = [i for i in range(layers) if i not in only_dense and experts > 0 and step > 0 and (i + 1) % step == 0]
+        n_sparse, n_dense = len(sparse), layers - len(sparse)
+        shared_ff = c.get_int("shared_expert_intermediate_size", default=0) if model_type == "qwen2_moe" else 0
+        moe = {"experts": experts, "k": k, "shared": 1 if shared_ff else 0}
+        g.linear("mlp.gate", d, experts, n_sparse, "router")
+        for w in ("gate_proj", "up_proj"):
+            g.linear(f"mlp.experts.{w}", d, moe_ff, n_sparse * experts, "expert", frac=k / experts)
+        g.linear("mlp.experts.down_proj", moe_ff, d, n_sparse * experts, "expert", frac=k / experts)
+        if shared_ff:
+            for w in ("gate_proj", "up_proj"):
+                g.linear(f"mlp.shared_expert.{w}", d, shared_ff, n_sparse, "mlp")
+            g.linear("mlp.shared_expert.down_proj", shared_ff, d, n_sparse, "mlp")
+            g.linear("mlp.shared_expert_gate", d, 1, n_sparse, "router")
+        for w in ("gate_proj", "up_proj"):
+            g.linear(f"mlp.{w}", d, ff, n_dense, "mlp")
+        g.linear("mlp.down_proj", ff, d, n_dense, "mlp")
+    else:
+        c.positive(ff, "intermediate_size")
+        g.linear("mlp.gate_proj", d, ff, layers, "mlp", bias=mlp_bias)
+        g.linear("mlp.up_proj", d, ff, layers, "mlp", bias=mlp_bias)
+        g.linear("mlp.down_proj", ff, d, layers, "mlp", bias=mlp_bias)
+
+    _lm_head(g, d, vocab, tied)
+    windows = _window_layers(c, layers, model_type)
+    g.attn = [AttentionLayer(2 * kv_out, q_out, q_out, w) for w in windows]
+    shape = _Shape(d, layers, heads, kv_heads, head_dim, ff, vocab, c.opt_int("max_position_embeddings"), tied)
+    return shape, g, moe
+
+
+def _lm_head(g: _Groups, d: int, vocab: int, tied: bool) -> None:
+    """The output projection: a real d x V matmul every token; only an untied head adds
+    parameters (a tied one reuses the input embedding)."""
+    if tied:
+        g.items.append(ParamGroup("lm_head (tied to the embedding)", 0, 1, "head", (d, vocab)))
+    else:
+        g.linear("lm_head", d, vocab, 1, "head")
+
+
+# --- DeepSeek V2 / V3: MLA attention, fine-grained MoE with shared experts ---------------------
+
+
+def _build_deepseek(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size"), "hidden_size")
+    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    ff = c.get_int("intermediate_size")
+    q_lora = c.opt_int("q_lora_rank")
+    kv_lora = c.get_int("kv_lora_rank")
+    nope, rope, v_dim = c.get_int("qk_nope_head_dim"), c.get_int("qk_rope_head_dim"), c.get_int("v_head_dim")
+    qk_head = nope + rope
+    tied = c.get_bool("tie_word_embeddings", False)
+    bias = c.get_bool("attention_bias", False)
+    g = _Groups()
+    g.vector("embed_tokens", vocab * d, 1, "embedding")
+    # MLA (DeepSeek-V2 paper, sec. 2.1): low-rank query (optional) and joint KV compression
+    if q_lora:
+        g.linear("self_attn.q_a_proj", d, q_lora, layers, "attention", bias=bias)
+        g.norm("self_attn.q_a_layernorm", q_lora, layers, bias=False)
+        g.linear("self_attn.q_b_proj", q_lora, heads * qk_head, layers, "attention")
+    else:
+        g.linear("self_attn.q_proj", d, heads * qk_head, layers, "attention")
+    g.linear("self_attn.kv_a_proj_with_mqa", d, kv_lora + rope, layers, "attention", bias=bias)
+    g.norm("self_attn.kv_a_layernorm", kv_lora, layers, bias=False)
+    g.linear("self_attn.kv_b_proj", kv_lora, heads * (nope + v_dim), layers, "attention")
+    g.linear("self_attn.o_proj", heads * v_dim, d, layers, "attention", bias=bias)
+    g.norm("layernorms", d, layers * 2, bias=False)
+    g.norm("norm", d, 1, bias=False)
+
+    experts = c.get_int("n_routed_experts", default=0)
+    k = c.get_int("num_experts_per_tok", default=0)
+    first_dense = c.get_int("first_k_dense_replace", default=0)
+    freq = c.get_int("moe_layer_freq", default=1)
+    moe_layers = [i for i in range(layers) if experts and i >= first_dense and i % max(freq, 1) == 0]
+    n_moe, n_dense = len(moe_layers), layers - len(moe_layers)
+    moe_ff = c.get_int("moe_intermediate_size", default=0)
+    shared = c.get_int("n_shared_experts", default=0)
+    for w in ("gate_proj", "up_proj"):
+        g.linear(f"mlp.{w}", d, ff, n_dense, "mlp")
+    g.linear("mlp.down_proj", ff, d, n_dense, "mlp")
+    if n_moe:
+        g.linear("mlp.gate", d, experts, n_moe, "router")
+        for w in ("gate_proj", "up_proj"):
+            g.linear(f"mlp.experts.{w}", d, moe_ff, n_moe * experts, "expert", frac=k / experts)
+        g.linear("mlp.experts.down_proj", moe_ff, d, n_moe * experts, "expert", frac=k / experts)
+        if shared:
+            for w in ("gate_proj", "up_proj"):
+                g.linear(f"mlp.shared_experts.{w}", d, moe_ff * shared, n_moe, "mlp")
+            g.linear("mlp.shared_experts.down_proj", moe_ff * shared, d, n_moe, "mlp")
+    _lm_head(g, d, vocab, tied)
+    # cache: latent c^KV (kv_lora_rank) + decoupled rope key (qk_rope_head_dim) per layer
+    g.attn = [AttentionLayer(kv_lora + rope, heads * qk_head, heads * v_dim) for _ in range(layers)]
+    shape = _Shape(d, layers, heads, heads, qk_head, ff, vocab, c.opt_int("max_position_embeddings"), tied)
+    return shape, g, {"experts": experts, "k": k, "shared": shared}
+
+
+# --- GPT-2, GPT-NeoX (Pythia), Falcon, MPT, BLOOM ---------------------------------------------
+
+
+def _build_gpt2(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("n_embd", "hidden_size"), "n_embd")
+    layers = c.positive(c.get_int("n_layer", "num_hidden_layers"), "n_layer")
+    heads = c.positive(c.get_int("n_head", "num_attention_heads"), "n_head")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    pos = c.get_int("n_positions", "max_position_embeddings")
+    ff = c.get_int("n_inner", default=4 * d) if c.has("n_inner") else 4 * d
+    tied = c.get_bool("tie_word_embeddings", True)
+    g = _Groups()
+    g.vector("wte", vocab * d, 1, "embedding")
+    g.vector("wpe", pos * d, 1, "position")
+    g.norm("ln_1/ln_2", d, 2 * layers, bias=True)
+    g.linear("attn.c_attn", d, 3 * d, layers, "attention", bias=True)
+    g.linear("attn.c_proj", d, d, layers, "attention", bias=True)
+    g.linear("mlp.c_fc", d, ff, layers, "mlp", bias=True)
+    g.linear("mlp.c_proj", ff, d, layers, "mlp", bias=True)
+    g.norm("ln_f", d, 1, bias=True)
+    _lm_head(g, d, vocab, tied)
+    g.attn = [AttentionLayer(2 * d, d, d) for _ in range(layers)]
+    return _Shape(d, layers, heads, heads, d // heads, ff, vocab, pos, tied), g, {}
+
+
+def _build_gpt_neox(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size"), "hidden_size")
+    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    ff = c.positive(c.get_int("intermediate_size"), "intermediate_size")
+    tied = c.get_bool("tie_word_embeddings", False)
+    bias = c.get_bool("attention_bias", True)
+    g = _Groups()
+    g.vector("embed_in", vocab * d, 1, "embedding")
+    g.norm("input/post_attention_layernorm", d, 2 * layers, bias=True)
+    g.linear("attention.query_key_value", d, 3 * d, layers, "attention", bias=bias)
+    g.linear("attention.dense", d, d, layers, "attention", bias=bias)
+    g.linear("mlp.dense_h_to_4h", d, ff, layers, "mlp", bias=True)
+    g.linear("mlp.dense_4h_to_h", ff, d, layers, "mlp", bias=True)
+    g.norm("final_layer_norm", d, 1, bias=True)
+    _lm_head(g, d, vocab, tied)
+    g.attn = [AttentionLayer(2 * d, d, d) for _ in range(layers)]
+    shape = _Shape(d, layers, heads, heads, d // heads, ff, vocab, c.opt_int("max_position_embeddings"), tied)
+    return shape, g, {}
+
+
+def _build_falcon(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size", "n_embed"), "hidden_size")
+    layers = c.positive(c.get_int("num_hidden_layers", "n_layer"), "num_hidden_layers")
+    heads = c.positive(c.get_int("num_attention_heads", "n_head"), "num_attention_heads")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    head_dim = d // heads
+    new_arch = c.get_bool("new_decoder_architecture", False)
+    if new_arch:
+        kv_heads = c.get_int("num_kv_heads", "n_head_kv", default=heads)
+    elif c.get_bool("multi_query", True):
+        kv_heads = 1
+    else:
+        kv_heads = heads
+    _check_heads(c, heads, kv_heads)
+    bias = c.get_bool("bias", False)
+    ff = c.get_int("ffn_hidden_size", default=4 * d) if c.has("ffn_hidden_size") else 4 * d
+    tied = c.get_bool("tie_word_embeddings", True)
+    parallel = c.get_bool("parallel_attn", True)
+    g = _Groups()
+    g.vector("word_embeddings", vocab * d, 1, "embedding")
+    # Falcon: one shared LayerNorm in parallel-attention blocks; ln_attn + ln_mlp in the new
+    # decoder architecture (num_ln_in_parallel_attn=2); two in sequential blocks
+    n_ln = 2 if (new_arch and c.get_int("num_ln_in_parallel_attn", default=2) == 2) or not parallel else 1
+    g.norm("layernorms", d, n_ln * layers, bias=True)
+    g.linear("self_attention.query_key_value", d, (heads + 2 * kv_heads) * head_dim, layers, "attention", bias=bias)
+    g.linear("self_attention.dense", d, d, layers, "attention", bias=bias)
+    g.linear("mlp.dense_h_to_4h", d, ff, layers, "mlp", bias=bias)
+    g.linear("mlp.dense_4h_to_h", ff, d, layers, "mlp", bias=bias)
+    g.norm("ln_f", d, 1, bias=True)
+    _lm_head(g, d, vocab, tied)
+    g.attn = [AttentionLayer(2 * kv_heads * head_dim, d, d) for _ in range(layers)]
+    shape = _Shape(d, layers, heads, kv_heads, head_dim, ff, vocab, c.opt_int("max_position_embeddings"), tied)
+    return shape, g, {}
+
+
+def _build_mpt(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("d_model", "hidden_size"), "d_model")
+    layers = c.positive(c.get_int("n_layers", "num_hidden_layers"), "n_layers")
+    heads = c.positive(c.get_int("n_heads", "num_attention_heads"), "n_heads")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    ff = c.get_int("expansion_ratio", default=4) * d
+    no_bias = c.get_bool("no_bias", True)
+    attn_cfg = c.raw.get("attn_config") or {}
+    kv_heads = int(attn_cfg.get("kv_n_heads", heads)) if isinstance(attn_cfg, dict) else heads
+    _check_heads(c, heads, kv_heads)
+    hd = d // heads
+    g = _Groups()
+    g.vector("wte", vocab * d, 1, "embedding")
+    # MPT's LayerNorms carry no bias when no_bias is set (llm-foundry; 6,649,286,656 for MPT-7B)
+    g.norm("norm_1/norm_2", d, 2 * layers, bias=not no_bias)
+    g.linear("attn.Wqkv", d, (heads + 2 * kv_heads) * hd, layers, "attention", bias=not no_bias)
+    g.linear("attn.out_proj", d, d, layers, "attention", bias=not no_bias)
+    g.linear("ffn.up_proj", d, ff, layers, "mlp", bias=not no_bias)
+    g.linear("ffn.down_proj", ff, d, layers, "mlp", bias=not no_bias)
+    g.norm("norm_f", d, 1, bias=not no_bias)
+    _lm_head(g, d, vocab, True)  # MPT always ties the output to wte
+    g.attn = [AttentionLayer(2 * kv_heads * hd, d, d) for _ in range(layers)]
+    return _Shape(d, layers, heads, kv_heads, hd, ff, vocab, c.opt_int("max_seq_len"), True), g, {}
+
+
+def _build_bloom(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size", "n_embed"), "hidden_size")
+    layers = c.positive(c.get_int("n_layer", "num_hidden_layers"), "n_layer")
+    heads = c.positive(c.get_int("n_head", "num_attention_heads"), "n_head")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    tied = c.get_bool("tie_word_embeddings", True)
+    g = _Groups()
+    g.vector("word_embeddings", vocab * d, 1, "embedding")
+    g.norm("word_embeddings_layernorm", d, 1, bias=True)
+    g.norm("input/post_attention_layernorm", d, 2 * layers, bias=True)
+    g.linear("self_attention.query_key_value", d, 3 * d, layers, "attention", bias=True)
+    g.linear("self_attention.dense", d, d, layers, "attention", bias=True)
+    g.linear("mlp.dense_h_to_4h", d, 4 * d, layers, "mlp", bias=True)
+    g.linear("mlp.dense_4h_to_h", 4 * d, d, layers, "mlp", bias=True)
+    g.norm("ln_f", d, 1, bias=True)
+    _lm_head(g, d, vocab, tied)
+    g.attn = [AttentionLayer(2 * d, d, d) for _ in range(layers)]
+    return _Shape(d, layers, heads, heads, d // heads, 4 * d, vocab, None, tied), g, {}
+
+
+# --- encoders: BERT, RoBERTa; ViT ---------------------------------------------------------------
+
+
+def _encoder_layers(g: _Groups, d: int, ff: int, layers: int, stack: str = "encoder") -> None:
+    for n in ("query", "key", "value", "attention.output.dense"):
+        g.linear(f"attention.{n}", d, d, layers, "attention", bias=True, stack=stack)
+    g.linear("intermediate.dense", d, ff, layers, "mlp", bias=True, stack=stack)
+    g.linear("output.dense", ff, d, layers, "mlp", bias=True, stack=stack)
+    g.norm("layernorms", d, 2 * layers, bias=True, stack=stack)
+
+
+def _build_bert(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size"), "hidden_size")
+    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
+    ff = c.positive(c.get_int("intermediate_size"), "intermediate_size")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    pos = c.get_int("max_position_embeddings")
+    types = c.get_int("type_vocab_size", default=2)
+    g = _Groups()
+    g.vector("embeddings.word_embeddings", vocab * d, 1, "embedding", stack="encoder")
+    g.vector("embeddings.position_embeddings", pos * d, 1, "position", stack="encoder")
+    g.vector("embeddings.token_type_embeddings", types * d, 1, "embedding", stack="encoder")
+    g.norm("embeddings.LayerNorm", d, 1, bias=True, stack="encoder")
+    _encoder_layers(g, d, ff, layers)
+    # BertModel/RobertaModel's pooler: a dense layer on the first token only (per sequence)
+    g.vector("pooler.dense", d * d + d, 1, "head", stack="encoder")
+    g.attn = [AttentionLayer(0, d, d, stack="encoder") for _ in range(layers)]
+    return _Shape(d, layers, heads, heads, d // heads, ff, vocab, pos, False), g, {}
+
+
+def _build_vit(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("hidden_size"), "hidden_size")
+    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
+    ff = c.positive(c.get_int("intermediate_size"), "intermediate_size")
+    image = c.positive(c.get_int("image_size", default=224), "image_size")
+    patch = c.positive(c.get_int("patch_size", default=16), "patch_size")
+    channels = c.get_int("num_channels", default=3)
+    patches = (image // patch) ** 2
+    labels = _num_labels(c)
+    g = _Groups()
+    g.vector("embeddings.cls_token", d, 1, "position", stack="encoder")
+    g.vector("embeddings.position_embeddings", (patches + 1) * d, 1, "position", stack="encoder")
+    # the patch embedding is a stride-p convolution = a linear map of each patch's pixels
+    g.linear("embeddings.patch_embeddings", channels * patch * patch, d, 1, "embedding", bias=True, stack="encoder")
+    _encoder_layers(g, d, ff, layers)
+    g.norm("layernorm", d, 1, bias=True, stack="encoder")
+    # ViTForImageClassification: a linear classifier on the [CLS] token (per image)
+    g.vector("classifier", d * labels + labels, 1, "head", stack="encoder")
+    g.attn = [AttentionLayer(0, d, d, stack="encoder") for _ in range(layers)]
+    return _Shape(d, layers, heads, heads, d // heads, ff, 0, patches + 1, False), g, {}
+
+
+def _num_labels(c: _Cfg) -> int:
+    id2label = c.raw.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        return len(id2label)
+    return c.get_int("num_labels", default=2)
+
+
+# --- T5 / mT5 (encoder-decoder) -------------------------------------------------------------------
+
+
+def _build_t5(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    d = c.positive(c.get_int("d_model"), "d_model")
+    dkv = c.positive(c.get_int("d_kv"), "d_kv")
+    ff = c.positive(c.get_int("d_ff"), "d_ff")
+    enc_layers = c.positive(c.get_int("num_layers"), "num_layers")
+    dec_layers = c.get_int("num_decoder_layers", default=enc_layers)
+    heads = c.positive(c.get_int("num_heads"), "num_heads")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    buckets = c.get_int("relative_attention_num_buckets", default=32)
+    gated = c.get_str("feed_forward_proj", "relu").startswith("gated")
+    tied = c.get_bool("tie_word_embeddings", model_type == "t5")
+    inner = heads * dkv
+    g = _Groups()
+    g.vector("shared", vocab * d, 1, "embedding", stack="shared")
+    for stack, n, blocks in (("encoder", enc_layers, 1), ("decoder", dec_layers, 2)):
+        # self-attention (+ cross-attention in the decoder): q, k, v, o without biases
+        for name in ("q", "k", "v"):
+            g.linear(f"{stack}.attention.{name}", d, inner, n * blocks, "attention", stack=stack)
+        g.linear(f"{stack}.attention.o", inner, d, n * blocks, "attention", stack=stack)
+        # relative position bias: only the first layer's self-attention owns one (T5 paper sec. 2.1)
+        g.vector(f"{stack}.relative_attention_bias", buckets * heads, 1, "position", stack=stack)
+        for w in ("wi_0", "wi_1") if gated else ("wi",):
+            g.linear(f"{stack}.DenseReluDense.{w}", d, ff, n, "mlp", stack=stack)
+        g.linear(f"{stack}.DenseReluDense.wo", ff, d, n, "mlp", stack=stack)
+        g.norm(f"{stack}.layer_norms", d, n * (blocks + 1) + 1, bias=False, stack=stack)
+    _lm_head(g, d, vocab, tied)
+    attn = [AttentionLayer(0, inner, inner, stack="encoder") for _ in range(enc_layers)]
+    attn += [AttentionLayer(2 * inner, inner, inner) for _ in range(dec_layers)]
+    attn += [AttentionLayer(2 * inner, inner, inner, cross=True) for _ in range(dec_layers)]
+    g.attn = attn
+    shape = _Shape(d, enc_layers + dec_layers, heads, heads, dkv, ff, vocab, None, tied)
+    return shape, g, {}
+
+
+# --- ResNet (the CNN path) --------------------------------------------------------------------
+
+
+def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], float]:
+    """ResNet v1.5 as transformers' ResNetForImageClassification (He et al. 2016, Table 1).
+
+    Returns also the forward FLOPs per 224x224 image: 2 x multiply-adds of every convolution
+    and the classifier (BatchNorm, ReLU and pooling are not counted, as in the paper's 3.8e9
+    multiply-adds for ResNet-50).
+    """
+    emb = c.positive(c.get_int("embedding_size", default=64), "embedding_size")
+    hidden = c.raw.get("hidden_sizes")
+    depths = c.raw.get("depths")
+    if not (isinstance(hidden, list) and isinstance(depths, list) and len(hidden) == len(depths) and hidden):
+        raise ModelConfigError(f"{c.name}: a resnet config needs lists 'hidden_sizes' and 'depths' of equal length.")
+    bottleneck = c.get_str("layer_type", "bottleneck") == "bottleneck"
+    reduction = 4
+    channels = c.get_int("num_channels", default=3)
+    labels = _num_labels(c)
+    image = 224
+    g = _Groups()
+    macs = 0.0
+    size = image // 2  # 7x7 stride-2 stem conv
+    g.vector("embedder.convolution", channels * 7 * 7 * emb, 1, "conv")
+    macs += channels * 49 * emb * size * size
+    g.vector("embedder.normalization", 2 * emb, 1, "norm")
+    size //= 2  # 3x3 stride-2 max pool
+    cin = emb
+    first_stride = 2 if c.get_bool("downsample_in_first_stage", False) else 1
+    for stage, (cout, depth) in enumerate(zip(hidden, depths, strict=True)):
+        for block in range(int(depth)):
+            stride = (first_stride if stage == 0 else 2) if block == 0 else 1
+            out_size = size // stride
+            if cin != cout or stride != 1:
+                g.vector("shortcut.convolution", cin * cout, 1, "conv")
+                g.vector("shortcut.normalization", 2 * cout, 1, "norm")
+                macs += cin * cout * out_size * out_size
+            if bottleneck:
+                mid = cout // reduction
+                # ResNet v1.5 (torchvision, transformers): the stride sits on the 3x3 conv
+                convs = [(cin, mid, 1, size), (mid, mid, 3, out_size), (mid, cout, 1, out_size)]
+            else:
+                convs = [(cin, cout, 3, out_size), (cout, cout, 3, out_size)]
+            for ci, co, k, s in convs:
+                g.vector("layer.convolution", ci * co * k * k, 1, "conv")
+                g.vector("layer.normalization", 2 * co, 1, "norm")
+                macs += ci * co * k * k * s * s
+            cin, size = int(cout), out_size
+    g.vector("classifier", cin * labels + labels, 1, "head")
+    macs += cin * labels
+    shape = _Shape(cin, sum(int(x) for x in depths), 0, 0, 0, 0, 0, None, False)
+    return shape, g, {}, 2.0 * macs
+
+
+# ---------------------------------------------------------------------------------------------
+
+_Builder = Callable[[_Cfg, str], tuple[_Shape, _Groups, dict[str, int]]]
+
+_BUILDERS: Final[dict[str, tuple[_Builder, str]]] = {
+    "llama": (_build_llama_like, "decoder"),
+    "mistral": (_build_llama_like, "decoder"),
+    "mixtral": (_build_llama_like, "decoder"),
+    "qwen2": (_build_llama_like, "decoder"),
+    "qwen3": (_build_llama_like, "decoder"),
+    "qwen2_moe": (_build_llama_like, "decoder"),
+    "qwen3_moe": (_build_llama_like, "decoder"),
+    "gemma": (_build_llama_like, "decoder"),
+    "gemma2": (_build_llama_like, "decoder"),
+    "phi3": (_build_llama_like, "decoder"),
+    "deepseek_v2": (_build_deepseek, "decoder"),
+    "deepseek_v3": (_build_deepseek, "decoder"),
+    "gpt2": (_build_gpt2, "decoder"),
+    "gpt_neox": (_build_gpt_neox, "decoder"),
+    "falcon": (_build_falcon, "decoder"),
+    "RefinedWebModel": (_build_falcon, "decoder"),
+    "RefinedWeb": (_build_falcon, "decoder"),
+    "mpt": (_build_mpt, "decoder"),
+    "bloom": (_build_bloom, "decoder"),
+    "bert": (_build_bert, "encoder"),
+    "roberta": (_build_bert, "encoder"),
+    "t5": (_build_t5, "encoder-decoder"),
+    "mt5": (_build_t5, "encoder-decoder"),
+    "vit": (_build_vit, "vision-transformer"),
+}
+
+SUPPORTED_MODEL_TYPES: Final = (*sorted(_BUILDERS), "resnet")
+
+
+def model_from_config(config: Mapping[str, Any], name: str = "model") -> ModelSpec:
+    """A ModelSpec from a parsed config.json (a dict). Raises ModelConfigError on bad input."""
+    if not isinstance(config, Mapping):
+        raise ModelConfigError(f"{name}: config.json must hold a JSON object, not {type(config).__name__}.")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelConfigError(f"{name}: config.json has no 'model_type'; is this a Hugging Face model config?")
+    c = _Cfg(config, name)
+    if model_type == "resnet":
+        shape, g, moe, conv_flops = _build_resnet(c, model_type)
+        return _spec(name, model_type, "cnn", shape, g, moe, config, conv_flops=conv_flops, image_size=224)
+    if model_type not in _BUILDERS:
+        raise ModelConfigError(
+            f"{name}: model_type {model_type!r} is not supported. Supported: {', '.join(SUPPORTED_MODEL_TYPES)}."
+        )
+    builder, kind = _BUILDERS[model_type]
+    shape, g, moe = builder(c, model_type)
+    image = c.get_int("image_size", default=224) if kind == "vision-transformer" else None
+    return _spec(name, model_type, kind, shape, g, moe, config, image_size=image)
+
+
+def _spec(
+    name: str,
+    model_type: str,
+    kind: str,
+    s: _Shape,
+    g: _Groups,
+    moe: Mapping[str, int],
+    config: Mapping[str, Any],
+    *,
+    conv_flops: float = 0.0,
+    image_size: int | None = None,
+) -> ModelSpec:
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        attention_type = "mla"
+    elif kind == "cnn":
+        attention_type = "none"
+    else:
+        attention_type = _attention_kind(s.heads, s.kv_heads)
+    if any(p.numel < 0 for p in g.items):
+        raise ModelConfigError(f"{name}: the config gives negative or non-finite tensor sizes.")
+    return ModelSpec(
+        name=name,
+        model_type=model_type,
+        kind=kind,
+        hidden_size=s.d,
+        num_layers=s.layers,
+        num_heads=s.heads,
+        num_kv_heads=s.kv_heads,
+        head_dim=s.head_dim,
+        intermediate_size=s.ff,
+        vocab_size=s.vocab,
+        max_position_embeddings=s.max_pos,
+        tie_word_embeddings=s.tied,
+        attention_type=attention_type,
+        groups=tuple(g.items),
+        attention_layers=tuple(g.attn),
+        num_experts=moe.get("experts", 0),
+        experts_per_token=moe.get("k", 0),
+        num_shared_experts=moe.get("shared", 0),
+        conv_flops_per_sample=conv_flops,
+        image_size=image_size,
+        config=dict(config),
+    )

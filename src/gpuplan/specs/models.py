@@ -1,0 +1,191 @@
+"""Finding a model: a bundled preset, a local config.json, or a Hugging Face hub id.
+
+Only the config.json is ever read, as plain JSON: no weights, no tokenizer, no code from the
+repository (never `trust_remote_code`). Hub look-ups use huggingface_hub's cache first and say
+clearly when the machine is offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+from gpuplan.errors import ModelConfigError, UnknownModelError, did_you_mean
+from gpuplan.specs.model import ModelSpec, model_from_config
+
+_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything huge
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A bundled model config with where it came from."""
+
+    name: str
+    file: str
+    hf_id: str
+    aliases: tuple[str, ...]
+    source: str
+    read: str
+    published_params: int | None
+    published_params_source: str
+    note: str = ""
+    verbatim: bool = True  # False where the config was rebuilt from documented hyperparameters
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+@lru_cache(maxsize=1)
+def presets() -> dict[str, Preset]:
+    """The bundled presets by name."""
+    text = (resources.files("gpuplan") / "data" / "models" / "index.toml").read_text(encoding="utf-8")
+    doc = tomllib.loads(text)
+    out: dict[str, Preset] = {}
+    for name, body in doc.get("preset", {}).items():
+        out[name] = Preset(
+            name=name,
+            file=body["file"],
+            hf_id=body.get("hf_id", ""),
+            aliases=tuple(body.get("aliases", [])),
+            source=body.get("source", ""),
+            read=str(body.get("read", "")),
+            published_params=body.get("published_params"),
+            published_params_source=body.get("published_params_source", ""),
+            note=body.get("note", ""),
+            verbatim=body.get("verbatim", True),
+        )
+    return out
+
+
+@lru_cache(maxsize=1)
+def _preset_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for p in presets().values():
+        for label in (p.name, p.hf_id, *p.aliases):
+            if label:
+                index[_norm(label)] = p.name
+    return index
+
+
+def find_preset(name: str) -> Preset | None:
+    key = _preset_index().get(_norm(name))
+    return presets()[key] if key else None
+
+
+def preset_config(preset: Preset) -> dict[str, Any]:
+    text = (resources.files("gpuplan") / "data" / "models" / preset.file).read_text(encoding="utf-8")
+    return parse_config_text(text, preset.name)
+
+
+def parse_config_text(text: str, origin: str) -> dict[str, Any]:
+    """A config.json's text as a dict, or one clear ModelConfigError."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelConfigError(
+            f"{origin}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}."
+        ) from None
+    if not isinstance(data, dict):
+        raise ModelConfigError(f"{origin}: config.json must hold a JSON object, not {type(data).__name__}.")
+    # multimodal wrappers keep the language model's config under text_config
+    if "text_config" in data and isinstance(data["text_config"], dict) and "hidden_size" not in data:
+        inner = dict(data["text_config"])
+        inner.setdefault("model_type", data.get("model_type"))
+        return inner
+    return data
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        if path.stat().st_size > _MAX_CONFIG_BYTES:
+            raise ModelConfigError(f"{path}: {path.stat().st_size} bytes is too large for a config.json.")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UnknownModelError(f"No config.json at {str(path)!r}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelConfigError(f"Cannot read {str(path)!r}: {exc}.") from None
+    return parse_config_text(text, str(path))
+
+
+def _hub_config(repo_id: str) -> dict[str, Any]:
+    """config.json of a hub repository: from the local cache, else downloaded when online."""
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            GatedRepoError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
+    except ImportError:
+        raise UnknownModelError(
+            f"{repo_id!r} is not a bundled preset or a local path, and huggingface_hub is not installed "
+            "to fetch it (pip install 'gpuplan[hub]'), or pass a path to its config.json."
+        ) from None
+    try:
+        path = hf_hub_download(repo_id, "config.json", local_files_only=True)
+    except (LocalEntryNotFoundError, EntryNotFoundError, OSError, ValueError):
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+        if offline:
+            raise UnknownModelError(
+                f"{repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
+                "download its config.json and pass the path, or use a bundled preset (`gpuplan models`)."
+            ) from None
+        try:
+            path = hf_hub_download(repo_id, "config.json", etag_timeout=5)
+        except (RepositoryNotFoundError, GatedRepoError) as exc:
+            raise UnknownModelError(
+                f"Hub repository {repo_id!r} was not found or is gated ({type(exc).__name__}); "
+                "pass a local config.json instead."
+            ) from None
+        except Exception as exc:  # network errors come in many types; all mean "could not fetch"
+            raise UnknownModelError(
+                f"Could not fetch config.json of {repo_id!r} from the Hugging Face Hub (offline?): "
+                f"{type(exc).__name__}. Pass a path to a local config.json or use a bundled preset."
+            ) from None
+    return read_config_file(Path(path))
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~")) and " " not in name
+
+
+def resolve_model_config(name_or_path: str) -> tuple[str, dict[str, Any]]:
+    """(display name, config dict) for a preset name, a local path or a hub id."""
+    name_or_path = name_or_path.strip()
+    if not name_or_path:
+        raise UnknownModelError("No model given; pass a preset name, a config.json path or a hub id.")
+    preset = find_preset(name_or_path)
+    if preset is not None:
+        return preset.name, preset_config(preset)
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        label = path.parent.name if path.is_file() and path.name == "config.json" else path.stem
+        if path.is_dir():
+            label = path.name
+        return label or str(path), read_config_file(path)
+    if name_or_path.endswith(".json") or (os.sep in name_or_path and not _looks_like_hub_id(name_or_path)):
+        raise UnknownModelError(f"No such file: {name_or_path!r}.")
+    if _looks_like_hub_id(name_or_path):
+        return name_or_path, _hub_config(name_or_path)
+    hint = did_you_mean(name_or_path, [p for p in presets()] + [a for p in presets().values() for a in p.aliases])
+    raise UnknownModelError(
+        f"Unknown model {name_or_path!r}: not a bundled preset, a local config.json or a hub id (org/name)."
+        + (hint or " Run `gpuplan models` for the presets.")
+    )
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """The ModelSpec of a preset name, a local config.json (file or folder) or a hub id."""
+    name, config = resolve_model_config(name_or_path)
+    return model_from_config(config, name)

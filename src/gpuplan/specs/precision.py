@@ -1,0 +1,166 @@
+"""Number formats: bytes per stored value, and which compute precision a GPU really runs.
+
+Two different questions live here:
+- storage: how many bits one weight (or KV entry) takes, block scales included;
+- compute: the peak a matmul at a given precision gets on a GPU, and what it falls back to where
+  the chip lacks that precision (fp8 on an A100 runs at the bf16 rate; V100 has no bf16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from gpuplan.errors import InvalidSettingError, did_you_mean
+
+if TYPE_CHECKING:
+    from gpuplan.specs.gpu import GPU
+
+
+@dataclass(frozen=True)
+class StorageFormat:
+    """A way of storing weights or cache entries."""
+
+    name: str
+    bits_per_value: float  # average over a tensor, block scales and zero points included
+    source: str
+
+    @property
+    def bytes_per_value(self) -> float:
+        return self.bits_per_value / 8.0
+
+
+# QLoRA (Dettmers et al. 2023), section 3 "Double Quantization": NF4 with blocksize 64 and fp8
+# block constants, themselves quantised in blocks of 256 with fp32 constants, costs
+# 8/64 + 32/(64*256) = 0.127 bits per parameter of overhead (0.5 without double quantisation).
+_NF4_DQ_OVERHEAD_BITS: Final = 8 / 64 + 32 / (64 * 256)
+_NF4_OVERHEAD_BITS: Final = 32 / 64
+# GPTQ / AWQ 4-bit, group size 128 (the common export): per group and output column one fp16
+# scale and one packed 4-bit zero point -> 4 + (16 + 4)/128 bits (AutoGPTQ / AutoAWQ packing).
+_GPTQ_G128_BITS: Final = 4 + (16 + 4) / 128
+
+_LLAMA_CPP_QUANT_README: Final = "ggml-org/llama.cpp tools/quantize/README.md, 'Llama 2 7B' bits-per-weight table"
+_GGML_BLOCK_FORMATS: Final = "ggml k-quants PR description (ggml-org/llama.cpp #1684): block layouts and bpw"
+
+STORAGE_FORMATS: Final[dict[str, StorageFormat]] = {
+    f.name: f
+    for f in (
+        StorageFormat("fp32", 32, "IEEE 754 binary32"),
+        StorageFormat("tf32", 32, "TF32 is a compute mode; values are stored as fp32 (NVIDIA A100 whitepaper)"),
+        StorageFormat("fp16", 16, "IEEE 754 binary16"),
+        StorageFormat("bf16", 16, "bfloat16: 1 sign, 8 exponent, 7 mantissa bits"),
+        StorageFormat("fp8", 8, "OCP 8-bit floating point (E4M3/E5M2), per-tensor scales negligible"),
+        StorageFormat("fp8_e4m3", 8, "OCP 8-bit floating point, E4M3"),
+        StorageFormat("fp8_e5m2", 8, "OCP 8-bit floating point, E5M2"),
+        StorageFormat("int8", 8, "LLM.int8 / SmoothQuant int8 weights; per-channel scales negligible"),
+        StorageFormat("int4", 4, "plain 4-bit integers; scales not counted (see gptq/awq for grouped)"),
+        StorageFormat("nf4", 4 + _NF4_DQ_OVERHEAD_BITS, "QLoRA sec. 3: NF4, blocksize 64, double quantisation"),
+        StorageFormat("nf4-no-dq", 4 + _NF4_OVERHEAD_BITS, "QLoRA sec. 3: NF4, blocksize 64, fp32 absmax"),
+        StorageFormat("fp4", 4 + _NF4_DQ_OVERHEAD_BITS, "bitsandbytes FP4: same block layout as NF4"),
+        StorageFormat("gptq", _GPTQ_G128_BITS, "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
+        StorageFormat("awq", _GPTQ_G128_BITS, "AWQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
+        # ggml block formats: q8_0 = 32 int8 + one fp16 scale = 34 bytes per 32 weights
+        StorageFormat("q8_0", 34 * 8 / 32, _GGML_BLOCK_FORMATS),
+        # q4_0 = 32 4-bit + one fp16 scale = 18 bytes per 32 weights
+        StorageFormat("q4_0", 18 * 8 / 32, _GGML_BLOCK_FORMATS),
+        # k-quant mixes: measured whole-file averages for Llama 2 7B
+        StorageFormat("q6_k", 6.56, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q5_k_m", 5.68, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q5_k_s", 5.52, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q4_k_m", 4.84, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q4_k_s", 4.58, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q3_k_m", 3.91, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q3_k_l", 4.27, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q3_k_s", 3.50, _LLAMA_CPP_QUANT_README),
+        StorageFormat("q2_k", 3.35, _LLAMA_CPP_QUANT_README),
+    )
+}
+
+_STORAGE_ALIASES: Final = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+    "float8": "fp8",
+    "awq-int4": "awq",
+    "gptq-int4": "gptq",
+    "qlora": "nf4",
+}
+
+
+def storage_format(name: str) -> StorageFormat:
+    """The storage format called `name` (case-insensitive)."""
+    key = name.strip().lower().replace(" ", "")
+    key = _STORAGE_ALIASES.get(key, key)
+    if key not in STORAGE_FORMATS:
+        raise InvalidSettingError(
+            f"Unknown weight/KV dtype {name!r}; allowed: {', '.join(STORAGE_FORMATS)}."
+            + did_you_mean(name, STORAGE_FORMATS)
+        )
+    return STORAGE_FORMATS[key]
+
+
+def bytes_per_value(name: str) -> float:
+    """Bytes per stored value for a dtype name, e.g. 2.0 for bf16, 0.5159 for nf4."""
+    return storage_format(name).bytes_per_value
+
+
+# Compute precisions a workload may ask for, in catalog column order.
+COMPUTE_PRECISIONS: Final = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
+
+
+@dataclass(frozen=True)
+class ComputePeak:
+    """The dense peak a GPU gives a matmul at a requested precision."""
+
+    requested: str
+    runs_as: str  # the precision whose units actually do the work
+    flop_per_s: float
+    reason: str  # empty when the GPU has the requested precision natively
+
+
+# Where a chip lacks a precision, what runs instead. Sources: Transformer Engine support matrix
+# (bf16 needs CC >= 8.0, fp8 CC >= 8.9); on Ampere fp8 weights are dequantised to 16-bit for the
+# matmul (vLLM's fp8 Marlin path); with no bf16/tf32 units the work falls to the fp32 CUDA cores.
+_FALLBACK: Final[dict[str, tuple[str, ...]]] = {
+    "fp8": ("bf16", "fp16", "fp32"),
+    "int8": ("fp16", "bf16", "fp32"),
+    "int4": ("int8", "fp16", "bf16", "fp32"),
+    "bf16": ("fp32",),
+    "fp16": ("fp32",),
+    "tf32": ("fp32",),
+    "fp64": ("fp32",),
+    "fp32": (),
+}
+
+_WHY_MISSING: Final = {
+    "fp8": "has no FP8 tensor cores (FP8 needs compute capability 8.9 or newer)",
+    "bf16": "has no BF16 tensor cores (BF16 needs compute capability 8.0 or newer)",
+    "tf32": "has no TF32 tensor cores (TF32 came with Ampere, compute capability 8.0)",
+    "int8": "has no INT8 tensor cores",
+    "int4": "has no INT4 tensor cores",
+    "fp16": "has no FP16 tensor cores",
+    "fp64": "lists no FP64 rate",
+}
+
+
+def compute_peak(gpu: GPU, precision: str) -> ComputePeak:
+    """Dense peak FLOP/s for `precision` on `gpu`, falling back (with the reason) where absent."""
+    p = precision.strip().lower()
+    if p not in COMPUTE_PRECISIONS:
+        raise InvalidSettingError(
+            f"The 'precision' parameter must be one of {', '.join(COMPUTE_PRECISIONS)}. Got {precision!r} instead."
+        )
+    native = gpu.peak_flop_per_s.get(p)
+    if native is not None:
+        return ComputePeak(p, p, native, "")
+    for alt in _FALLBACK[p]:
+        rate = gpu.peak_flop_per_s.get(alt)
+        if rate is not None:
+            extra = ""
+            if p == "bf16" and alt == "fp32":
+                extra = "; use fp16 with loss scaling for tensor-core speed"
+            return ComputePeak(p, alt, rate, f"{gpu.name} {_WHY_MISSING[p]}: {p} work runs at the {alt} rate{extra}.")
+    raise InvalidSettingError(f"{gpu.name} lists no usable peak for {p}.")

@@ -1,0 +1,38 @@
+"""Shared fixtures: the bundled catalog and a CLI runner that captures output and exit code."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from gpuplan.interfaces.cli import main
+from gpuplan.specs.gpu import Catalog, bundled_catalog
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return bundled_catalog()
+
+
+RunCli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch) -> RunCli:
+    """Run `gpuplan ARGS` in-process at a fixed terminal width; returns (exit code, stdout, stderr)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("GPUPLAN_CATALOG", raising=False)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            monkeypatch.setattr(sys, "stdout", out)
+            code = main(list(args))
+        return code, out.getvalue(), err.getvalue()
+
+    return run
