@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -52,7 +51,9 @@ def _tflops(v: float | None) -> str:
     if v is None:
         return "—"
     t = v / 1e12
-    return f"{t:,.0f}" if t >= 100 else f"{t:.1f}" if t >= 1 else f"{t:.2f}"
+    if t >= 100:
+        return f"{t:,.1f}".removesuffix(".0")
+    return f"{t:.1f}" if t >= 1 else f"{t:.2f}"
 
 
 def _memory(g: GPU) -> str:
@@ -336,19 +337,23 @@ def main(argv: list[str] | None = None) -> int:
     except GpuplanError as exc:
         sys.stderr.write(f"gpuplan: error: {exc}\n")
         return 2
-    except click.exceptions.UsageError as exc:
-        sys.stderr.write(f"gpuplan: error: {exc.format_message()}\n")
-        return 2
-    except click.exceptions.Abort:
+    except typer.Exit as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except typer.Abort:
         sys.stderr.write("gpuplan: aborted\n")
         return 1
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code or 0)
-    except click.exceptions.ClickException as exc:
-        sys.stderr.write(f"gpuplan: error: {exc.format_message()}\n")
-        return 2
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        # usage errors (bad option value, unknown command) are click exceptions; typer vendors its
+        # own copy of click, so they are recognised by their interface rather than their class
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            message = str(exc.format_message())
+            if not message:  # no arguments: the help was printed
+                return 0
+            sys.stderr.write(f"gpuplan: error: {message}\n")
+            return 2
+        raise
     return 0
 
 

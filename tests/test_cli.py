@@ -1,0 +1,145 @@
+"""The command line: tables, JSON contracts (DESIGN.md) and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import RunCli
+
+PEAK_KEYS = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4"}
+
+
+def test_gpus_json_contract(run_cli: RunCli) -> None:
+    code, out, err = run_cli("gpus", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert len(rows) >= 29
+    for r in rows:
+        for key in (
+            "name", "aliases", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flop_per_s",
+            "tdp_watts", "form_factor", "multi_node", "graphics", "sources",
+        ):  # fmt: skip
+            assert key in r, key
+        assert set(r["peak_flop_per_s"]) == PEAK_KEYS
+        assert r["sources"] and all(s["read"] for s in r["sources"])
+    h100 = next(r for r in rows if r["name"] == "H100 SXM5 80GB")
+    assert h100["peak_flop_per_s"]["bf16"] == 989.5e12
+    assert h100["peak_flop_per_s"]["int4"] is None
+    assert h100["memory_bytes"] == 80 * 2**30
+
+
+def test_gpus_filters(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("gpus", "--min-memory", "40", "--dtype", "fp8", "--json")
+    names = {r["name"] for r in json.loads(out)}
+    assert code == 0
+    assert {"H100 SXM5 80GB", "L40S", "L40", "RTX 6000 Ada", "AMD Instinct MI300X"} <= names
+    assert "A100 SXM4 80GB" not in names  # no fp8
+    assert "L4" not in names  # 24 GiB
+    _, out, _ = run_cli("gpus", "--graphics", "--json")
+    graphics = {r["name"] for r in json.loads(out)}
+    assert "L40" in graphics and "H100 SXM5 80GB" not in graphics and "A100 SXM4 80GB" not in graphics
+    _, out, _ = run_cli("gpus", "--multi-node", "--json")
+    multi = {r["name"] for r in json.loads(out)}
+    assert "H100 SXM5 80GB" in multi and "A100 PCIe 40GB" in multi and "L4" not in multi
+
+
+def test_gpus_table(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("gpus", "--vendor", "amd")
+    assert code == 0
+    assert "AMD Instinct MI300X" in out and "192 GiB" in out and "H100" not in out
+
+
+def test_gpus_show(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("gpus", "show", "l4")
+    assert code == 0
+    assert "L4" in out and "300 GB/s" in out and "242.5" in out
+    code, out, _ = run_cli("gpus", "show", "a100 80gb", "--json")
+    rec = json.loads(out)
+    assert rec["name"] == "A100 SXM4 80GB"
+    assert rec["precision_support"]["fp8"]["runs_as"] == "bf16"
+
+
+def test_compare_shows_the_seed_differences(run_cli: RunCli) -> None:
+    code, out, err = run_cli("compare", "H100", "A100", "L4", "L40", "V100")
+    assert code == 0, err
+    # memory and bandwidth
+    for s in ("80 GiB HBM3", "80 GiB HBM2e", "24 GiB GDDR6", "48 GiB GDDR6", "3.35 TB/s", "300 GB/s", "864 GB/s"):
+        assert s in out, s
+    # fp8 only on Hopper and Ada; SXM vs PCIe; graphics mode; multi-node
+    assert "no FP8 tensor cores" in out  # A100 and V100
+    assert "SXM5" in out and "PCIe" in out
+    assert "No graphics mode" in out and "display + vGPU" in out
+    assert "no (one host)" in out
+    assert "no BF16 tensor cores" in out  # V100
+
+
+def test_compare_json(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("compare", "h100", "4090", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["name"] for r in rows] == ["H100 SXM5 80GB", "GeForce RTX 4090"]
+    assert any("1/2 of the FP16-accumulate rate" in q for q in rows[1]["quirks"])
+    assert rows[1]["geforce_eula_forbids_datacenter"] is True
+
+
+def test_model_json_contract(run_cli: RunCli) -> None:
+    code, out, err = run_cli("model", "llama-3.1-8b", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["name"] == "llama-3.1-8b"
+    assert rec["total_params"] == 8_030_261_248
+    assert rec["active_params"] == 8_030_261_248
+    assert rec["kv_bytes_per_token"] == 131_072
+    assert rec["flops_per_token"] == pytest.approx(2 * (8_030_261_248 - 128256 * 4096) + 4 * 32 * 4096 * 2048, rel=1e-4)
+
+
+def test_model_table(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("model", "mixtral-8x7b")
+    assert code == 0
+    assert "46,702,792,704" in out and "2 of 8 experts" in out and "GQA" in out
+
+
+def test_models_list(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("models", "--json")
+    assert code == 0
+    assert {"llama-3.1-8b", "gpt2", "deepseek-v3"} <= {r["name"] for r in json.loads(out)}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("gpus", "show", "h1000"), "Unknown GPU 'h1000'. Did you mean"),
+        (("compare", "h100", "rtx9090"), "Unknown GPU 'rtx9090'"),
+        (("compare", "h100"), "compare needs at least two GPUs"),
+        (("gpus", "--dtype", "fp6"), "The 'dtype' filter must be one of"),
+        (("model", "llama-9"), "Unknown model 'llama-9'"),
+        (("model", "no/such.json"), "No such file"),
+        (("model", "gpt2", "--seq-len", "0"), "'seq-len' parameter must be a positive"),
+        (("gpus", "--min-memory", "lots"), "Invalid value"),
+        (("frobnicate",), "No such command"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(run_cli: RunCli, args: tuple[str, ...], message: str) -> None:
+    code, out, err = run_cli(*args)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_malformed_config_and_catalog_files(run_cli: RunCli, tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama", "hidden_size": 4096')
+    code, _, err = run_cli("model", str(bad))
+    assert code == 2 and "malformed JSON" in err and err.count("\n") == 1
+    unsupported = tmp_path / "rwkv.json"
+    unsupported.write_text('{"model_type": "rwkv"}')
+    code, _, err = run_cli("model", str(unsupported))
+    assert code == 2 and "not supported" in err
+    cat = tmp_path / "cat.toml"
+    cat.write_text("[[gpu]]\nname = 'x'\n")
+    code, _, err = run_cli("gpus", "--catalog", str(cat))
+    assert code == 2 and "cat.toml" in err and err.count("\n") == 1

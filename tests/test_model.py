@@ -1,0 +1,274 @@
+"""Models from config.json: exact parameter counts, KV-cache bytes, FLOPs, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.errors import GpuplanError, ModelConfigError, UnknownModelError
+from gpuplan.specs.model import model_from_config
+from gpuplan.specs.models import load_model, presets, resolve_model_config
+
+# Published exact totals (model cards / safetensors metadata; the issue's list).
+PUBLISHED = {
+    "llama-2-7b": 6_738_415_616,
+    "llama-3.1-8b": 8_030_261_248,
+    "mistral-7b": 7_241_732_096,
+    "mixtral-8x7b": 46_702_792_704,
+    "gpt2": 124_439_808,
+}
+
+
+def _reference_counts() -> dict[str, Any]:
+    text = (resources.files("gpuplan") / "data" / "models" / "transformers_counts.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@pytest.mark.parametrize(("name", "total"), sorted(PUBLISHED.items()))
+def test_published_totals_exact(name: str, total: int) -> None:
+    assert load_model(name).total_params == total
+
+
+def test_at_least_25_presets() -> None:
+    assert len(presets()) >= 25
+
+
+@pytest.mark.parametrize("name", sorted(presets()))
+def test_every_preset_matches_transformers_count(name: str) -> None:
+    """Counts recorded from transformers on the meta device (test_reference.py re-derives them)."""
+    ref = _reference_counts()
+    assert name in ref, f"{name}: no transformers reference count recorded"
+    assert load_model(name).total_params == ref[name]["params"]
+
+
+@pytest.mark.parametrize("name", sorted(presets()))
+def test_every_preset_is_consistent(name: str) -> None:
+    m = load_model(name)
+    p = presets()[name]
+    assert m.total_params > 0
+    assert 0 < m.active_params <= m.total_params
+    assert sum(m.params_by_role().values()) == m.total_params
+    if p.published_params is not None:
+        assert m.total_params == p.published_params
+    if m.kind == "decoder":
+        assert m.kv_bytes_per_token() > 0
+        # forward FLOPs/token at short context are about 2 x active params (PaLM App. B), lm_head incl.
+        assert m.flops_per_token(1) == pytest.approx(2 * m.active_params, rel=0.15)
+    if m.kind in ("encoder", "vision-transformer", "cnn"):
+        assert m.kv_bytes_per_token() == 0
+    if not m.is_moe:
+        assert m.active_params == m.total_params
+
+
+def test_kv_cache_respects_gqa_mqa_and_mla() -> None:
+    # Llama 3.1 8B: 32 layers x 2 (K,V) x 8 KV heads x 128 dims x 2 bytes = 131,072 B/token
+    assert load_model("llama-3.1-8b").kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2
+    # Llama 2 7B (MHA): 4x that; GQA-blind calculators report this for Llama 3 too
+    assert load_model("llama-2-7b").kv_bytes_per_token() == 32 * 2 * 32 * 128 * 2
+    # Llama 3.1 70B: 80 layers x 2 x 8 x 128 x 2 = 327,680 B (8x less than MHA)
+    assert load_model("llama-3.1-70b").kv_bytes_per_token() == 80 * 2 * 8 * 128 * 2
+    # DeepSeek-V3 MLA: (kv_lora_rank 512 + rope 64) x 61 layers x 2 B (DeepSeek-V2 paper sec. 2.1.2)
+    ds = load_model("deepseek-v3")
+    assert ds.attention_type == "mla"
+    assert ds.kv_bytes_per_token() == (512 + 64) * 61 * 2
+    assert load_model("deepseek-v3").kv_bytes_per_token(1.0) == (512 + 64) * 61
+
+
+def test_mqa_from_config() -> None:
+    falcon_like = {
+        "model_type": "falcon",
+        "hidden_size": 4544,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 71,
+        "vocab_size": 65024,
+        "multi_query": True,
+        "parallel_attn": True,
+        "bias": False,
+    }
+    m = model_from_config(falcon_like, "falcon-7b")
+    assert m.attention_type == "mqa"
+    assert m.kv_bytes_per_token() == 32 * 2 * 1 * 64 * 2
+    # falcon-7b: 6,921,720,704 parameters (transformers FalconForCausalLM, tied head)
+    assert m.total_params == 6_921_720_704
+
+
+def test_sliding_window_caps_the_cache() -> None:
+    mistral = load_model("mistral-7b")  # sliding_window 4096 on every layer (Mistral 7B paper)
+    per_tok = mistral.kv_bytes_per_token()
+    assert mistral.kv_cache_bytes(2048) == 2048 * per_tok
+    assert mistral.kv_cache_bytes(32768) == 4096 * per_tok
+    gemma = load_model("gemma-2-9b")  # local/global layers alternate; local window 4096
+    full, local = 21, 21
+    per_layer = 2 * 8 * 256 * 2
+    assert gemma.kv_cache_bytes(8192) == (full * 8192 + local * 4096) * per_layer
+
+
+def test_moe_active_parameters() -> None:
+    mixtral = load_model("mixtral-8x7b")
+    assert (mixtral.num_experts, mixtral.experts_per_token) == (8, 2)
+    # Mixtral paper: 13B active of 47B; exact: 12,879,925,248 with 2 of 8 experts
+    assert mixtral.active_params == 12_879_925_248
+    ds = load_model("deepseek-v3")
+    # DeepSeek-V3 report: 671B total, 37B activated per token (transformers builds no MTP layer)
+    assert ds.total_params == 671_026_404_352
+    assert ds.active_params == pytest.approx(37e9, rel=0.02)
+    qwen = load_model("qwen3-30b-a3b")
+    assert qwen.active_params == pytest.approx(3.3e9, rel=0.03)  # "A3B": 3.3B activated (model card)
+
+
+def test_flops_per_token_includes_attention() -> None:
+    m = load_model("llama-2-7b")
+    # PaLM App. B: forward = 2N + 4 L H Q T, N = matmul weights (the lm_head counts, the input embedding not)
+    n_matmul = m.total_params - 32000 * 4096 - (2 * 32 + 1) * 4096
+    assert m.matmul_flops_per_token() == 2 * n_matmul
+    assert m.flops_per_token(4096) == 2 * n_matmul + 4 * 32 * 4096 * 4096
+
+
+def test_tied_embeddings_counted_once() -> None:
+    small = load_model("llama-3.2-1b")
+    assert small.tie_word_embeddings
+    assert small.total_params == 1_235_814_400  # transformers LlamaForCausalLM on meta
+    # the tied head still costs 2 d V FLOPs per token
+    assert small.matmul_flops_per_token() > 2 * (small.total_params - small.embedding_params)
+
+
+def test_encoder_decoder_t5() -> None:
+    t5 = load_model("t5-base")
+    assert t5.kind == "encoder-decoder"
+    assert t5.total_params == 222_903_552  # T5ForConditionalGeneration, tied head
+    # decoder self-attention cache: 12 layers x 2 x 768 x 2 B; cross-attention per input token
+    assert t5.kv_bytes_per_token() == 12 * 2 * 768 * 2
+    assert t5.cross_kv_bytes_per_input_token() == 12 * 2 * 768 * 2
+
+
+def test_resnet50_cnn_path() -> None:
+    cfg = {
+        "model_type": "resnet",
+        "embedding_size": 64,
+        "hidden_sizes": [256, 512, 1024, 2048],
+        "depths": [3, 4, 6, 3],
+        "layer_type": "bottleneck",
+        "num_labels": 1000,
+    }
+    r = model_from_config(cfg, "resnet-50")
+    assert r.kind == "cnn"
+    assert r.total_params == 25_557_032  # torchvision resnet50 / transformers ResNetForImageClassification
+    # He et al. 2016 Table 1 quotes 3.8e9 multiply-adds (v1); v1.5 with the strided 3x3 is 4.09e9 MACs
+    assert r.flops_per_token() == pytest.approx(2 * 4.09e9, rel=0.01)
+
+
+def test_local_config_file_and_folder(tmp_path: Path) -> None:
+    cfg = (resources.files("gpuplan") / "data" / "models" / "gpt2.json").read_text()
+    (tmp_path / "mymodel").mkdir()
+    (tmp_path / "mymodel" / "config.json").write_text(cfg)
+    assert load_model(str(tmp_path / "mymodel")).total_params == 124_439_808
+    assert load_model(str(tmp_path / "mymodel" / "config.json")).total_params == 124_439_808
+
+
+def test_preset_lookup_is_case_insensitive_and_takes_hub_ids() -> None:
+    assert load_model("Llama-3.1-8B").total_params == 8_030_261_248
+    assert load_model("meta-llama/Llama-3.1-8B").total_params == 8_030_261_248
+
+
+def test_hub_id_offline_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(UnknownModelError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE"):
+        resolve_model_config("some-org/some-model-not-cached")
+
+
+def test_hub_id_from_local_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A config already in the huggingface_hub cache is used offline."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    snap = tmp_path / "models--org--tiny" / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (tmp_path / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "models--org--tiny" / "refs" / "main").write_text("a" * 40)
+    (snap / "config.json").write_text((resources.files("gpuplan") / "data" / "models" / "gpt2.json").read_text())
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+    name, cfg = resolve_model_config("org/tiny")
+    assert name == "org/tiny" and cfg["n_embd"] == 768
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "malformed JSON at line 1"),
+        ("[1, 2]", "must hold a JSON object"),
+        ('{"hidden_size": 8}', "no 'model_type'"),
+        ('{"model_type": "rwkv"}', "model_type 'rwkv' is not supported"),
+        ('{"model_type": "llama", "hidden_size": 64}', "lacks 'num_hidden_layers'"),
+        (
+            '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 6,'
+            ' "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 100}',
+            "must be a multiple of num_key_value_heads=4",
+        ),
+        ('{"model_type": "gpt2", "n_embd": -3, "n_layer": 2, "n_head": 2}', "non-negative integer"),
+        ('{"model_type": "gpt2", "n_embd": "big", "n_layer": 2, "n_head": 2}', "non-negative integer"),
+    ],
+)
+def test_bad_configs_give_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
+    f = tmp_path / "config.json"
+    f.write_text(text)
+    with pytest.raises(ModelConfigError, match=message) as info:
+        load_model(str(f))
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_model_name_suggests() -> None:
+    with pytest.raises(UnknownModelError, match=r"Did you mean: .*llama-3\.1-8b"):
+        load_model("llama-3.1-8")
+
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True), st.text(max_size=5))
+_keys = st.sampled_from(
+    [
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+        "vocab_size", "head_dim", "n_embd", "n_layer", "n_head", "d_model", "d_kv", "d_ff", "num_layers",
+        "num_heads", "num_local_experts", "num_experts_per_tok", "num_experts", "moe_intermediate_size",
+        "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "sliding_window",
+        "tie_word_embeddings", "hidden_sizes", "depths", "n_routed_experts", "image_size", "patch_size",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    model_type=st.sampled_from(
+        [
+            "llama",
+            "mixtral",
+            "qwen2_moe",
+            "deepseek_v3",
+            "gpt2",
+            "falcon",
+            "mpt",
+            "bloom",
+            "bert",
+            "t5",
+            "vit",
+            "resnet",
+        ]
+    ),
+    extra=st.dictionaries(_keys, _values, max_size=12),
+)
+def test_fuzzed_configs_never_crash(model_type: str, extra: dict[str, Any]) -> None:
+    """Any config either builds a model or raises one GpuplanError; never another exception."""
+    try:
+        m = model_from_config({"model_type": model_type, **extra}, "fuzz")
+    except GpuplanError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert m.total_params >= 0
+    assert m.kv_bytes_per_token() >= 0

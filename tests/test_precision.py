@@ -1,0 +1,84 @@
+"""Bytes per stored value and per-GPU compute fallbacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.precision import bytes_per_value, compute_peak, storage_format
+
+
+@pytest.mark.parametrize(
+    ("dtype", "bits"),
+    [
+        ("fp32", 32),
+        ("tf32", 32),
+        ("bf16", 16),
+        ("fp16", 16),
+        ("fp8", 8),
+        ("fp8_e4m3", 8),
+        ("int8", 8),
+        ("int4", 4),
+        # QLoRA sec. 3: 4 + 8/64 + 32/(64*256) = 4.127 bits with double quantisation
+        ("nf4", 4.127),
+        ("nf4-no-dq", 4.5),
+        # GPTQ/AWQ group 128: 4 + (16 + 4)/128
+        ("gptq", 4.156),
+        ("awq", 4.156),
+        # ggml blocks: q8_0 34 B / 32 weights, q4_0 18 B / 32
+        ("q8_0", 8.5),
+        ("q4_0", 4.5),
+        # llama.cpp quantize README, Llama 2 7B bits per weight
+        ("q6_k", 6.56),
+        ("q5_k_m", 5.68),
+        ("q4_k_m", 4.84),
+        ("q3_k_m", 3.91),
+        ("q2_k", 3.35),
+    ],
+)
+def test_bits_per_value(dtype: str, bits: float) -> None:
+    assert storage_format(dtype).bits_per_value == pytest.approx(bits, abs=1e-3)
+
+
+def test_aliases_and_bytes() -> None:
+    assert bytes_per_value("bfloat16") == 2.0
+    assert bytes_per_value("Q4_K_M") == pytest.approx(4.84 / 8)
+    with pytest.raises(InvalidSettingError, match=r"Unknown weight/KV dtype 'q4km'.*Did you mean"):
+        bytes_per_value("q4km")
+
+
+def test_native_peaks(catalog: Catalog) -> None:
+    h100 = catalog.get("H100")
+    p = compute_peak(h100, "fp8")
+    assert (p.runs_as, p.flop_per_s, p.reason) == ("fp8", 1979e12, "")
+    assert compute_peak(catalog.get("4090"), "fp8").reason == ""
+
+
+def test_fp8_on_a100_runs_at_bf16_rate(catalog: Catalog) -> None:
+    p = compute_peak(catalog.get("A100"), "fp8")
+    assert p.runs_as == "bf16" and p.flop_per_s == 312e12
+    assert "no FP8 tensor cores" in p.reason and "8.9" in p.reason
+
+
+def test_v100_has_no_bf16(catalog: Catalog) -> None:
+    p = compute_peak(catalog.get("V100"), "bf16")
+    assert p.runs_as == "fp32" and p.flop_per_s == pytest.approx(15.7e12)
+    assert "use fp16" in p.reason
+    assert compute_peak(catalog.get("V100"), "fp16").flop_per_s == 125e12
+
+
+def test_t4_tf32_falls_back_to_fp32(catalog: Catalog) -> None:
+    p = compute_peak(catalog.get("T4"), "tf32")
+    assert p.runs_as == "fp32" and "TF32" in p.reason
+
+
+def test_every_gpu_has_a_peak_for_every_precision(catalog: Catalog) -> None:
+    for g in catalog:
+        for prec in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4"):
+            assert compute_peak(g, prec).flop_per_s > 0
+
+
+def test_unknown_precision(catalog: Catalog) -> None:
+    with pytest.raises(InvalidSettingError, match="The 'precision' parameter must be one of"):
+        compute_peak(catalog.get("L4"), "fp6")
