@@ -128,8 +128,8 @@ def _hub_config(repo_id: str) -> dict[str, Any]:
         )
     except ImportError:
         raise UnknownModelError(
-            f"{repo_id!r} is not a bundled preset or a local path, and huggingface_hub is not installed "
-            "to fetch it (pip install 'gpuplan[hub]'), or pass a path to its config.json."
+            f"{repo_id!r} is not a bundled preset or a local path, and huggingface_hub (a gpuplan dependency) "
+            "is missing to fetch it; reinstall gpuplan, or pass a path to its config.json."
         ) from None
     try:
         path = hf_hub_download(repo_id, "config.json", local_files_only=True)
