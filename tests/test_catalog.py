@@ -270,3 +270,14 @@ def test_alias_clash_is_reported(tmp_path: Path) -> None:
     f.write_text(_USER_FILE.replace('aliases = ["lab4090"]', 'aliases = ["h100"]'))
     with pytest.raises(CatalogError, match="already used by 'H100 SXM5 80GB'"):
         load_catalog([f], use_env=False)
+
+
+def test_unverified_values_are_explained_in_notes(catalog: Catalog) -> None:
+    unverified = 0
+    for g in catalog:
+        for field, src in g.sources.items():
+            if not src.verified:
+                unverified += 1
+                assert "unverified" in g.notes.lower(), (g.name, field)
+    # a handful at most: the catalog is meant to be sourced value by value
+    assert unverified <= 20

@@ -7,12 +7,14 @@ model, a malformed file, an impossible setting) prints one line on stderr and ex
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpuplan import __version__
@@ -37,7 +39,11 @@ CatalogOpt = Annotated[
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """Rich console; when piped (no terminal, no $COLUMNS) tables get 160 columns, not 80."""
+    width = None
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        width = 160
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def _emit_json(obj: Any) -> None:
@@ -81,8 +87,8 @@ def _nvlink(g: GPU) -> str:
 
 def _gpu_table(gpus: list[GPU]) -> Table:
     t = Table(title=f"{len(gpus)} GPUs (dense peaks; fp16/bf16 with fp32 accumulate)")
+    t.add_column("GPU", no_wrap=True)
     for col, just in (
-        ("GPU", "left"),
         ("arch", "left"),
         ("form", "left"),
         ("memory", "right"),
@@ -97,7 +103,7 @@ def _gpu_table(gpus: list[GPU]) -> Table:
         ("multi-node", "left"),
         ("graphics", "left"),
     ):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for g in gpus:
         p = g.peak_flop_per_s
         t.add_row(
@@ -180,11 +186,11 @@ def gpus_show(
     t.add_column("field")
     t.add_column("value")
     t.add_column("source")
-    src = {f: s for f, s in g.sources.items()}
+    src = dict(g.sources)
 
     def row(label: str, value: str, field: str) -> None:
         s = src.get(field)
-        t.add_row(label, value, f"{s.title}; {s.where}" if s else "")
+        t.add_row(label, value, escape(f"[{s.key}]") if s else "")
 
     row("vendor / architecture", f"{g.vendor} {g.architecture} ({g.chip})", "architecture")
     row("compute capability", g.compute_capability or "n/a", "compute_capability")
@@ -219,8 +225,14 @@ def gpus_show(
     c.print(t)
     for q in rec["quirks"]:
         c.print(f"• {q}")
+    c.print("Sources:")
+    for entry in rec["sources"]:
+        c.print(
+            f"  [{entry['key']}] {entry['title']} ({entry['url']}), {entry['where']}; read {entry['read']}",
+            markup=False,
+        )
     if g.notes:
-        c.print(f"[dim]Notes: {g.notes}[/dim]")
+        c.print(f"Notes: {g.notes}", markup=False)
 
 
 @app.command()

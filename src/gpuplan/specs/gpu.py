@@ -115,6 +115,15 @@ class Source:
     where: str
     read: dt.date
 
+    @property
+    def verified(self) -> bool:
+        """False for the `unverified` placeholder: a value no stored source confirmed (see notes)."""
+        return self.key != UNVERIFIED
+
+
+# The source key a catalog file uses for values no source confirmed; the row's notes say why.
+UNVERIFIED: Final = "unverified"
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -363,7 +372,15 @@ def source_summary(gpu: GPU) -> list[dict[str, Any]]:
     for f, s in gpu.sources.items():
         entry = by_key.setdefault(
             s.key,
-            {"key": s.key, "title": s.title, "url": s.url, "where": s.where, "read": s.read.isoformat(), "fields": []},
+            {
+                "key": s.key,
+                "title": s.title,
+                "url": s.url,
+                "where": s.where,
+                "read": s.read.isoformat(),
+                "verified": s.verified,
+                "fields": [],
+            },
         )
         entry["fields"].append(f)
     return list(by_key.values())
