@@ -143,3 +143,17 @@ def test_malformed_config_and_catalog_files(run_cli: RunCli, tmp_path: Path) -> 
     cat.write_text("[[gpu]]\nname = 'x'\n")
     code, _, err = run_cli("gpus", "--catalog", str(cat))
     assert code == 2 and "cat.toml" in err and err.count("\n") == 1
+
+
+def test_user_catalog_on_the_command_line(run_cli: RunCli, tmp_path: Path) -> None:
+    from test_catalog import _USER_FILE
+
+    f = tmp_path / "lab.toml"
+    f.write_text(_USER_FILE)
+    code, out, err = run_cli("gpus", "show", "lab4090", "--catalog", str(f), "--json")
+    assert code == 0, err
+    assert json.loads(out)["tdp_watts"] == 300
+    code, out, _ = run_cli("gpus", "--catalog", str(f), "show", "LAB4090")
+    assert code == 0 and "our own nvidia-smi" in out
+    code, out, _ = run_cli("compare", "lab4090", "4090", "--catalog", str(f))
+    assert code == 0 and "Lab RTX 4090" in out

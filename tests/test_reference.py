@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpuplan.specs.model import model_from_config
 from gpuplan.specs.models import load_model, preset_config, presets
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install 'gpuplan[reference]')")
@@ -51,3 +52,50 @@ def _transformers_count(config: dict[str, Any]) -> int:
 def test_preset_count_equals_transformers(name: str) -> None:
     expected = _transformers_count(preset_config(presets()[name]))
     assert load_model(name).total_params == expected
+
+
+# Small synthetic configs for families and options no preset covers: same check, tiny models.
+SYNTHETIC: dict[str, dict[str, Any]] = {
+    "gemma": {
+        "model_type": "gemma", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 128, "vocab_size": 1000,
+    },
+    "llama-biases": {
+        "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 500, "attention_bias": True,
+        "mlp_bias": True, "tie_word_embeddings": True,
+    },
+    "qwen2_moe": {
+        "model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 700, "num_experts": 6,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48,
+        "decoder_sparse_step": 1, "mlp_only_layers": [1],
+    },
+    "deepseek_v2": {
+        "model_type": "deepseek_v2", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "intermediate_size": 160, "moe_intermediate_size": 24, "vocab_size": 300, "q_lora_rank": None,
+        "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+        "n_routed_experts": 8, "n_shared_experts": 2, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+        "moe_layer_freq": 1,
+    },
+    "falcon-new-arch": {
+        "model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8,
+        "num_kv_heads": 2, "new_decoder_architecture": True, "parallel_attn": True, "bias": False,
+        "vocab_size": 400,
+    },
+    "gpt_neox": {
+        "model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 256, "vocab_size": 512,
+    },
+    "qwen3": {
+        "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96, "vocab_size": 300,
+        "tie_word_embeddings": False,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_synthetic_config_count_equals_transformers(name: str) -> None:
+    cfg = SYNTHETIC[name]
+    assert model_from_config(cfg, name).total_params == _transformers_count(cfg)
