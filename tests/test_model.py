@@ -272,3 +272,21 @@ def test_fuzzed_configs_never_crash(model_type: str, extra: dict[str, Any]) -> N
         return
     assert m.total_params >= 0
     assert m.kv_bytes_per_token() >= 0
+
+
+def test_hub_unreachable_fails_fast(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without a network (and not in the cache) a hub id gets one clear error, not retries."""
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> socket.socket:
+        raise OSError("network is unreachable")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    with pytest.raises(UnknownModelError, match=r"cannot be reached \(offline\?\)"):
+        resolve_model_config("someorg/somemodel")

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlparse
 
 from gpuplan.errors import ModelConfigError, UnknownModelError, did_you_mean
 from gpuplan.specs.model import ModelSpec, model_from_config
@@ -140,6 +142,13 @@ def _hub_config(repo_id: str) -> dict[str, Any]:
                 f"{repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
                 "download its config.json and pass the path, or use a bundled preset (`gpuplan models`)."
             ) from None
+        host = _hub_host()
+        if not _reachable(host):
+            # fail fast: huggingface_hub would retry with back-off for about half a minute
+            raise UnknownModelError(
+                f"{repo_id!r} is not in the local Hugging Face cache and {host} cannot be reached (offline?); "
+                "download its config.json and pass the path, or use a bundled preset (`gpuplan models`)."
+            ) from None
         try:
             path = hf_hub_download(repo_id, "config.json", etag_timeout=5)
         except (RepositoryNotFoundError, GatedRepoError) as exc:
@@ -153,6 +162,21 @@ def _hub_config(repo_id: str) -> dict[str, Any]:
                 f"{type(exc).__name__}. Pass a path to a local config.json or use a bundled preset."
             ) from None
     return read_config_file(Path(path))
+
+
+def _hub_host() -> str:
+    from huggingface_hub import constants
+
+    return urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+
+
+def _reachable(host: str, timeout_s: float = 3.0) -> bool:
+    """True when a TCP connection to host:443 opens within the timeout."""
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def _looks_like_hub_id(name: str) -> bool:
