@@ -157,3 +157,10 @@ def test_user_catalog_on_the_command_line(run_cli: RunCli, tmp_path: Path) -> No
     assert code == 0 and "our own nvidia-smi" in out
     code, out, _ = run_cli("compare", "lab4090", "4090", "--catalog", str(f))
     assert code == 0 and "Lab RTX 4090" in out
+
+
+def test_model_flops_context_defaults_to_the_models_maximum(run_cli: RunCli) -> None:
+    # BERT has 512 positions, ViT-B/16 at 224 px sees 196 patches + [CLS]
+    for name, ctx in (("bert-base", 512), ("vit-b-16", 197), ("llama-3.1-8b", 2048)):
+        code, out, _ = run_cli("model", name, "--json")
+        assert code == 0 and json.loads(out)["flops_per_token_context"] == ctx

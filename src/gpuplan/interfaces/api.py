@@ -151,8 +151,18 @@ def get_model(name_or_path: str) -> ModelSpec:
     return load_model(name_or_path)
 
 
-def model_record(spec: ModelSpec, context_len: int = DEFAULT_CONTEXT) -> dict[str, Any]:
+def default_context(spec: ModelSpec) -> int:
+    """The context for FLOPs per token when none is given: 2048 tokens, or the model's own
+    maximum where it is shorter (BERT 512; ViT-B/16 at 224 px sees 197 tokens)."""
+    if spec.max_position_embeddings:
+        return min(DEFAULT_CONTEXT, spec.max_position_embeddings)
+    return DEFAULT_CONTEXT
+
+
+def model_record(spec: ModelSpec, context_len: int | None = None) -> dict[str, Any]:
     """A model as JSON (DESIGN.md's `model --json` keys): parameters, shapes, KV and FLOPs."""
+    if context_len is None:
+        context_len = default_context(spec)
     if context_len <= 0:
         raise InvalidSettingError(f"The 'seq-len' parameter must be a positive number of tokens. Got {context_len}.")
     preset = find_preset(spec.name)

@@ -282,8 +282,9 @@ def compare(
 def model(
     name: Annotated[str, typer.Argument(help="Preset name, path to a config.json (or its folder), or a hub id.")],
     seq_len: Annotated[
-        int, typer.Option("--seq-len", help="Context length for FLOPs per token.")
-    ] = api.DEFAULT_CONTEXT,
+        int | None,
+        typer.Option("--seq-len", help="Context length for FLOPs per token [default: 2048, or the model's maximum]."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Parameters, layers, KV-cache bytes per token and FLOPs per token of a model."""
@@ -313,7 +314,7 @@ def model(
             t.add_row("sliding window", ", ".join(str(w) for w in rec["sliding_windows"]))
         t.add_row("vocabulary", f"{spec.vocab_size:,}" + (" (tied embeddings)" if spec.tie_word_embeddings else ""))
         t.add_row("KV cache per token (16-bit)", f"{rec['kv_bytes_per_token'] / 1024:,.1f} KiB")
-        t.add_row(f"forward FLOPs per token @ {seq_len}", _count(rec["flops_per_token"]))
+        t.add_row(f"forward FLOPs per token @ {rec['flops_per_token_context']}", _count(rec["flops_per_token"]))
     else:
         t.add_row("forward FLOPs per image (224²)", _count(rec["flops_per_token"]))
     if rec["preset"] and rec["preset"]["published_params"]:
