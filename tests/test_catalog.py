@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuplan.errors import CatalogError, UnknownGPUError
-from gpuplan.specs.gpu import _VALUE_FIELDS, GIB, Catalog, load_catalog, parse_catalog_text
+from gpuplan.specs.gpu import _VALUE_FIELDS, GIB, Catalog, bundled_catalog, load_catalog, parse_catalog_text
 
 TERA = 1e12
 GB = 1e9
@@ -178,7 +178,7 @@ def test_unknown_gpu_suggests(catalog: Catalog) -> None:
 
 @given(st.text(max_size=40))
 def test_lookup_never_crashes(query: str) -> None:
-    cat = load_catalog(use_env=False)
+    cat = bundled_catalog()
     found = cat.find(query)
     assert found is None or found in list(cat)
 

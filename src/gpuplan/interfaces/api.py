@@ -6,12 +6,13 @@ come from here, in SI units.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.specs.gpu import GB, GPU, Catalog, load_catalog, source_summary
+from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model, presets
 from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
@@ -21,7 +22,10 @@ DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FL
 
 def catalog(catalog_files: Iterable[str | Path] = ()) -> Catalog:
     """The bundled catalog plus the user's own files (and $GPUPLAN_CATALOG)."""
-    return load_catalog(catalog_files)
+    files = list(catalog_files)
+    if not files and not os.environ.get(CATALOG_ENV):
+        return bundled_catalog()  # parsed once per process
+    return load_catalog(files)
 
 
 def precision_support(gpu: GPU) -> dict[str, dict[str, Any]]:

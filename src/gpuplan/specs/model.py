@@ -295,7 +295,7 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
     heads = c.get_int("num_attention_heads")
     kv_heads = c.get_int("num_key_value_heads", default=heads)
     _check_heads(c, heads, kv_heads)
-    head_dim = c.get_int("head_dim", default=d // heads) if c.has("head_dim") else d // heads
+    head_dim = c.get_int("head_dim", default=d // heads)
     ff = c.get_int("intermediate_size")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     # transformers' default: Llama, Mistral, Mixtral, Qwen, Phi-3 untie; Gemma ties
@@ -438,7 +438,7 @@ def _build_gpt2(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     heads = c.positive(c.get_int("n_head", "num_attention_heads"), "n_head")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     pos = c.get_int("n_positions", "max_position_embeddings")
-    ff = c.get_int("n_inner", default=4 * d) if c.has("n_inner") else 4 * d
+    ff = c.get_int("n_inner", default=4 * d)
     tied = c.get_bool("tie_word_embeddings", True)
     g = _Groups()
     g.vector("wte", vocab * d, 1, "embedding")
@@ -491,7 +491,7 @@ def _build_falcon(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
         kv_heads = heads
     _check_heads(c, heads, kv_heads)
     bias = c.get_bool("bias", False)
-    ff = c.get_int("ffn_hidden_size", default=4 * d) if c.has("ffn_hidden_size") else 4 * d
+    ff = c.get_int("ffn_hidden_size", default=4 * d)
     tied = c.get_bool("tie_word_embeddings", True)
     parallel = c.get_bool("parallel_attn", True)
     g = _Groups()
