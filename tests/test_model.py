@@ -216,6 +216,12 @@ def test_hub_id_from_local_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         ),
         ('{"model_type": "gpt2", "n_embd": -3, "n_layer": 2, "n_head": 2}', "non-negative integer"),
         ('{"model_type": "gpt2", "n_embd": "big", "n_layer": 2, "n_head": 2}', "non-negative integer"),
+        ('{"model_type": "resnet", "hidden_sizes": ["a", 2], "depths": [1, 1]}', "list of non-negative integers"),
+        (
+            '{"model_type": "mpt", "d_model": 64, "n_heads": 4, "n_layers": 2, "vocab_size": 10,'
+            ' "attn_config": {"kv_n_heads": "x"}}',
+            "attn_config: config key 'kv_n_heads'",
+        ),
     ],
 )
 def test_bad_configs_give_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
@@ -243,6 +249,14 @@ _keys = st.sampled_from(
 )  # fmt: skip
 
 
+_list_keys = st.sampled_from(["hidden_sizes", "depths", "mlp_only_layers", "attn_config"])
+_odd_values = st.one_of(
+    _values,
+    st.lists(st.one_of(st.integers(-3, 3000), st.text(max_size=3), st.none()), max_size=5),
+    st.dictionaries(st.sampled_from(["kv_n_heads", "alibi"]), _values, max_size=2),
+)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     model_type=st.sampled_from(
@@ -262,11 +276,12 @@ _keys = st.sampled_from(
         ]
     ),
     extra=st.dictionaries(_keys, _values, max_size=12),
+    odd=st.dictionaries(_list_keys, _odd_values, max_size=3),
 )
-def test_fuzzed_configs_never_crash(model_type: str, extra: dict[str, Any]) -> None:
+def test_fuzzed_configs_never_crash(model_type: str, extra: dict[str, Any], odd: dict[str, Any]) -> None:
     """Any config either builds a model or raises one GpuplanError; never another exception."""
     try:
-        m = model_from_config({"model_type": model_type, **extra}, "fuzz")
+        m = model_from_config({"model_type": model_type, **extra, **odd}, "fuzz")
     except GpuplanError as exc:
         assert "\n" not in str(exc)
         return

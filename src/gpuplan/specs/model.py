@@ -185,6 +185,26 @@ class _Cfg:
             f"{self.raw.get('model_type')!r} model."
         )
 
+    def int_list(self, key: str, default: list[int] | None = None) -> list[int]:
+        """A list of non-negative integers (resnet depths, mlp_only_layers, ...)."""
+        v = self.raw.get(key)
+        if v is None:
+            if default is not None:
+                return default
+            raise ModelConfigError(f"{self.name}: config.json lacks {key!r}, a list of integers.")
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v):
+            raise ModelConfigError(
+                f"{self.name}: config key {key!r} must be a list of non-negative integers. Got {v!r}."
+            )
+        return list(v)
+
+    def sub(self, key: str) -> _Cfg:
+        """A nested object (e.g. MPT's attn_config) with the same typed access."""
+        v = self.raw.get(key) or {}
+        if not isinstance(v, Mapping):
+            raise ModelConfigError(f"{self.name}: config key {key!r} must be an object. Got {v!r}.")
+        return _Cfg(v, f"{self.name}: {key}")
+
     def opt_int(self, *keys: str) -> int | None:
         return self.get_int(*keys) if self.has(*keys) else None
 
@@ -332,7 +352,7 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
         k = c.get_int("num_experts_per_tok")
         moe_ff = c.get_int("moe_intermediate_size")
         step = c.get_int("decoder_sparse_step", default=1)
-        only_dense = set(c.raw.get("mlp_only_layers") or [])
+        only_dense = set(c.int_list("mlp_only_layers", default=[]))
         sparse = [i for i in range(layers) if i not in only_dense and experts > 0 and step > 0 and (i + 1) % step == 0]
         n_sparse, n_dense = len(sparse), layers - len(sparse)
         shared_ff = c.get_int("shared_expert_intermediate_size", default=0) if model_type == "qwen2_moe" else 0
@@ -518,8 +538,7 @@ def _build_mpt(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     ff = c.get_int("expansion_ratio", default=4) * d
     no_bias = c.get_bool("no_bias", True)
-    attn_cfg = c.raw.get("attn_config") or {}
-    kv_heads = int(attn_cfg.get("kv_n_heads", heads)) if isinstance(attn_cfg, dict) else heads
+    kv_heads = c.sub("attn_config").get_int("kv_n_heads", default=heads)
     _check_heads(c, heads, kv_heads)
     hd = d // heads
     g = _Groups()
@@ -665,10 +684,12 @@ def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], flo
     multiply-adds for ResNet-50).
     """
     emb = c.positive(c.get_int("embedding_size", default=64), "embedding_size")
-    hidden = c.raw.get("hidden_sizes")
-    depths = c.raw.get("depths")
-    if not (isinstance(hidden, list) and isinstance(depths, list) and len(hidden) == len(depths) and hidden):
-        raise ModelConfigError(f"{c.name}: a resnet config needs lists 'hidden_sizes' and 'depths' of equal length.")
+    hidden = c.int_list("hidden_sizes")
+    depths = c.int_list("depths")
+    if not hidden or len(hidden) != len(depths) or min(hidden) < 1:
+        raise ModelConfigError(
+            f"{c.name}: a resnet config needs non-empty lists 'hidden_sizes' (positive) and 'depths' of equal length."
+        )
     bottleneck = c.get_str("layer_type", "bottleneck") == "bottleneck"
     reduction = 4
     channels = c.get_int("num_channels", default=3)
@@ -684,7 +705,7 @@ def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], flo
     cin = emb
     first_stride = 2 if c.get_bool("downsample_in_first_stage", False) else 1
     for stage, (cout, depth) in enumerate(zip(hidden, depths, strict=True)):
-        for block in range(int(depth)):
+        for block in range(depth):
             stride = (first_stride if stage == 0 else 2) if block == 0 else 1
             out_size = size // stride
             if cin != cout or stride != 1:
@@ -701,10 +722,10 @@ def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], flo
                 g.vector("layer.convolution", ci * co * k * k, 1, "conv")
                 g.vector("layer.normalization", 2 * co, 1, "norm")
                 macs += ci * co * k * k * s * s
-            cin, size = int(cout), out_size
+            cin, size = cout, out_size
     g.vector("classifier", cin * labels + labels, 1, "head")
     macs += cin * labels
-    shape = _Shape(cin, sum(int(x) for x in depths), 0, 0, 0, 0, 0, None, False)
+    shape = _Shape(cin, sum(depths), 0, 0, 0, 0, 0, None, False)
     return shape, g, {}, 2.0 * macs
 
 
