@@ -216,6 +216,7 @@ def test_hub_id_from_local_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         ),
         ('{"model_type": "gpt2", "n_embd": -3, "n_layer": 2, "n_head": 2}', "non-negative integer"),
         ('{"model_type": "gpt2", "n_embd": "big", "n_layer": 2, "n_head": 2}', "non-negative integer"),
+        ('{"model_type": "gpt2", "n_embd": NaN, "n_layer": 2, "n_head": 2}', "non-negative integer"),
         ('{"model_type": "resnet", "hidden_sizes": ["a", 2], "depths": [1, 1]}', "list of non-negative integers"),
         (
             '{"model_type": "mpt", "d_model": 64, "n_heads": 4, "n_layers": 2, "vocab_size": 10,'
@@ -297,6 +298,8 @@ def test_hub_unreachable_fails_fast(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         raise OSError("network is unreachable")
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     import huggingface_hub.constants as hc
 

@@ -8,6 +8,7 @@ repository is executed: the config is plain JSON.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -175,7 +176,7 @@ class _Cfg:
             v = self.raw.get(k)
             if v is None:
                 continue
-            if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v) or v < 0:
                 raise ModelConfigError(f"{self.name}: config key {k!r} must be a non-negative integer. Got {v!r}.")
             return int(v)
         if default is not None:
