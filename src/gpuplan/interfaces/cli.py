@@ -20,7 +20,7 @@ from rich.table import Table
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
-from gpuplan.specs.gpu import GIB, GPU
+from gpuplan.specs.gpu import GIB, GPU, PEAK_COLUMNS
 
 app = typer.Typer(
     help="gpuplan: what can I run, on which GPU, how fast and at what cost.",
@@ -197,16 +197,7 @@ def gpus_show(
     row("form factor", g.form_factor, "form_factor")
     row("memory", f"{_memory(g)} {g.memory_type}", "memory_GiB" if g.memory_unit_stated == "GiB" else "memory_GB")
     row("memory bandwidth", _bandwidth(g.memory_bandwidth_bytes_per_s), "memory_bandwidth_GBps")
-    for p, col in (
-        ("fp64", "fp64_TFLOPS"),
-        ("fp32", "fp32_TFLOPS"),
-        ("tf32", "tf32_TFLOPS"),
-        ("fp16", "fp16_TFLOPS"),
-        ("bf16", "bf16_TFLOPS"),
-        ("fp8", "fp8_TFLOPS"),
-        ("int8", "int8_TOPS"),
-        ("int4", "int4_TOPS"),
-    ):
+    for p, col in PEAK_COLUMNS.items():
         row(f"{p} dense peak", _tflops(g.peak_flop_per_s[p]), col)
     if g.fp16_fp16acc_flop_per_s:
         row("fp16 (fp16 accumulate)", _tflops(g.fp16_fp16acc_flop_per_s), "fp16_fp16acc_TFLOPS")

@@ -30,7 +30,7 @@ TERA: Final = 1e12
 CATALOG_ENV: Final = "GPUPLAN_CATALOG"  # extra catalog files, separated by os.pathsep
 
 # Catalog column -> precision key of `GPU.peak_flop_per_s` (DESIGN.md's gpus --json contract).
-_PEAK_COLUMNS: Final = {
+PEAK_COLUMNS: Final = {
     "fp64": "fp64_TFLOPS",
     "fp32": "fp32_TFLOPS",
     "tf32": "tf32_TFLOPS",
@@ -200,7 +200,7 @@ def _row_to_gpu(row: _Row, sources: Mapping[str, Source], origin: str) -> GPU:
     else:
         assert row.memory_GB is not None  # guaranteed by _Row._one_memory_unit
         mem, unit = row.memory_GB * GB, "GB"
-    peaks = {p: tera(getattr(row, col)) for p, col in _PEAK_COLUMNS.items()}
+    peaks = {p: tera(getattr(row, col)) for p, col in PEAK_COLUMNS.items()}
     return GPU(
         name=row.name,
         aliases=tuple(row.aliases),

@@ -143,7 +143,7 @@ def _hub_config(repo_id: str) -> dict[str, Any]:
                 "download its config.json and pass the path, or use a bundled preset (`gpuplan models`)."
             ) from None
         host = _hub_host()
-        if not _reachable(host):
+        if not _behind_proxy() and not _reachable(host):
             # fail fast: huggingface_hub would retry with back-off for about half a minute
             raise UnknownModelError(
                 f"{repo_id!r} is not in the local Hugging Face cache and {host} cannot be reached (offline?); "
@@ -168,6 +168,11 @@ def _hub_host() -> str:
     from huggingface_hub import constants
 
     return urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+
+
+def _behind_proxy() -> bool:
+    """A proxy may reach the hub where a direct connection cannot: then skip the probe."""
+    return any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
 
 
 def _reachable(host: str, timeout_s: float = 3.0) -> bool:
