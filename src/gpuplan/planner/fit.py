@@ -1,0 +1,207 @@
+"""Will it fit, and if not, what makes it fit: GPU counts, inverse questions and suggestions.
+
+All answers come from re-running the memory estimator on changed workloads; nothing is
+tabulated. Per-GPU memory is monotone in batch size and context length (more tokens keep more
+activations and KV cache), so the largest batch and the longest context are found by bisection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.workload import Workload
+
+# GPU counts tried when looking for the smallest that fits: one node's worth in powers of two,
+# then whole 8-GPU nodes (what clusters and clouds rent)
+GPU_COUNTS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+# Weight formats from least to most quality loss (llama.cpp perplexity tables and the GPTQ/AWQ
+# papers rank 8-bit as near-lossless, 4-bit grouped formats next, 3- and 2-bit last).
+WEIGHT_LADDER: Final = ("bf16", "fp8", "int8", "q8_0", "awq", "gptq", "q5_k_m", "q4_k_m", "nf4", "q3_k_m", "q2_k")
+KV_LADDER: Final = ("bf16", "fp8")
+
+
+def _estimate(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate | None:
+    try:
+        return estimate_memory(model, w, gpu)
+    except InvalidSettingError:
+        return None
+
+
+def _fits(e: MemoryEstimate | None) -> bool:
+    return e is not None and bool(e.fits)
+
+
+@dataclass(frozen=True)
+class GpuCount:
+    gpu: GPU
+    num_gpus: int | None  # None: no count up to the largest tried fits
+    layout: dict[str, Any]  # the keys changed to make N GPUs help (zero / tp)
+    estimate: MemoryEstimate | None  # at that count
+
+
+def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterable[dict[str, Any]]:
+    """Ways of spreading the workload over n GPUs that reduce per-GPU memory."""
+    if n == w.num_gpus:
+        yield {}
+    if w.is_training:
+        yield {"num_gpus": n, "zero": 3 if n > 1 else w.zero, "tp": 1, "pp": 1}
+        if n > 1 and w.zero < 3:
+            yield {"num_gpus": n, "tp": 1, "pp": 1}
+    else:
+        if model.num_heads % n == 0:
+            yield {"num_gpus": n, "tp": n, "pp": 1}
+        elif model.num_layers >= n:
+            yield {"num_gpus": n, "tp": 1, "pp": n}
+
+
+def smallest_gpu_count(model: ModelSpec, w: Workload, gpu: GPU, counts: Iterable[int] = GPU_COUNTS) -> GpuCount:
+    """The fewest GPUs of type `gpu` on which the workload fits (ZeRO-3 for training, tensor
+    parallelism for inference), with the estimate at that count."""
+    for n in counts:
+        for change in _layouts(model, w, n):
+            try:
+                cand = w.with_(**change) if change else w
+            except InvalidSettingError:
+                continue
+            e = _estimate(model, cand, gpu)
+            if _fits(e):
+                return GpuCount(gpu, n, change, e)
+    return GpuCount(gpu, None, {}, None)
+
+
+def _bisect(lo_ok: int, hi: int, ok: Any) -> int:
+    """Largest x in [lo_ok, hi] with ok(x), given ok(lo_ok)."""
+    lo = lo_ok
+    if ok(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def largest_batch(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 1 << 16) -> int:
+    """The largest per-GPU batch that fits (0 if not even 1 does)."""
+
+    def ok(b: int) -> bool:
+        return _fits(_estimate(model, w.with_(batch_size=b), gpu))
+
+    if not ok(1):
+        return 0
+    return _bisect(1, limit, ok)
+
+
+def longest_context(model: ModelSpec, w: Workload, gpu: GPU) -> int:
+    """The longest sequence (training) or input + output (inference) that fits, in tokens."""
+    cap = model.max_position_embeddings or 131072
+    cap = max(cap, 1)
+
+    if w.is_training:
+
+        def ok(n: int) -> bool:
+            return _fits(_estimate(model, w.with_(seq_len=n), gpu))
+    else:
+        share = w.input_len / max(w.input_len + w.output_len, 1)
+
+        def ok(n: int) -> bool:
+            i = max(int(n * share), 1 if share else 0)
+            return _fits(_estimate(model, w.with_(input_len=i, output_len=max(n - i, 0)), gpu))
+
+    if not ok(1):
+        return 0
+    return _bisect(1, cap, ok)
+
+
+def best_precision(model: ModelSpec, w: Workload, gpu: GPU) -> tuple[str, str] | None:
+    """Inference: the (weight, KV) formats with least quality loss that fit, or None."""
+    for wf in WEIGHT_LADDER:
+        for kf in KV_LADDER:
+            e = _estimate(model, w.with_(weight_dtype=wf, kv_dtype=kf), gpu)
+            if _fits(e):
+                return wf, kf
+    return None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    label: str
+    change: dict[str, Any]
+    per_gpu_bytes: float
+    fits: bool
+    cost: str  # what it costs in speed or quality
+
+
+def _training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
+    c: list[tuple[str, dict[str, Any], str]] = []
+    if w.activation_checkpointing != "full":
+        c.append(("full activation checkpointing", {"activation_checkpointing": "full"}, "about +33% compute"))
+    if w.loss_impl != "fused":
+        c.append(("fused linear cross-entropy (Liger)", {"loss_impl": "fused"}, "none"))
+    if w.batch_size > 1:
+        c.append(
+            (
+                f"batch 1 x grad_accum {w.batch_size * w.grad_accum}",
+                {"batch_size": 1, "grad_accum": w.batch_size * w.grad_accum},
+                "lower GPU utilisation",
+            )
+        )
+    if w.optimizer in ("adamw", "adam", "adamw-foreach", "paged-adamw"):
+        c.append(("8-bit AdamW", {"optimizer": "adamw-8bit"}, "none measurable (Dettmers et al. 2022)"))
+    if w.task in ("pretrain", "finetune"):
+        c.append(("LoRA", {"task": "lora"}, "adapts fewer weights"))
+        c.append(("QLoRA (NF4 base)", {"task": "qlora", "activation_checkpointing": "full"}, "slower matmuls"))
+    elif w.task == "lora":
+        c.append(("QLoRA (NF4 base)", {"task": "qlora"}, "slower matmuls"))
+    if w.zero < 3:
+        for n in (2, 4, 8):
+            if n > w.num_gpus:
+                c.append((f"ZeRO-3 / FSDP on {n} GPUs", {"num_gpus": n, "zero": 3, "tp": 1, "pp": 1}, f"{n} GPUs"))
+    if w.offload == "none":
+        zero = max(w.zero, 1)
+        c.append(("CPU offload of optimizer states", {"offload": "optimizer", "zero": zero}, "slower steps"))
+    return c
+
+
+def _inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
+    c: list[tuple[str, dict[str, Any], str]] = []
+    if w.effective_kv_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        c.append(("fp8 KV cache", {"kv_dtype": "fp8"}, "small quality loss"))
+    for wf, cost in (("int8", "near-lossless"), ("awq", "4-bit: small quality loss"), ("q4_k_m", "4-bit GGUF")):
+        if wf != w.effective_weight_dtype:
+            c.append((f"{wf} weights", {"weight_dtype": wf}, cost))
+    if w.batch_size > 1:
+        c.append((f"batch {max(w.batch_size // 2, 1)}", {"batch_size": max(w.batch_size // 2, 1)}, "lower throughput"))
+    for n in (2, 4, 8):
+        if n > w.num_gpus:
+            c.append((f"tensor parallel on {n} GPUs", {"num_gpus": n, "tp": n, "pp": 1}, f"{n} GPUs"))
+    return c
+
+
+def suggestions(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 6) -> list[Suggestion]:
+    """Changes that lower per-GPU memory, with their effect, fitting ones first (then by size)."""
+    base = _estimate(model, w, gpu)
+    base_bytes = base.per_gpu_bytes if base else float("inf")
+    out: list[Suggestion] = []
+    cands = _training_candidates(w) if w.is_training else _inference_candidates(w)
+    for label, change, cost in cands:
+        try:
+            cand = w.with_(**change)
+        except InvalidSettingError:
+            continue
+        e = _estimate(model, cand, gpu)
+        if e is None or e.per_gpu_bytes >= base_bytes * 0.999:
+            continue
+        out.append(Suggestion(label, change, e.per_gpu_bytes, bool(e.fits), cost))
+    order = {id(s): i for i, s in enumerate(out)}
+    out.sort(key=lambda s: (not s.fits, order[id(s)] if s.fits else s.per_gpu_bytes))
+    return out[:limit]

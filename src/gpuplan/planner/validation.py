@@ -1,0 +1,382 @@
+"""Predicted versus published: run every row of a measurement file gpuplan can express.
+
+A measurement file has the columns of the project's `published.csv` (id, category, source,
+source_ref, model, params_b, gpu, num_gpus, precision, task, seq_len, batch, extra_config,
+metric, value, unit, notes; semicolons inside fields). Rows describe their setup in prose, so a
+row is read by keywords (a model name the presets know, "LoRA", "rank 8", "activation
+checkpointing", "ZeRO-3 CPU offload", ...); `key=value` pairs naming workload keys in
+`extra_config` are taken literally and win. What a row measured decides what is compared:
+`torch.cuda.max_memory_allocated` (the default for PyTorch trackers), the allocator's reserved
+peak, or the whole device as nvidia-smi/NVML shows it. Rows that cannot be expressed are listed
+with the reason; none is special-cased.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+from gpuplan.errors import GpuplanError, InvalidSettingError
+from gpuplan.estimators.memory import estimate_memory
+from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import find_preset, load_model
+from gpuplan.specs.workload import Workload, make_workload
+
+COLUMNS: Final = (
+    "id",
+    "category",
+    "source",
+    "source_ref",
+    "model",
+    "params_b",
+    "gpu",
+    "num_gpus",
+    "precision",
+    "task",
+    "seq_len",
+    "batch",
+    "extra_config",
+    "metric",
+    "value",
+    "unit",
+    "notes",
+)
+BUNDLED_FILES: Final = ("published.csv", "memory-more.csv")
+
+_UNITS: Final = {"gb": 1e9, "gib": 2**30, "mb": 1e6, "mib": 2**20, "tb": 1e12, "bytes": 1.0, "b": 1.0}
+
+
+@dataclass(frozen=True)
+class Row:
+    fields: dict[str, str]
+
+    def __getitem__(self, key: str) -> str:
+        return self.fields.get(key, "") or ""
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    category: str
+    metric: str
+    predicted: float
+    published: float
+    error: float  # signed fraction (predicted - published) / published; fit verdicts: 0 or +-1
+    unit: str
+    measured_as: str
+    workload: dict[str, Any]
+    dominant: str  # the largest term of the prediction, to say what a miss is made of
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    category: str
+    reason: str
+
+
+def read_rows(text: str, origin: str) -> list[Row]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("id", "category", "model", "metric", "value") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InvalidSettingError(
+            f"{origin}: not a measurement file: missing column(s) {', '.join(missing)}. Expected: {', '.join(COLUMNS)}."
+        )
+    return [Row({k: (v or "").strip() for k, v in r.items() if k is not None}) for r in reader]
+
+
+def bundled_rows() -> list[Row]:
+    rows: list[Row] = []
+    base = resources.files("gpuplan") / "data" / "validation"
+    for name in BUNDLED_FILES:
+        rows += read_rows((base / name).read_text(encoding="utf-8"), name)
+    return rows
+
+
+def file_rows(path: str | Path) -> list[Row]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidSettingError(f"No measurement file at {str(p)!r}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSettingError(f"Cannot read {str(p)!r}: {exc}.") from None
+    return read_rows(text, p.name)
+
+
+# --- reading a row ----------------------------------------------------------------------------
+
+
+def _first_int(text: str) -> int | None:
+    m = re.search(r"(\d[\d,]*)", text)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def _resolve_model(text: str) -> ModelSpec:
+    base = re.sub(r"\(.*?\)", "", text).strip()
+    tried = [base, base.split()[0] if base.split() else base, text.strip()]
+    for cand in tried:
+        if cand and find_preset(cand) is not None:
+            return load_model(cand)
+    raise InvalidSettingError(f"model {base!r} is not a bundled preset (pass its config.json in a file of your own)")
+
+
+def _resolve_gpu(text: str, catalog: Catalog) -> GPU:
+    raw = text.strip()
+    mem = re.search(r"(\d+)\s*GB", raw, re.IGNORECASE)
+    base = re.sub(r"\(.*?\)", "", raw).strip()
+    cands = [raw, base]
+    if mem:
+        stem = re.sub(r"[-\s]*\d+\s*GB", "", base, flags=re.IGNORECASE).strip()
+        cands += [f"{stem} {mem.group(1)}GB", f"{stem}-{mem.group(1)}GB"]
+        cands += [stem]
+    words = base.split()
+    cands += [" ".join(words[:2]), words[0]] if words else []
+    for c in cands:
+        g = catalog.find(c) if c else None
+        if g is not None:
+            return g
+    raise InvalidSettingError(f"GPU {raw!r} is not in the catalog")
+
+
+_KV = re.compile(r"\b([a-z_]+)\s*=\s*([A-Za-z0-9_.+\-]+)")
+
+
+def _has(text: str, *words: str) -> bool:
+    return any(re.search(w, text, re.IGNORECASE) for w in words)
+
+
+def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
+    """The workload keys a row describes (before validation)."""
+    task_text = row["task"].lower()
+    extra = row["extra_config"]
+    prose = " ".join((row["task"], extra, row["precision"], row["notes"]))
+    w: dict[str, Any] = {"model": model.name}
+    if "qlora" in task_text or "nf4" in task_text:
+        w["task"] = "qlora"
+    elif "lora" in task_text:
+        w["task"] = "lora"
+    elif _has(task_text, r"inference", r"generat", r"serving", r"decode", r"prefill"):
+        w["task"] = "inference"
+    elif "pretrain" in task_text:
+        w["task"] = "pretrain"
+    elif _has(task_text, r"fine-?tun", r"\bfull\b", r"\btrain"):
+        w["task"] = "finetune"
+    else:
+        raise InvalidSettingError(f"task {row['task']!r} names no training or inference workload")
+
+    prec = row["precision"].lower()
+    for p in ("fp32", "tf32", "bf16", "fp16", "fp8"):
+        if p in prec:
+            w["precision"] = p
+            break
+    if w["task"] == "inference":
+        for fmt in ("nf4", "int4", "int8", "fp8", "awq", "gptq"):
+            if re.search(rf"\b{fmt}\b", prec):
+                w["weight_dtype"] = fmt
+                w["precision"] = "bf16"
+    w["num_gpus"] = _first_int(row["num_gpus"]) or 1
+    seq = _first_int(row["seq_len"])
+    batch = _first_int(row["batch"])
+    if seq is None:
+        raise InvalidSettingError(f"sequence length {row['seq_len']!r} is not a number")
+    if w["task"] == "inference":
+        w["input_len"] = seq
+        out = re.search(r"output[_ ]len\w*\s*[=:]?\s*(\d+)|(\d+)\s*new tokens", prose, re.IGNORECASE)
+        w["output_len"] = int(out.group(1) or out.group(2)) if out else 0
+    else:
+        w["seq_len"] = seq
+    w["batch_size"] = batch or 1
+
+    rank = re.search(r"\b(?:rank|r)\s*[=:]?\s*(\d+)\b", prose, re.IGNORECASE)
+    if rank and w["task"] in ("lora", "qlora"):
+        w["lora_rank"] = int(rank.group(1))
+    if _has(prose, r"no (activation|gradient) checkpointing", r"act_ckpt=no", r"\bAC off\b"):
+        w["activation_checkpointing"] = "none"
+    elif _has(prose, r"selective"):
+        w["activation_checkpointing"] = "selective"
+    elif _has(prose, r"(activation|gradient) checkpointing", r"act_ckpt=yes", r"\bAC on\b"):
+        w["activation_checkpointing"] = "full"
+    zero = re.search(r"zero[- _]?(?:stage[- _]?)?([0-3])", prose, re.IGNORECASE)
+    if zero:
+        w["zero"] = int(zero.group(1))
+    elif _has(prose, r"\bFSDP\b", r"FULL_SHARD"):
+        w["zero"] = 3
+    if w.get("zero") and w["num_gpus"] >= 1 and _has(prose, r"cpu offload", r"offload_optimizer", r"offload"):
+        if _has(prose, r"activation offload") and not _has(prose, r"cpu offload", r"offload_optimizer"):
+            pass
+        else:
+            both = w["zero"] == 3 and not _has(prose, r"optimizer offload only")
+            w["offload"] = "optimizer+params" if both else "optimizer"
+    if _has(prose, r"activation offload"):
+        w["activation_offloading"] = True
+    if _has(prose, r"paged\s*adamw\s*8", r"pagedadamw8bit"):
+        w["optimizer"] = "paged-adamw-8bit"
+    elif _has(prose, r"paged\s*adamw", r"pagedadamw"):
+        w["optimizer"] = "paged-adamw"
+    elif _has(prose, r"8-?bit adam", r"adamw?8bit", r"adam8bit"):
+        w["optimizer"] = "adamw-8bit"
+    elif _has(prose, r"adafactor"):
+        w["optimizer"] = "adafactor"
+    elif _has(prose, r"\blion\b"):
+        w["optimizer"] = "lion"
+    elif _has(prose, r"\bsgd\b"):
+        w["optimizer"] = "sgd-momentum" if _has(prose, r"momentum") else "sgd"
+    framework = " ".join((row["source"], row["source_ref"]))
+    if _has(prose, r"chunked"):
+        w["loss_impl"] = "chunked"
+    elif _has(framework, r"torchtune", r"litgpt") and not _has(prose, r"CrossEntropyLoss"):
+        # torchtune's and LitGPT's shipped recipes use chunked cross-entropy (CEWithChunkedOutputLoss,
+        # litgpt chunked_cross_entropy) unless a row says otherwise
+        w["loss_impl"] = "chunked"
+    elif _has(prose, r"fused (linear )?cross", r"liger"):
+        w["loss_impl"] = "fused"
+    if _has(prose, r"no compile", r"compile off", r"compile=false"):
+        w["compile"] = False
+    elif _has(prose, r"compile on", r"torch\.compile", r"compile=true", r"\bcompile\b"):
+        w["compile"] = True
+    if _has(prose, r"optimizer.in.b(ac)?kw?a?r?d", r"optimizer_in_bwd", r"fuse optimizer step"):
+        w["optimizer_in_backward"] = True
+    if _has(prose, r"flash") is False and _has(prose, r"eager attention", r"materiali[sz]ed"):
+        w["attention_impl"] = "eager"
+    # pure 16-bit training: torchtune and LitGPT bf16-true keep no fp32 copies
+    cuda = re.search(r"CUDA\s*(\d+)\.(\d+)", " ".join((prose, row["source"])))
+    if cuda and (int(cuda.group(1)), int(cuda.group(2))) < (11, 7):
+        # before CUDA 11.7 (PyTorch 1.x): kernels load eagerly, zero_grad keeps gradients
+        w["cuda_lazy_loading"] = False
+        w["grads_set_to_none"] = False
+    if _has(prose, r"deepspeed"):
+        w["sharding"] = "deepspeed"
+    if _has(" ".join((row["source"], prose)), r"torchtune", r"bf16-true", r"pure bf16", r"no fp32 master"):
+        w["master_weights"] = "none"
+    ga = re.search(r"grad(?:ient)?[_ ]accum\w*\s*[=:]?\s*(\d+)", prose, re.IGNORECASE)
+    if ga and not _has(prose, r"no grad accum"):
+        w["grad_accum"] = int(ga.group(1))
+    # explicit key=value pairs that name workload keys win
+    known = set(Workload.model_fields)
+    for key, value in _KV.findall(extra):
+        if key in known and key != "model":
+            w[key] = _coerce(value) if key == "lora_targets" else _scalar(value)
+    return w
+
+
+def _coerce(value: str) -> Any:
+    if "+" in value or "," in value:
+        return [v for v in re.split(r"[+,]", value) if v]
+    return value
+
+
+def _scalar(value: str) -> Any:
+    low = value.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+
+
+def _measured_as(row: Row) -> str:
+    text = " ".join((row["metric"], row["notes"], row["source"], row["extra_config"])).lower()
+    if re.search(r"nvidia-smi|nvml|gpu memory occupied|device used|whole-gpu", text):
+        return "device"
+    if "reserved" in text:
+        return "reserved"
+    return "allocated"
+
+
+def _value_bytes(row: Row) -> float:
+    unit = row["unit"].strip().lower().split()[0] if row["unit"].strip() else ""
+    unit = unit.split("/")[0]
+    if unit not in _UNITS:
+        raise InvalidSettingError(f"unit {row['unit']!r} is not a memory unit")
+    return float(row["value"]) * _UNITS[unit]
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def run_rows(
+    rows: Iterable[Row], catalog: Catalog, model_loader: Callable[[str], ModelSpec] | None = None
+) -> tuple[list[Result], list[Skipped]]:
+    results: list[Result] = []
+    skipped: list[Skipped] = []
+    for row in rows:
+        rid, cat = row["id"], row["category"]
+        if cat != "memory":
+            skipped.append(Skipped(rid, cat, f"{cat} rows need the performance model (not built yet)"))
+            continue
+        try:
+            model = (model_loader or _resolve_model)(row["model"])
+            gpu = _resolve_gpu(row["gpu"], catalog)
+            wl = row_workload(row, model)
+            wl["gpu"] = gpu.name
+            work = make_workload(wl)
+            est = estimate_memory(model, work, gpu)
+        except (GpuplanError, ValueError) as exc:
+            skipped.append(Skipped(rid, cat, str(exc).rstrip(".")))
+            continue
+        biggest = max(est.lines, key=lambda x: x.bytes)
+        dominant = f"{biggest.name} ({biggest.bytes / max(est.per_gpu_bytes, 1):.0%})"
+        metric = row["metric"]
+        if "fits" in metric.lower() or row["unit"].lower().startswith("boolean"):
+            published = float(row["value"])
+            predicted = 1.0 if est.fits else 0.0
+            results.append(
+                Result(rid, cat, metric, predicted, published, predicted - published, "fits", "device", wl, dominant)
+            )
+            continue
+        try:
+            published = _value_bytes(row)
+        except (InvalidSettingError, ValueError) as exc:
+            skipped.append(Skipped(rid, cat, str(exc).rstrip(".")))
+            continue
+        how = _measured_as(row)
+        predicted = {"allocated": est.allocated_bytes, "reserved": est.reserved_bytes, "device": est.per_gpu_bytes}[how]
+        err = (predicted - published) / published
+        results.append(Result(rid, cat, metric, predicted, published, err, "bytes", how, wl, dominant))
+    return results, skipped
+
+
+def summary(results: Iterable[Result]) -> dict[str, dict[str, float]]:
+    """Per category: n, median and mean absolute error (fit verdicts counted apart)."""
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        key = r.category if r.unit != "fits" else f"{r.category} (fit verdicts)"
+        groups.setdefault(key, []).append(abs(r.error))
+    out: dict[str, dict[str, float]] = {}
+    for key, errs in groups.items():
+        out[key] = {
+            "n": len(errs),
+            "median_abs_error": statistics.median(errs),
+            "mean_abs_error": statistics.fmean(errs),
+        }
+    return out
+
+
+def result_record(r: Result) -> Mapping[str, Any]:
+    return {
+        "id": r.id,
+        "category": r.category,
+        "metric": r.metric,
+        "predicted": r.predicted,
+        "published": r.published,
+        "error": r.error,
+        "unit": r.unit,
+        "measured_as": r.measured_as,
+        "dominant": r.dominant,
+        "workload": r.workload,
+    }

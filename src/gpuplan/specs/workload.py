@@ -1,0 +1,303 @@
+"""A workload: what the user wants to run, read from the YAML of DESIGN.md or from CLI flags.
+
+Keys and defaults follow DESIGN.md's workload file; the extra keys below it (optimizer variants,
+offload, LoRA targets, attention kernel, loss, serving) say what the estimators must know to be
+exact. Values are validated here, once, with one clear message per bad key; the estimators can
+then trust them. YAML is read with `yaml.safe_load` only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.specs.precision import storage_format
+
+TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
+LLM_TASKS: Final = (*TRAINING_TASKS, "inference")
+GRAPHICS_TASKS: Final = ("streaming", "vdi", "render", "ai-video")
+TASKS: Final = (*LLM_TASKS, *GRAPHICS_TASKS)
+
+# Optimizers and the bitsandbytes / torch variants users name; see estimators/optimizer.py.
+OPTIMIZERS: Final = (
+    "adamw",
+    "adamw-foreach",
+    "adam",
+    "adamw-8bit",
+    "paged-adamw",
+    "paged-adamw-8bit",
+    "sgd",
+    "sgd-momentum",
+    "adafactor",
+    "lion",
+    "lion-8bit",
+    "paged-lion-8bit",
+)
+_OPTIMIZER_ALIASES: Final = {
+    "adamw_torch": "adamw-foreach",
+    "adamw-torch": "adamw-foreach",
+    "adamw_torch_fused": "adamw",
+    "adamw-fused": "adamw",
+    "fused-adamw": "adamw",
+    "adamw_hf": "adamw",
+    "adamw_8bit": "adamw-8bit",
+    "adamw_bnb_8bit": "adamw-8bit",
+    "adam8bit": "adamw-8bit",
+    "adamw8bit": "adamw-8bit",
+    "8bit-adamw": "adamw-8bit",
+    "paged_adamw_32bit": "paged-adamw",
+    "paged-adamw-32bit": "paged-adamw",
+    "paged_adamw": "paged-adamw",
+    "paged_adamw_8bit": "paged-adamw-8bit",
+    "sgd_momentum": "sgd-momentum",
+    "lion_8bit": "lion-8bit",
+    "lion8bit": "lion-8bit",
+    "paged_lion_8bit": "paged-lion-8bit",
+}
+
+COMPUTE_DTYPES: Final = ("fp32", "tf32", "fp16", "bf16", "fp8")
+CHECKPOINTING: Final = ("none", "selective", "full")
+OFFLOAD: Final = ("none", "optimizer", "optimizer+params")
+ATTENTION_IMPLS: Final = ("flash", "eager")
+LOSS_IMPLS: Final = ("upcast", "chunked", "fused")
+
+# Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
+DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr|hours?|d|days?|w|weeks?)?\s*$", re.IGNORECASE)
+_DURATION_S: Final = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration_s(value: str | float | int) -> float:
+    """'24h', '90 min', '2d' or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration such as '24h' or '2d'. Got {value!r}.")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        m = _DURATION.match(value)
+        if not m:
+            raise ValueError(f"expected a duration such as '24h', '90min' or '2d'. Got {value!r}.")
+        unit = (m.group(2) or "s").lower()
+        unit = {"hour": "h", "hours": "h", "day": "d", "days": "d", "week": "w", "weeks": "w"}.get(unit, unit)
+        seconds = float(m.group(1)) * _DURATION_S[unit]
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"a duration must be positive. Got {value!r}.")
+    return seconds
+
+
+class Workload(BaseModel):
+    """One workload (DESIGN.md). Sizes are per GPU: `batch_size` is the per-GPU micro-batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    model: str
+    task: Literal["pretrain", "finetune", "lora", "qlora", "inference", "streaming", "vdi", "render", "ai-video"] = (
+        "inference"
+    )
+    precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"] = "bf16"
+    gpu: str | None = None
+    num_gpus: int = Field(1, ge=1, le=100_000)
+    batch_size: int = Field(1, ge=1, le=1_000_000)
+    seq_len: int = Field(2048, ge=1, le=10_000_000)
+    grad_accum: int = Field(1, ge=1, le=1_000_000)
+    optimizer: str = "adamw"
+    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    zero: int = Field(0, ge=0, le=3)
+    tp: int = Field(1, ge=1, le=1024)
+    pp: int = Field(1, ge=1, le=1024)
+    sequence_parallel: bool = False  # Megatron sequence parallelism alongside tp
+    lora_rank: int = Field(8, ge=1, le=65_536)
+    input_len: int = Field(128, ge=0, le=10_000_000)
+    output_len: int = Field(128, ge=0, le=10_000_000)
+    weight_dtype: str | None = None  # inference weights; default: the compute precision
+    kv_dtype: str | None = None  # KV cache; default: the compute precision
+    tokens: float | None = Field(None, gt=0)
+    master_weights: Literal["fp32", "none"] = "fp32"
+    objective: Literal["time", "cost", "energy"] = "time"
+    deadline: float | None = None  # seconds (YAML may say '24h')
+    budget: float | None = Field(None, gt=0)  # USD
+
+    # --- keys beyond DESIGN.md's list, with defaults that match what people usually run ----------
+    # CPU offload of optimizer states (ZeRO-Offload) and of parameters too (ZeRO-Infinity / FSDP)
+    offload: Literal["none", "optimizer", "optimizer+params"] = "none"
+    # LoRA target modules: "default" (PEFT's per-family defaults), "all-linear", or a list of names
+    lora_targets: str | list[str] = "default"
+    # attention kernel: FlashAttention / SDPA (no s^2 scores kept) or eager softmax
+    attention_impl: Literal["flash", "eager"] = "flash"
+    # how the loss sees the logits: upcast (transformers: logits.float()), chunked (torchtune's
+    # CEWithChunkedOutputLoss), fused (Liger / compiled CE: no full-vocabulary tensors kept)
+    loss_impl: Literal["upcast", "chunked", "fused"] = "upcast"
+    activation_offloading: bool = False  # checkpointed activations moved to host (torchtune)
+    compile: bool = False  # torch.compile: fuses the chunked loss's fp32 upcast (torchtune)
+    # optimizer step fused into backward (torchtune optimizer_in_bwd): each gradient is applied
+    # and freed as it arrives, so no full gradient buffer exists
+    optimizer_in_backward: bool = False
+    # PyTorch >= 2.0 frees gradients in zero_grad (set_to_none=True); older code zeroes them in place,
+    # so they stay allocated through the next forward pass
+    grads_set_to_none: bool = True
+    # ZeRO-3 implementation: FSDP gathers one wrapped unit at a time (plus one prefetched);
+    # DeepSpeed keeps up to stage3_max_live_parameters gathered
+    sharding: Literal["fsdp", "deepspeed"] = "fsdp"
+    # CUDA >= 11.7 loads kernels lazily (PyTorch's default since 1.13); false for older stacks
+    cuda_lazy_loading: bool = True
+    # serving view (vLLM): share of GPU memory the engine may use
+    gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
+    # graphics workloads (issue 8): kept here so one file describes any job
+    resolution: str | None = None
+    fps: float | None = Field(None, gt=0)
+    streams: int | None = Field(None, ge=1)
+    users: int | None = Field(None, ge=1)
+    epochs: float | None = Field(None, gt=0)
+    dataset_tokens: float | None = Field(None, gt=0)
+
+    @field_validator("optimizer", mode="before")
+    @classmethod
+    def _optimizer(cls, v: Any) -> str:
+        if not isinstance(v, str):
+            raise ValueError(f"must be one of {', '.join(OPTIMIZERS)}. Got {v!r}.")
+        key = v.strip().lower()
+        key = _OPTIMIZER_ALIASES.get(key, _OPTIMIZER_ALIASES.get(key.replace("-", "_"), key.replace("_", "-")))
+        if key not in OPTIMIZERS:
+            hint = did_you_mean(key, OPTIMIZERS)
+            raise ValueError(f"must be one of {', '.join(OPTIMIZERS)}. Got {v!r}.{hint}")
+        return key
+
+    @field_validator("weight_dtype", "kv_dtype", mode="before")
+    @classmethod
+    def _storage(cls, v: Any) -> str | None:
+        if v is None:
+            return None
+        try:
+            return storage_format(str(v)).name
+        except InvalidSettingError as exc:
+            raise ValueError(str(exc).removeprefix("Unknown weight/KV dtype ")) from None
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration_s(v)
+
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets(cls, v: Any) -> str | list[str]:
+        if isinstance(v, str):
+            items = [s.strip() for s in v.split(",") if s.strip()]
+            if len(items) == 1 and items[0].lower() in ("default", "all-linear", "all_linear", "all"):
+                return "all-linear" if items[0].lower() != "default" else "default"
+            if not items:
+                raise ValueError("needs at least one module name, 'default' or 'all-linear'.")
+            return items
+        if isinstance(v, list) and v and all(isinstance(s, str) and s.strip() for s in v):
+            return [s.strip() for s in v]
+        raise ValueError(f"must be 'default', 'all-linear' or a list of module names. Got {v!r}.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        if self.task in TRAINING_TASKS and self.seq_len < 1:
+            raise ValueError("seq_len must be at least 1 for training.")
+        if self.task == "inference" and self.input_len + self.output_len < 1:
+            raise ValueError("input_len + output_len must be at least 1 token for inference.")
+        if self.num_gpus % (self.tp * self.pp):
+            raise ValueError(
+                f"num_gpus={self.num_gpus} must be a multiple of tp x pp = {self.tp} x {self.pp} = {self.tp * self.pp}."
+            )
+        if self.offload != "none" and self.zero == 0 and self.task in TRAINING_TASKS:
+            # ZeRO-Offload needs ZeRO (DeepSpeed: offload_optimizer requires stage >= 1; params stage 3)
+            raise ValueError(
+                f"offload={self.offload!r} needs ZeRO: set zero: 1-3 for optimizer offload, 3 for parameters."
+            )
+        if self.offload == "optimizer+params" and self.zero != 3 and self.task in TRAINING_TASKS:
+            raise ValueError("offload='optimizer+params' needs zero: 3 (DeepSpeed offload_param is ZeRO-3 only).")
+        return self
+
+    # --- derived ------------------------------------------------------------------------------
+    @property
+    def is_training(self) -> bool:
+        return self.task in TRAINING_TASKS
+
+    @property
+    def is_graphics(self) -> bool:
+        return self.task in GRAPHICS_TASKS
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree: GPUs left after tensor and pipeline parallelism."""
+        return self.num_gpus // (self.tp * self.pp)
+
+    @property
+    def effective_weight_dtype(self) -> str:
+        if self.weight_dtype is not None:
+            return self.weight_dtype
+        if self.task == "qlora":
+            return "nf4"
+        return "fp32" if self.precision == "tf32" else self.precision
+
+    @property
+    def effective_kv_dtype(self) -> str:
+        if self.kv_dtype is not None:
+            return self.kv_dtype
+        return "fp32" if self.precision == "tf32" else self.precision
+
+    def with_(self, **changes: Any) -> Workload:
+        """A copy with some keys changed, validated again."""
+        data = self.model_dump()
+        data.update(changes)
+        return make_workload(data)
+
+
+def _pretty_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "workload"
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":
+        hint = did_you_mean(loc, list(Workload.model_fields))
+        return f"Unknown workload key {loc!r}.{hint} Known keys: {', '.join(Workload.model_fields)}."
+    if err.get("type") == "missing":
+        return f"The workload needs {loc!r} (e.g. model: llama-3.1-8b)."
+    value = err.get("input")
+    got = "" if "Got" in msg or isinstance(value, dict) else f" Got {value!r}."
+    return f"The {loc!r} key: {msg}.{got}".replace("..", ".")
+
+
+def make_workload(data: Mapping[str, Any]) -> Workload:
+    """Validate a mapping of workload keys; raise InvalidSettingError with one clear line."""
+    if not isinstance(data, Mapping):
+        raise InvalidSettingError(f"A workload must be a mapping of keys to values. Got {type(data).__name__}.")
+    clean = {str(k).strip().replace("-", "_"): v for k, v in data.items() if v is not None}
+    try:
+        return Workload.model_validate(clean)
+    except ValidationError as exc:
+        raise InvalidSettingError(_pretty_error(exc)) from None
+
+
+def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Workload:
+    """Read a workload YAML file (safe loader only); CLI flags in `overrides` win."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidSettingError(f"No workload file at {str(p)!r}. Pass a YAML file or a model name.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSettingError(f"Cannot read the workload file {str(p)!r}: {exc}.") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InvalidSettingError(f"{p.name} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InvalidSettingError(f"{p.name} must hold a mapping of workload keys (model: ..., task: ...).")
+    merged = dict(data)
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return make_workload(merged)
