@@ -7,15 +7,28 @@ come from here, in SI units.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
+
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.planner.fit import (
+    GpuCount,
+    best_precision,
+    largest_batch,
+    longest_context,
+    smallest_gpu_count,
+    suggestions,
+)
+from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model, presets
 from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
+from gpuplan.specs.workload import Workload, make_workload, read_workload_file
 
 DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FLOPs per token
 
@@ -230,3 +243,144 @@ def list_models() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+# --- memory: estimate, fit, validate ------------------------------------------------------------
+
+
+def build_workload(source: str | None, overrides: Mapping[str, Any] | None = None) -> Workload:
+    """A workload from a YAML file, or from a model name plus keys (CLI flags win over the file)."""
+    keys = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if source is not None and source.lower().endswith((".yaml", ".yml")):
+        return read_workload_file(source, keys)
+    if source is not None:
+        keys["model"] = source  # a preset, a config.json (or its folder), or a hub id
+    if "model" not in keys:
+        raise InvalidSettingError(
+            "Give a workload YAML file or a model name (e.g. gpuplan fit llama-3.1-8b --gpu 4090)."
+        )
+    return make_workload(keys)
+
+
+def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
+    """`--set key=value` pairs, values read as YAML scalars (safe loader)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise InvalidSettingError(f"--set needs KEY=VALUE. Got {item!r}.")
+        key, value = item.split("=", 1)
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out
+
+
+def _gpu_for(w: Workload, cat: Catalog) -> GPU | None:
+    return cat.get(w.gpu) if w.gpu else None
+
+
+def memory_record(e: MemoryEstimate) -> dict[str, Any]:
+    """The memory part of DESIGN.md's estimate contract, with the breakdown's notes."""
+    rec: dict[str, Any] = {
+        "per_gpu_bytes": e.per_gpu_bytes,
+        "breakdown": e.breakdown(),
+        "fits": e.fits,
+        "capacity_bytes": e.capacity_bytes,
+        "headroom_bytes": e.headroom_bytes,
+        "allocated_bytes": e.allocated_bytes,
+        "reserved_bytes": e.reserved_bytes,
+        "host_bytes": e.host_bytes,
+        "peak_phase": e.peak_phase,
+        "phases": e.phases,
+        "trainable_params": e.trainable_params,
+        "lines": [{"name": x.name, "bytes": x.bytes, "kind": x.kind, "note": x.note} for x in e.lines],
+        "not_at_peak": {x.name: x.bytes for x in e.not_at_peak},
+        "notes": list(e.notes),
+    }
+    if e.serving is not None:
+        s = e.serving
+        rec["serving"] = {
+            "gpu_memory_utilization": s.gpu_memory_utilization,
+            "kv_budget_bytes": s.kv_budget_bytes,
+            "kv_bytes_per_token": s.kv_bytes_per_token,
+            "max_tokens": s.max_tokens,
+            "max_sequences": s.max_sequences,
+        }
+    return rec
+
+
+def estimate(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """`gpuplan estimate`: the workload, its model and GPU, and the memory estimate."""
+    cat = catalog(catalog_files)
+    model = load_model(w.model)
+    gpu = _gpu_for(w, cat)
+    e = estimate_memory(model, w, gpu)
+    return {
+        "workload": w.model_dump(exclude_none=True),
+        "model": model.name,
+        "gpu": gpu.name if gpu else None,
+        "num_gpus": w.num_gpus,
+        "memory": memory_record(e),
+    }
+
+
+def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
+    every catalog GPU with whether it fits and the fewest GPUs of that type that do."""
+    cat = catalog(catalog_files)
+    model = load_model(w.model)
+    gpu = _gpu_for(w, cat)
+    if gpu is not None:
+        e = estimate_memory(model, w, gpu)
+        count = smallest_gpu_count(model, w, gpu)
+        out: dict[str, Any] = {
+            "model": model.name,
+            "gpu": gpu.name,
+            "num_gpus": w.num_gpus,
+            "workload": w.model_dump(exclude_none=True),
+            "memory": memory_record(e),
+            "min_gpus": count.num_gpus,
+            "min_gpus_layout": count.layout,
+            "largest_batch": largest_batch(model, w, gpu),
+            "longest_context": longest_context(model, w, gpu),
+            "suggestions": [
+                {"label": s.label, "change": s.change, "per_gpu_bytes": s.per_gpu_bytes, "fits": s.fits, "cost": s.cost}
+                for s in suggestions(model, w, gpu)
+            ],
+        }
+        if not w.is_training:
+            best = best_precision(model, w, gpu)
+            out["best_precision"] = {"weight_dtype": best[0], "kv_dtype": best[1]} if best else None
+        return out
+    rows = []
+    for g in cat:
+        e = estimate_memory(model, w, g)
+        need: GpuCount | None = smallest_gpu_count(model, w, g) if not e.fits else None
+        rows.append(
+            {
+                "gpu": g.name,
+                "memory_bytes": g.memory_bytes,
+                "fits": e.fits,
+                "per_gpu_bytes": e.per_gpu_bytes,
+                "headroom_bytes": e.headroom_bytes,
+                "min_gpus": w.num_gpus if e.fits else (need.num_gpus if need else None),
+                "min_gpus_layout": {} if e.fits or need is None else need.layout,
+                "min_gpus_per_gpu_bytes": e.per_gpu_bytes
+                if e.fits
+                else (need.estimate.per_gpu_bytes if need and need.estimate else None),
+            }
+        )
+    rows.sort(key=lambda r: (r["min_gpus"] is None, r["min_gpus"] or 0, r["memory_bytes"]))
+    return {"model": model.name, "num_gpus": w.num_gpus, "workload": w.model_dump(exclude_none=True), "gpus": rows}
+
+
+def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """`gpuplan validate`: predicted vs published for every row gpuplan can express."""
+    rows = file_rows(file) if file is not None else bundled_rows()
+    results, skipped = run_rows(rows, catalog(catalog_files))
+    return {
+        "rows": [dict(result_record(r)) for r in results],
+        "summary": summary(results),
+        "skipped": [{"id": s.id, "category": s.category, "reason": s.reason} for s in skipped],
+    }

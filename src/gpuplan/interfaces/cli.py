@@ -328,6 +328,244 @@ def models(as_json: JsonOpt = False) -> None:
     _console().print(t)
 
 
+# --- memory: fit, estimate, validate -----------------------------------------------------------
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Any workload key as KEY=VALUE (repeatable), e.g. --set optimizer=adamw-8bit."),
+]
+
+
+def _gib(b: float | None) -> str:
+    return "—" if b is None else f"{b / GIB:,.2f} GiB"
+
+
+def _workload_title(rec: dict[str, Any]) -> str:
+    w = rec["workload"]
+    task = w.get("task", "inference")
+    if task == "inference":
+        what = (
+            f"inference, batch {w.get('batch_size', 1)} × {w.get('input_len', 128)}+{w.get('output_len', 128)} tokens"
+        )
+    else:
+        what = f"{task}, batch {w.get('batch_size', 1)} × {w.get('seq_len', 2048)} tokens"
+    return f"{rec['model']} · {what} · {w.get('precision', 'bf16')}"
+
+
+def _breakdown_table(mem: dict[str, Any], title: str) -> Table:
+    t = Table(title=title)
+    t.add_column("term")
+    t.add_column("per GPU", justify="right")
+    t.add_column("why")
+    for line in mem["lines"]:
+        t.add_row(escape(line["name"]), _gib(line["bytes"]), escape(line["note"]))
+    t.add_row(
+        "[bold]total[/bold]", f"[bold]{_gib(mem['per_gpu_bytes'])}[/bold]", f"peak during the {mem['peak_phase']}"
+    )
+    return t
+
+
+def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
+    if mem["fits"] is None:
+        return "No GPU given: pass --gpu to get a verdict."
+    where = f"{gpu}" + (f" × {n}" if n > 1 else "")
+    if mem["fits"]:
+        return (
+            f"[green]✓ fits[/green] on {where}: {_gib(mem['per_gpu_bytes'])} of {_gib(mem['capacity_bytes'])} usable, "
+            f"headroom {_gib(mem['headroom_bytes'])}"
+        )
+    return (
+        f"[red]✗ does not fit[/red] on {where}: {_gib(mem['per_gpu_bytes'])} needed, "
+        f"{_gib(mem['capacity_bytes'])} usable ({_gib(-mem['headroom_bytes'])} short)"
+    )
+
+
+def _print_memory_detail(c: Console, mem: dict[str, Any]) -> None:
+    c.print(
+        f"allocated (torch peak) {_gib(mem['allocated_bytes'])} · reserved {_gib(mem['reserved_bytes'])} · "
+        f"device {_gib(mem['per_gpu_bytes'])}" + (f" · host RAM {_gib(mem['host_bytes'])}" if mem["host_bytes"] else "")
+    )
+    for note in mem["notes"]:
+        c.print(f"  • {escape(note)}")
+    srv = mem.get("serving")
+    if srv:
+        c.print(
+            f"serving (vLLM, gpu_memory_utilization {srv['gpu_memory_utilization']:g}): KV budget "
+            f"{_gib(srv['kv_budget_bytes'])} = {srv['max_tokens']:,} tokens, at most {srv['max_sequences']:,} "
+            "concurrent sequences of this length"
+        )
+
+
+@app.command()
+def fit(
+    workload: Annotated[
+        str | None, typer.Argument(help="Workload YAML file, or a model (preset, config.json, hub id).")
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="pretrain | finetune | lora | qlora | inference")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU name or alias; without it, a table over all GPUs.")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Per-GPU micro-batch (training) / sequences (inference).")
+    ] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Training sequence length.")] = None,
+    precision: Annotated[str | None, typer.Option(help="fp32 | tf32 | fp16 | bf16 | fp8")] = None,
+    optimizer: Annotated[
+        str | None, typer.Option(help="adamw | adamw-8bit | paged-adamw(-8bit) | sgd | adafactor | lion")
+    ] = None,
+    checkpointing: Annotated[str | None, typer.Option(help="Activation checkpointing: none | selective | full")] = None,
+    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3 (FSDP full shard = 3).")] = None,
+    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank.")] = None,
+    input_len: Annotated[int | None, typer.Option(help="Inference: prompt tokens.")] = None,
+    output_len: Annotated[int | None, typer.Option(help="Inference: generated tokens.")] = None,
+    weight_dtype: Annotated[
+        str | None, typer.Option(help="Inference weights: bf16, fp8, int8, int4, nf4, awq, gptq, q4_k_m …")
+    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV cache dtype: bf16 | fp8 …")] = None,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Will it fit? A memory breakdown on one GPU, or a table over every GPU in the catalog."""
+    keys: dict[str, Any] = {
+        "task": task,
+        "gpu": gpu,
+        "num_gpus": num_gpus,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "precision": precision,
+        "optimizer": optimizer,
+        "activation_checkpointing": checkpointing,
+        "zero": zero,
+        "lora_rank": lora_rank,
+        "input_len": input_len,
+        "output_len": output_len,
+        "weight_dtype": weight_dtype,
+        "kv_dtype": kv_dtype,
+    }
+    keys.update(api.parse_set_options(set_ or []))
+    w = api.build_workload(workload, keys)
+    rec = api.fit(w, catalog or [])
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    if "gpus" in rec:
+        t = Table(title=f"{escape(_workload_title(rec))} · {rec['num_gpus']} GPU(s)")
+        for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
+            t.add_column(col, justify=j)  # type: ignore[arg-type]
+        t.add_column("headroom", justify="right")
+        t.add_column("GPUs needed", justify="right")
+        for r in rec["gpus"]:
+            need = "—" if r["min_gpus"] is None else str(r["min_gpus"])
+            if r["min_gpus_layout"]:
+                lay = r["min_gpus_layout"]
+                how = "ZeRO-3" if lay.get("zero") == 3 else (f"TP {lay['tp']}" if lay.get("tp", 1) > 1 else "")
+                if lay.get("pp", 1) > 1:
+                    how = f"PP {lay['pp']}"
+                need += f" ({how}, {_gib(r['min_gpus_per_gpu_bytes'])} each)" if how else ""
+            t.add_row(
+                r["gpu"],
+                _gib(r["memory_bytes"]),
+                _gib(r["per_gpu_bytes"]),
+                "[green]yes[/green]" if r["fits"] else "[red]no[/red]",
+                _gib(r["headroom_bytes"]) if r["fits"] else "",
+                need,
+            )
+        c.print(t)
+        return
+    mem = rec["memory"]
+    c.print(_breakdown_table(mem, f"{escape(_workload_title(rec))} on {rec['gpu']} × {rec['num_gpus']}"))
+    c.print(_verdict(mem, rec["gpu"], rec["num_gpus"]))
+    _print_memory_detail(c, mem)
+    if rec["min_gpus"] is not None and rec["min_gpus"] != rec["num_gpus"]:
+        c.print(f"fewest {rec['gpu']} that fit: {rec['min_gpus']} {rec['min_gpus_layout']}")
+    elif rec["min_gpus"] is None:
+        c.print(f"no count of {rec['gpu']} up to 1024 fits with these settings")
+    ctx = "longest input+output" if rec["workload"].get("task", "inference") == "inference" else "longest sequence"
+    c.print(f"largest batch that fits: {rec['largest_batch']} · {ctx}: {rec['longest_context']:,} tokens")
+    if rec.get("best_precision"):
+        b = rec["best_precision"]
+        c.print(f"least-lossy precision that fits: weights {b['weight_dtype']}, KV cache {b['kv_dtype']}")
+    if rec["suggestions"]:
+        t = Table(title="What makes it fit" if not mem["fits"] else "What saves memory")
+        t.add_column("change")
+        t.add_column("per GPU", justify="right")
+        t.add_column("fits", justify="center")
+        t.add_column("costs")
+        for s in rec["suggestions"]:
+            t.add_row(
+                escape(s["label"]),
+                f"{_gib(mem['per_gpu_bytes'])} → {_gib(s['per_gpu_bytes'])}",
+                "[green]yes[/green]" if s["fits"] else "no",
+                escape(s["cost"]),
+            )
+        c.print(t)
+
+
+@app.command()
+def estimate(
+    workload: Annotated[str, typer.Argument(help="Workload YAML file, or a model name.")],
+    gpu: Annotated[str | None, typer.Option(help="GPU name or alias (overrides the file).")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The estimate for one workload: memory now; time, cost and energy as the models land."""
+    keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
+    keys.update(api.parse_set_options(set_ or []))
+    rec = api.estimate(api.build_workload(workload, keys), catalog or [])
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    mem = rec["memory"]
+    title = escape(_workload_title(rec)) + (f" on {rec['gpu']} × {rec['num_gpus']}" if rec["gpu"] else "")
+    c.print(_breakdown_table(mem, title))
+    c.print(_verdict(mem, rec["gpu"] or "", rec["num_gpus"]))
+    _print_memory_detail(c, mem)
+
+
+@app.command()
+def validate(
+    file: Annotated[
+        Path | None, typer.Option("--file", help="A measurement CSV (published.csv's columns). Default: bundled.")
+    ] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predicted vs published for every measurement gpuplan can express, with per-category errors."""
+    rec = api.validate(file, catalog or [])
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    t = Table(title="Predicted vs published")
+    for col in ("id", "measured as", "predicted", "published", "error", "largest term"):
+        t.add_column(col, justify="right" if col in ("predicted", "published", "error") else "left")
+    for r in rec["rows"]:
+        if r["unit"] == "fits":
+            pred, pub = ("fits" if r["predicted"] else "OOM"), ("fits" if r["published"] else "OOM")
+            err = "ok" if r["error"] == 0 else "[red]wrong[/red]"
+        else:
+            pred, pub, err = _gib(r["predicted"]), _gib(r["published"]), f"{r['error']:+.1%}"
+        t.add_row(r["id"], r["measured_as"], pred, pub, err, escape(r["dominant"]))
+    c.print(t)
+    s = Table(title="Summary per category")
+    for col in ("category", "n", "median |error|", "mean |error|"):
+        s.add_column(col, justify="left" if col == "category" else "right")
+    for cat, v in rec["summary"].items():
+        s.add_row(cat, str(v["n"]), f"{v['median_abs_error']:.1%}", f"{v['mean_abs_error']:.1%}")
+    c.print(s)
+    if rec["skipped"]:
+        c.print(f"{len(rec['skipped'])} rows not expressed:")
+        by_reason: dict[str, list[str]] = {}
+        for k in rec["skipped"]:
+            by_reason.setdefault(k["reason"], []).append(k["id"])
+        for reason, ids in by_reason.items():
+            c.print(f"  • {escape(reason)}: {', '.join(ids)}")
+
+
 @app.command()
 def version() -> None:
     """Print gpuplan's version."""
