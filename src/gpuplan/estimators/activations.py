@@ -61,6 +61,7 @@ class StackShape:
     attn_out: float
     latent: float  # MLA's compressed KV latent kept for the up-projections
     mlp_up: float  # outputs of the MLP's up/gate projections a token uses (top-k experts for MoE)
+    gated: bool  # SwiGLU/GeGLU: gate and up projections (saves gate, act(gate), up, product)
     cross_layers: int  # encoder-decoder cross-attention blocks in this stack
     window: float | None  # mean sliding window (None: full attention)
 
@@ -85,12 +86,15 @@ def stack_shapes(model: ModelSpec) -> list[StackShape]:
             k, v = (kv / 2, kv / 2) if kv else (q, v_out)
             latent = 0.0
         up = 0.0
+        up_names = set()
         for g in model.groups:
             if g.stack == stack and g.linear is not None and g.role in ("mlp", "expert") and g.linear[0] == d:
                 up += g.linear[1] * g.count * g.active_fraction
+                up_names.add(g.name.rsplit(".", 1)[-1])
         windows = [a.window for a in self_layers]
         window = None if any(w is None for w in windows) else sum(w for w in windows if w is not None) / n
-        out.append(StackShape(stack, n, d, model.num_heads, q, k, v, v_out, latent, up / n, cross, window))
+        gated = len(up_names) >= 2
+        out.append(StackShape(stack, n, d, model.num_heads, q, k, v, v_out, latent, up / n, gated, cross, window))
     return out
 
 
@@ -106,6 +110,15 @@ class ActivationSettings:
     # torchtune RMSNorm keep the fp32 copy and the normalised 16-bit result); 4 for LayerNorm
     # under autocast, which runs layer_norm in fp32 (torch.amp autocast op reference)
     norm_bytes: float | None = None
+    # which linear inputs autograd keeps: a frozen linear keeps none for its weight gradient
+    # (LoRA's base), so the QKV input, the MLP input and the down projection's input are kept
+    # only where a trainable weight or a LoRA adapter reads them (torch saves an input of mm
+    # only when the other operand requires grad: tools/autograd/derivatives.yaml)
+    attn_input_kept: bool = True
+    mlp_input_kept: bool = True
+    down_input_kept: bool = True
+    # LoRA dropout before each adapter keeps a 1-byte mask and the dropped input (PEFT LoraLayer)
+    lora_dropout_elements: float = 0.0  # input elements of adapted matrices per layer
 
 
 def layer_bytes_per_token(model: ModelSpec, s: StackShape, seq: int, cfg: ActivationSettings) -> float:
@@ -120,7 +133,7 @@ def layer_bytes_per_token(model: ModelSpec, s: StackShape, seq: int, cfg: Activa
     norm = b if cfg.norm_bytes is None else cfg.norm_bytes
 
     def attention_block() -> float:
-        boundary = s.d * (norm + b) + (s.d * _MASK_BYTES if hidden_drop else 0.0)  # norm input, QKV input, mask
+        boundary = s.d * (norm + (b if cfg.attn_input_kept else 0.0)) + (s.d * _MASK_BYTES if hidden_drop else 0.0)
         split = (s.q + s.k + s.v + s.attn_out + s.latent) * b
         if cfg.flash:
             split += s.heads * _LSE_BYTES
@@ -132,8 +145,13 @@ def layer_bytes_per_token(model: ModelSpec, s: StackShape, seq: int, cfg: Activa
             split += s.heads * ctx * (soft + (_MASK_BYTES if attn_drop else 0.0) + (b if (b < 4 or attn_drop) else 0.0))
         return boundary / rep + split / t
 
-    mlp = (s.d * (norm + b) + (s.d * _MASK_BYTES if hidden_drop else 0.0)) / rep + 2 * s.mlp_up * b / t
-    return attention_block() * (1 + s.cross_layers / s.layers) + mlp
+    mlp_boundary = s.d * (norm + (b if cfg.mlp_input_kept else 0.0)) + (s.d * _MASK_BYTES if hidden_drop else 0.0)
+    # gated: gate, act(gate), up (= mlp_up x 1.5) + the product for the down projection (0.5);
+    # GeLU: the activation's input (1) + its output for the down projection (1)
+    kept_up = (1.5 if s.gated else 1.0) + ((0.5 if s.gated else 1.0) if cfg.down_input_kept else 0.0)
+    mlp = mlp_boundary / rep + kept_up * s.mlp_up * b / t
+    lora_drop = cfg.lora_dropout_elements * (_MASK_BYTES + b)
+    return attention_block() * (1 + s.cross_layers / s.layers) + mlp + lora_drop
 
 
 def checkpoint_bytes_per_token(s: StackShape, cfg: ActivationSettings) -> float:

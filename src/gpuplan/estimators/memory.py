@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import runtime
@@ -187,6 +187,38 @@ def _norm_bytes(model: ModelSpec, w: Workload, b: float) -> float:
     return 4.0 if _autocast(w) else b
 
 
+# leaf names of output projections (attention) and down projections (MLP) across the families
+_ATTN_OUT: Final = ("o_proj", "out_proj", "dense", "c_proj", "o", "output")
+_MLP_DOWN: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2")
+
+
+def _kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
+    """Which linear inputs autograd keeps: all for full training, adapted ones for LoRA."""
+    if w.task not in ("lora", "qlora"):
+        return {}
+    targets = lora_targets(model, w.lora_targets)
+    attn_in = mlp_in = down_in = False
+    drop_elements = 0.0
+    for g in targets:
+        assert g.linear is not None
+        leaf = g.name.rsplit(".", 1)[-1]
+        if g.role == "attention" and leaf not in _ATTN_OUT:
+            attn_in = True
+        elif g.role in ("mlp", "expert"):
+            if leaf in _MLP_DOWN:
+                down_in = True
+            else:
+                mlp_in = True
+        if w.lora_dropout > 0:
+            drop_elements += g.linear[0] * g.count * g.active_fraction / max(model.num_layers, 1)
+    return {
+        "attn_input_kept": attn_in,
+        "mlp_input_kept": mlp_in,
+        "down_input_kept": down_in,
+        "lora_dropout_elements": drop_elements,
+    }
+
+
 def _activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], float]:
     """Training activations per GPU and the host bytes activation offloading moves out."""
     if model.kind == "cnn":
@@ -202,6 +234,7 @@ def _activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], 
         tp=w.tp,
         sequence_parallel=w.sequence_parallel,
         norm_bytes=_norm_bytes(model, w, b),
+        **_kept_inputs(model, w),
     )
     seq = _tokens_per_sample(model, w)
     tokens = w.batch_size * seq

@@ -199,6 +199,9 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     rank = re.search(r"\b(?:rank|r)\s*[=:]?\s*(\d+)\b", prose, re.IGNORECASE)
     if rank and w["task"] in ("lora", "qlora"):
         w["lora_rank"] = int(rank.group(1))
+    drop = re.search(r"lora_dropout\s*[=:]?\s*(0?\.\d+)", prose, re.IGNORECASE)
+    if drop and w["task"] in ("lora", "qlora"):
+        w["lora_dropout"] = float(drop.group(1))
     if _has(prose, r"no (activation|gradient) checkpointing", r"act_ckpt=no", r"\bAC off\b"):
         w["activation_checkpointing"] = "none"
     elif _has(prose, r"selective"):

@@ -115,6 +115,7 @@ class Workload(BaseModel):
     pp: int = Field(1, ge=1, le=1024)
     sequence_parallel: bool = False  # Megatron sequence parallelism alongside tp
     lora_rank: int = Field(8, ge=1, le=65_536)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)  # PEFT LoraConfig default 0.0
     input_len: int = Field(128, ge=0, le=10_000_000)
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
