@@ -164,3 +164,65 @@ def test_model_flops_context_defaults_to_the_models_maximum(run_cli: RunCli) -> 
     for name, ctx in (("bert-base", 512), ("vit-b-16", 197), ("llama-3.1-8b", 2048)):
         code, out, _ = run_cli("model", name, "--json")
         assert code == 0 and json.loads(out)["flops_per_token_context"] == ctx
+
+
+# --- memory commands ---------------------------------------------------------------------------
+
+
+def test_fit_one_gpu_breakdown(run_cli: RunCli) -> None:
+    code, out, err = run_cli("fit", "llama-3.1-8b", "--task", "lora", "--gpu", "4090", "--batch-size", "2",
+                             "--seq-len", "2048", "--checkpointing", "full")  # fmt: skip
+    assert code == 0, err
+    for text in ("frozen base weights (bf16)", "LoRA adapters", "logits and loss", "CUDA context", "✓ fits"):
+        assert text in out
+    assert "largest batch that fits" in out
+
+
+def test_fit_table_over_catalog(run_cli: RunCli) -> None:
+    code, out, err = run_cli("fit", "llama-3.1-70b", "--task", "inference", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    rows = {r["gpu"]: r for r in rec["gpus"]}
+    assert len(rows) >= 29
+    assert rows["H200 SXM 141GB"]["fits"] and not rows["H100 SXM5 80GB"]["fits"]
+    assert rows["H100 SXM5 80GB"]["min_gpus"] == 2 and rows["H100 SXM5 80GB"]["min_gpus_layout"]["tp"] == 2
+
+
+def test_estimate_json_contract(run_cli: RunCli, tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text("model: llama-3.1-8b\ntask: qlora\ngpu: RTX 4090\nbatch_size: 2\nseq_len: 2048\n"
+                 "activation_checkpointing: full\n")  # fmt: skip
+    code, out, err = run_cli("estimate", str(f), "--json")
+    assert code == 0, err
+    mem = json.loads(out)["memory"]
+    assert mem["fits"] is True and mem["per_gpu_bytes"] == pytest.approx(sum(mem["breakdown"].values()))
+    code, out, _ = run_cli("estimate", str(f), "--set", "batch_size=64", "--json")
+    assert json.loads(out)["memory"]["fits"] is False
+
+
+def test_validate_json_contract(run_cli: RunCli) -> None:
+    code, out, err = run_cli("validate", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    assert {"id", "predicted", "published", "error"} <= set(rec["rows"][0])
+    assert {"n", "median_abs_error", "mean_abs_error"} <= set(rec["summary"]["memory"])
+    code, out, err = run_cli("validate")
+    assert code == 0 and "Summary per category" in out and "not expressed" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("fit", "llama-3.1-8b", "--gpu", "H1000"), "H1000"),
+        (("fit", "llama-9b"), "llama-9b"),
+        (("fit", "llama-3.1-8b", "--task", "dance"), "task"),
+        (("fit", "llama-3.1-8b", "--set", "nonsense"), "KEY=VALUE"),
+        (("estimate", "missing.yaml"), "No workload file"),
+        (("validate", "--file", "missing.csv"), "No measurement file"),
+        (("fit", "llama-3.1-8b", "--set", "tp=5", "--gpu", "H100"), "tp"),
+    ],
+)
+def test_memory_commands_bad_input(run_cli: RunCli, args: tuple[str, ...], match: str) -> None:
+    code, _out, err = run_cli(*args)
+    assert code == 2
+    assert match in err and err.count("\n") == 1 and "Traceback" not in err

@@ -423,7 +423,7 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
         )
         grads_lines.append(MemoryLine("gradients", grad_bytes, grad_note, "model"))
         state_b = c if pure and c == 2.0 else 4.0
-        spec = [(g.numel, g.count, g.linear[0] if g.linear else None) for g in trainable_groups]
+        spec = [(g.numel, g.count, _rows(model, g)) for g in trainable_groups]
         opt = optimizer_state_bytes(w.optimizer, spec, state_b) / (mp * (dp if z >= 1 else 1))
         step_temp = info.step_temp_elements * n_train * state_b / (mp * (dp if z >= 1 else 1))
     else:  # lora / qlora
@@ -558,6 +558,16 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
 # elements stay gathered (and stage3_max_reuse_distance = 1e9 keeps soon-reused ones); a tensor
 # larger than that is still gathered whole.
 DEEPSPEED_MAX_LIVE_PARAMETERS: Final = 1e9
+
+
+def _rows(model: ModelSpec, g: ParamGroup) -> int | None:
+    """First dimension of a matrix parameter (embeddings are vocab x d), None for vectors."""
+    if g.linear is not None:
+        return g.linear[0]
+    d = model.hidden_size
+    if g.role in ("embedding", "position") and d and g.numel % d == 0 and g.numel > d:
+        return g.numel // d
+    return None
 
 
 def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: int) -> MemoryLine:

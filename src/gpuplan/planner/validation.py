@@ -272,9 +272,10 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
 
 
 def _coerce(value: str) -> Any:
-    if "+" in value or "," in value:
-        return [v for v in re.split(r"[+,]", value) if v]
-    return value
+    """A list value (lora_targets): items joined by '+' (CSV cells hold no commas)."""
+    if value.lower() in ("default", "all-linear"):
+        return value.lower()
+    return [v for v in re.split(r"[+,]", value) if v]
 
 
 def _scalar(value: str) -> Any:

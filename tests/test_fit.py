@@ -1,0 +1,60 @@
+"""Verdicts and inverse questions: GPU counts, the largest batch, the longest context, suggestions."""
+
+from __future__ import annotations
+
+from gpuplan.estimators.memory import estimate_memory
+from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
+from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import make_workload
+
+
+def test_smallest_gpu_count_is_tight(catalog: Catalog) -> None:
+    m = load_model("llama-2-70b")
+    w = make_workload({"model": "llama-2-70b", "task": "finetune", "seq_len": 1024, "activation_checkpointing": "full"})
+    a100 = catalog.get("A100 80GB")
+    c = smallest_gpu_count(m, w, a100)
+    assert c.num_gpus is not None and c.num_gpus > 8  # 70B x 16 B/param = 1.1 TB of states
+    assert c.estimate is not None and c.estimate.fits
+    fewer = w.with_(num_gpus=c.num_gpus // 2, zero=3)
+    assert not estimate_memory(m, fewer, a100).fits
+
+
+def test_inference_count_uses_tensor_parallelism(catalog: Catalog) -> None:
+    m = load_model("llama-2-70b")
+    w = make_workload({"model": "llama-2-70b", "task": "inference"})
+    c = smallest_gpu_count(m, w, catalog.get("L40S"))
+    assert c.num_gpus == 4 and c.layout["tp"] == 4  # 138 GB of bf16 weights over 48 GB cards
+
+
+def test_largest_batch_and_longest_context_are_boundaries(catalog: Catalog) -> None:
+    m = load_model("llama-3.1-8b")
+    gpu = catalog.get("4090")
+    w = make_workload({"model": "llama-3.1-8b", "task": "qlora", "seq_len": 2048, "activation_checkpointing": "full"})
+    b = largest_batch(m, w, gpu)
+    assert b >= 1
+    assert estimate_memory(m, w.with_(batch_size=b), gpu).fits
+    assert not estimate_memory(m, w.with_(batch_size=b + 1), gpu).fits
+    n = longest_context(m, w, gpu)
+    assert estimate_memory(m, w.with_(seq_len=n), gpu).fits
+    assert not estimate_memory(m, w.with_(seq_len=n + 1), gpu).fits
+
+
+def test_best_precision_for_a_big_model_on_one_card(catalog: Catalog) -> None:
+    m = load_model("llama-2-70b")
+    w = make_workload({"model": "llama-2-70b", "task": "inference", "input_len": 1024, "output_len": 256})
+    assert best_precision(m, w, catalog.get("H100")) == ("fp8", "bf16")  # 70 GB of fp8 weights fit 80 GB
+    assert best_precision(m, w, catalog.get("4090")) is None  # even 2-bit is 18 GB + cache
+
+
+def test_suggestions_fit_first_with_effects(catalog: Catalog) -> None:
+    m = load_model("llama-3.1-8b")
+    w = make_workload({"model": "llama-3.1-8b", "task": "lora", "batch_size": 2, "seq_len": 2048})
+    gpu = catalog.get("4090")
+    base = estimate_memory(m, w, gpu)
+    assert not base.fits
+    s = suggestions(m, w, gpu)
+    assert s and s[0].fits and s[0].label == "full activation checkpointing"
+    assert all(x.per_gpu_bytes < base.per_gpu_bytes for x in s)
+    fits_flags = [x.fits for x in s]
+    assert fits_flags == sorted(fits_flags, reverse=True)

@@ -1,0 +1,263 @@
+"""The memory estimator: each term against a hand computation, and the properties it must keep.
+
+Hand-computed values follow the formulas cited in the estimator (ZeRO paper sec. 3.1 for model
+states, Korthikanti et al. 2022 sec. 4.1 for activations, Hu et al. 2021 for LoRA).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuplan.errors import GpuplanError
+from gpuplan.estimators.lora import lora_param_count
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.specs.gpu import GIB, Catalog
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import make_workload
+
+
+def est(catalog: Catalog, **keys: Any) -> MemoryEstimate:
+    w = make_workload(keys)
+    return estimate_memory(load_model(w.model), w, catalog.get(w.gpu) if w.gpu else None)
+
+
+def phase_line(e: MemoryEstimate, name: str) -> float:
+    return e.breakdown()[name]
+
+
+# --- model states ---------------------------------------------------------------------------
+
+
+def test_fp32_full_finetune_is_16_bytes_per_param(catalog: Catalog) -> None:
+    # PEFT README: T0_3B full fine-tuning in fp32 took 47.14 GB on an A100 80GB; Adam in fp32 is
+    # 4 (weights) + 4 (grads) + 8 (moments) = 16 bytes/param (ZeRO paper sec. 3.1)
+    e = est(catalog, model="t0-3b", task="finetune", precision="fp32", gpu="A100 80GB", batch_size=8, seq_len=64)
+    p = load_model("t0-3b").total_params
+    b = e.breakdown()
+    assert b["weights (fp32)"] == pytest.approx(4 * p)
+    assert b["gradients"] == pytest.approx(4 * p)
+    assert b["optimizer states"] == pytest.approx(8 * p)
+    assert 16.0 <= e.allocated_bytes / p <= 16.6
+    assert e.fits
+
+
+def test_mixed_precision_states_follow_zero_paper(catalog: Catalog) -> None:
+    p = load_model("llama-3.2-1b").total_params
+    base = dict(model="llama-3.2-1b", task="finetune", precision="bf16", gpu="H100", seq_len=512)
+    e0 = est(catalog, **base)
+    b0 = e0.breakdown()
+    assert b0["weights (bf16)"] == pytest.approx(2 * p)
+    assert b0["master weights (fp32)"] == pytest.approx(4 * p)
+    assert e0.breakdown().get("gradients", 4 * p) == pytest.approx(4 * p)  # AMP keeps fp32 grads
+    # ZeRO-3 over 8 GPUs: (2 + 2 + 12) / 8 bytes per parameter
+    e3 = est(catalog, **base, num_gpus=8, zero=3)
+    b3 = e3.breakdown()
+    assert b3["weights (bf16)"] == pytest.approx(2 * p / 8)
+    assert b3["master weights (fp32)"] == pytest.approx(4 * p / 8)
+    assert b3["optimizer states"] == pytest.approx(8 * p / 8)
+    assert b3["gradients"] == pytest.approx(2 * p / 8)
+
+
+def test_pure_bf16_and_optimizer_variants(catalog: Catalog) -> None:
+    p = load_model("llama-3.2-1b").total_params
+    base = dict(model="llama-3.2-1b", task="finetune", gpu="H100", seq_len=256, master_weights="none")
+    assert est(catalog, **base).breakdown()["optimizer states"] == pytest.approx(4 * p)  # two bf16 moments
+    eight = est(catalog, **base, optimizer="adamw-8bit").breakdown()["optimizer states"]
+    assert 2.0 * p <= eight <= 2.05 * p  # 1 byte per moment + fp32 absmax per 256 (bitsandbytes)
+    assert est(catalog, **base, optimizer="sgd").breakdown()["optimizer states"] == 0
+    assert est(catalog, **base, optimizer="lion").breakdown()["optimizer states"] == pytest.approx(2 * p)
+    ada = est(catalog, **base, optimizer="adafactor").breakdown()["optimizer states"]
+    assert ada < 0.01 * p  # factored second moment: rows + columns per matrix
+
+
+def test_paged_optimizer_is_outside_torch_allocated(catalog: Catalog) -> None:
+    base = dict(model="llama-3.2-1b", task="finetune", gpu="H100", seq_len=256, master_weights="none")
+    plain = est(catalog, **base, optimizer="adamw-8bit")
+    paged = est(catalog, **base, optimizer="paged-adamw-8bit")
+    states = paged.breakdown()["optimizer states"]
+    assert paged.allocated_bytes == pytest.approx(plain.allocated_bytes - states, rel=1e-6)
+    assert paged.per_gpu_bytes == pytest.approx(plain.per_gpu_bytes - 0.05 * states, rel=1e-3)
+
+
+def test_offload_moves_states_to_host(catalog: Catalog) -> None:
+    base = dict(model="llama-2-7b", task="finetune", gpu="A100 80GB", seq_len=512, zero=2)
+    on_gpu = est(catalog, **base)
+    off = est(catalog, **base, offload="optimizer")
+    assert off.breakdown()["optimizer states"] == 0
+    assert off.host_bytes >= on_gpu.breakdown()["optimizer states"]
+    assert off.per_gpu_bytes < on_gpu.per_gpu_bytes
+
+
+# --- LoRA / QLoRA -----------------------------------------------------------------------------
+
+
+def test_lora_param_count_by_hand() -> None:
+    # Llama 3.1 8B, rank 8 on q_proj (4096 -> 4096) and v_proj (4096 -> 1024), 32 layers
+    assert lora_param_count(load_model("llama-3.1-8b"), "default", 8) == 32 * 8 * ((4096 + 4096) + (4096 + 1024))
+
+
+def test_qlora_base_is_nf4_with_16_bit_embeddings(catalog: Catalog) -> None:
+    m = load_model("llama-3.1-8b")
+    e = est(catalog, model="llama-3.1-8b", task="qlora", gpu="4090", seq_len=512, master_weights="none")
+    linear = sum(g.total for g in m.groups if g.linear is not None and g.role in ("attention", "mlp"))
+    rest = m.total_params - linear
+    expected = linear * (4 + 8 / 64 + 32 / (64 * 256)) / 8 + rest * 2  # QLoRA sec. 3 double quantisation
+    assert e.breakdown()["frozen base weights (nf4)"] == pytest.approx(expected)
+
+
+def test_lora_targets_all_linear_and_unknown(catalog: Catalog) -> None:
+    m = load_model("llama-3.1-8b")
+    assert lora_param_count(m, "all-linear", 8) > lora_param_count(m, "default", 8)
+    with pytest.raises(GpuplanError, match="match no linear layer"):
+        lora_param_count(m, ["nonexistent"], 8)
+
+
+# --- activations ------------------------------------------------------------------------------
+
+
+def test_activations_match_korthikanti_for_gpt(catalog: Catalog) -> None:
+    # GPT-2 (ff = 4d, MHA, dropout 0.1, LayerNorm) at 16 bits with FlashAttention and fused norms:
+    # 34 bytes x d per token and layer (Korthikanti et al. 2022, eq. 1 without the 5as/h term),
+    # plus FlashAttention's fp32 log-sum-exp per head
+    m = load_model("gpt2")
+    e = est(catalog, model="gpt2", task="finetune", gpu="H100", batch_size=4, seq_len=1024, compile=True)
+    per_token_layer = 34 * m.hidden_size + 4 * m.num_heads
+    assert e.breakdown()["activations"] == pytest.approx(m.num_layers * 4 * 1024 * per_token_layer)
+
+
+def test_full_checkpointing_keeps_layer_inputs(catalog: Catalog) -> None:
+    m = load_model("llama-3.1-8b")
+    e = est(catalog, model="llama-3.1-8b", task="lora", gpu="H100", batch_size=2, seq_len=2048,
+            activation_checkpointing="full")  # fmt: skip
+    assert e.breakdown()["activations"] == pytest.approx(32 * 2 * 2048 * 4096 * 2)  # 2sbh per layer
+    assert m.num_layers == 32
+
+
+def test_logits_term_by_hand(catalog: Catalog) -> None:
+    # transformers upcasts logits: 16-bit logits + fp32 log-softmax + one fp32 transient = 10 B
+    e = est(catalog, model="llama-3.1-8b", task="lora", gpu="H100", batch_size=1, seq_len=1024)
+    assert e.breakdown()["logits and loss"] == pytest.approx(1024 * 128256 * 10)
+    fused = est(catalog, model="llama-3.1-8b", task="lora", gpu="H100", batch_size=1, seq_len=1024, loss_impl="fused")
+    assert fused.breakdown()["logits and loss"] < e.breakdown()["logits and loss"] / 5
+
+
+# --- inference and serving --------------------------------------------------------------------
+
+
+def test_inference_kv_cache_by_hand(catalog: Catalog) -> None:
+    # Llama 3.1 8B: 32 layers x 8 KV heads x 128 x (K, V) x 2 bytes = 131072 B per token
+    e = est(catalog, model="llama-3.1-8b", task="inference", gpu="H100", batch_size=8, input_len=1024, output_len=512)
+    assert e.peak_phase in ("prefill", "decode")
+    kv = 8 * 1536 * 131072
+    assert (
+        e.phases["decode"] - e.phases["prefill"]
+        == pytest.approx(kv - 8 * 1024 * 131072 - e.breakdown().get("prefill activations", 0), rel=1e-6, abs=1)
+        or e.peak_phase == "decode"
+    )
+
+
+def test_weight_formats_order(catalog: Catalog) -> None:
+    def weights(fmt: str) -> float:
+        e = est(catalog, model="llama-2-7b", task="inference", gpu="H100", weight_dtype=fmt)
+        return next(v for k, v in e.breakdown().items() if k.startswith("weights"))
+
+    assert weights("int4") < weights("awq") < weights("int8") < weights("bf16")
+    assert weights("q4_k_m") == pytest.approx(load_model("llama-2-7b").total_params * 4.84 / 8)
+
+
+def test_mistral_sliding_window_caps_kv(catalog: Catalog) -> None:
+    short = est(catalog, model="mistral-7b", task="inference", gpu="H100", input_len=4096, output_len=0)
+    long = est(catalog, model="mistral-7b", task="inference", gpu="H100", input_len=16384, output_len=0)
+    assert long.breakdown()["KV cache"] == pytest.approx(short.breakdown()["KV cache"])  # window 4096
+
+
+def test_serving_capacity_matches_vllm_log(catalog: Catalog) -> None:
+    # llm-d benchmark (config_explorer/empirical-vllm-memory-results.md): Llama-3.1-8B on H100 80GB,
+    # gpu_memory_utilization 0.9 -> "KV cache 51.38 GiB"
+    e = est(catalog, model="llama-3.1-8b", task="inference", gpu="H100", input_len=1000, output_len=1000)
+    assert e.serving is not None
+    assert e.serving.kv_budget_bytes / GIB == pytest.approx(51.38, rel=0.03)
+    assert e.serving.max_tokens == pytest.approx(e.serving.kv_budget_bytes / 131072, rel=0.001)
+    assert e.serving.max_sequences == e.serving.max_tokens // 2000
+
+
+def test_runtime_lines_are_their_own(catalog: Catalog) -> None:
+    one = est(catalog, model="llama-3.2-1b", task="finetune", gpu="H100", seq_len=256)
+    two = est(catalog, model="llama-3.2-1b", task="finetune", gpu="H100", seq_len=256, num_gpus=2, zero=3)
+    assert "CUDA context and kernels" in one.breakdown() and "allocator slack" in one.breakdown()
+    assert "NCCL buffers" not in one.breakdown() and "NCCL buffers" in two.breakdown()
+    assert one.per_gpu_bytes == pytest.approx(sum(one.breakdown().values()))
+
+
+# --- properties -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["finetune", "lora"])
+def test_zero3_over_more_gpus_never_raises_per_gpu_memory(catalog: Catalog, task: str) -> None:
+    prev = float("inf")
+    for n in (1, 2, 4, 8, 16, 64):
+        e = est(catalog, model="llama-2-13b", task=task, gpu="A100 80GB", num_gpus=n, zero=3, seq_len=1024)
+        assert e.per_gpu_bytes <= prev + 1
+        prev = e.per_gpu_bytes
+
+
+def test_checkpointing_never_raises_memory(catalog: Catalog) -> None:
+    for model in ("llama-3.1-8b", "gpt2", "t5-base", "bert-base", "mixtral-8x7b", "deepseek-v3"):
+        vals = [
+            est(
+                catalog, model=model, task="finetune", gpu="H100", seq_len=512, activation_checkpointing=c
+            ).per_gpu_bytes
+            for c in ("none", "selective", "full")
+        ]
+        assert vals[0] >= vals[1] >= vals[2], model
+
+
+@given(batch=st.integers(1, 64), ctx=st.integers(1, 32768))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_kv_cache_linear_in_batch_and_context(catalog: Catalog, batch: int, ctx: int) -> None:
+    one = est(catalog, model="llama-3.1-8b", task="inference", gpu="H200", input_len=ctx, output_len=0)
+    many = est(catalog, model="llama-3.1-8b", task="inference", gpu="H200", batch_size=batch, input_len=ctx,
+               output_len=0)  # fmt: skip
+    kv1, kvb = one.breakdown()["KV cache"], many.breakdown()["KV cache"]
+    assert kv1 == pytest.approx(ctx * 131072)
+    assert kvb == pytest.approx(batch * kv1)
+
+
+_keys = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(
+            ["llama-3.1-8b", "gpt2", "t5-base", "mixtral-8x7b", "bert-base", "resnet-50", "vit-b-16"]
+        ),
+        "task": st.sampled_from(["pretrain", "finetune", "lora", "qlora", "inference"]),
+        "precision": st.sampled_from(["fp32", "tf32", "fp16", "bf16", "fp8"]),
+        "num_gpus": st.integers(1, 16),
+        "batch_size": st.integers(1, 64),
+        "seq_len": st.integers(1, 65536),
+        "zero": st.integers(0, 3),
+        "tp": st.sampled_from([1, 2, 3, 8]),
+        "optimizer": st.sampled_from(["adamw", "adamw-8bit", "paged-adamw-8bit", "sgd", "adafactor", "lion"]),
+        "activation_checkpointing": st.sampled_from(["none", "selective", "full"]),
+        "offload": st.sampled_from(["none", "optimizer", "optimizer+params"]),
+        "weight_dtype": st.sampled_from(["bf16", "int8", "int4", "nf4", "q4_k_m", "gptq"]),
+        "grad_accum": st.integers(1, 8),
+        "attention_impl": st.sampled_from(["flash", "eager"]),
+    }
+)
+
+
+@given(keys=_keys)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fuzzed_workloads_give_a_breakdown_or_one_clear_error(catalog: Catalog, keys: dict[str, Any]) -> None:
+    try:
+        e = est(catalog, gpu="H100", **keys)
+    except GpuplanError as exc:
+        msg = str(exc)
+        assert msg and "\n" not in msg and "Traceback" not in msg
+        return
+    assert e.per_gpu_bytes > 0
+    assert all(x.bytes >= 0 for x in e.lines)
+    assert e.per_gpu_bytes == pytest.approx(sum(x.bytes for x in e.lines))

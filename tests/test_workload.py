@@ -1,0 +1,77 @@
+"""Workload files and keys: DESIGN.md's YAML, safe loading, one clear error per bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.specs.workload import make_workload, parse_duration_s, read_workload_file
+
+DESIGN_EXAMPLE = """\
+model: llama-3.1-8b
+task: lora
+precision: bf16
+gpu: A100-SXM4-80GB
+num_gpus: 1
+batch_size: 2
+seq_len: 2048
+grad_accum: 1
+optimizer: adamw
+activation_checkpointing: none
+zero: 0
+tp: 1
+pp: 1
+lora_rank: 8
+input_len: 128
+output_len: 128
+weight_dtype: bf16
+kv_dtype: bf16
+tokens: 1.0e9
+master_weights: fp32
+objective: time
+deadline: 24h
+budget: 500
+"""
+
+
+def test_design_example_reads(tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text(DESIGN_EXAMPLE)
+    w = read_workload_file(f)
+    assert w.task == "lora" and w.batch_size == 2 and w.deadline == 24 * 3600 and w.tokens == 1e9
+    # flags override the file
+    assert read_workload_file(f, {"batch_size": 4}).batch_size == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("model: x\nbatchsize: 2\n", "Unknown workload key 'batchsize'.*batch_size"),
+        ("model: x\ntask: [1, 2\n", "not valid YAML"),
+        ("- a\n- b\n", "must hold a mapping"),
+        ("model: x\nzero: 5\n", "'zero'"),
+        ("model: x\noptimizer: adamm\n", "adamw"),
+        ("model: x\nweight_dtype: int3\n", "weight_dtype"),
+        ("model: x\nnum_gpus: 4\ntp: 3\n", "multiple of tp x pp"),
+        ("model: x\ntask: finetune\noffload: optimizer\n", "needs ZeRO"),
+        ("model: x\ndeadline: soon\n", "duration"),
+        ("task: lora\n", "needs 'model'"),
+        ("model: !!python/object/apply:os.system ['echo hi']\n", "not valid YAML"),
+    ],
+)
+def test_bad_files_give_one_clear_line(tmp_path: Path, text: str, match: str) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(InvalidSettingError, match=match) as info:
+        read_workload_file(f)
+    assert "\n" not in str(info.value)
+
+
+def test_optimizer_aliases_and_durations() -> None:
+    assert make_workload({"model": "x", "optimizer": "paged_adamw_8bit"}).optimizer == "paged-adamw-8bit"
+    assert make_workload({"model": "x", "optimizer": "adamw_torch"}).optimizer == "adamw-foreach"
+    assert make_workload({"model": "x", "weight_dtype": "Q4_K_M"}).weight_dtype == "q4_k_m"
+    assert parse_duration_s("90 min") == 5400 and parse_duration_s("2d") == 172800
+    assert make_workload({"model": "x", "task": "qlora"}).effective_weight_dtype == "nf4"
