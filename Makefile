@@ -21,8 +21,10 @@ $(VENV)/.installed-test: pyproject.toml $(BIN)/python
 
 run: $(VENV)/.installed
 	$(BIN)/gpuplan compare H100 A100 L4 L40 V100
-	$(BIN)/gpuplan model llama-3.1-8b
-	$(BIN)/gpuplan gpus --min-memory 40 --dtype fp8
+	$(BIN)/gpuplan fit examples/lora-4090.yaml
+	$(BIN)/gpuplan fit llama-3.1-70b --task qlora --batch-size 1 --seq-len 4096 --checkpointing full
+	$(BIN)/gpuplan estimate examples/serve-70b.yaml --set weight_dtype=awq
+	$(BIN)/gpuplan validate
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests

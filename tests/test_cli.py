@@ -226,3 +226,14 @@ def test_memory_commands_bad_input(run_cli: RunCli, args: tuple[str, ...], match
     code, _out, err = run_cli(*args)
     assert code == 2
     assert match in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bundled_examples(run_cli: RunCli) -> None:
+    root = Path(__file__).resolve().parents[1] / "examples"
+    code, out, err = run_cli("estimate", str(root / "lora-4090.yaml"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["memory"]["fits"] is True  # torchtune runs this setting on a 4090
+    code, out, err = run_cli("estimate", str(root / "serve-70b.yaml"), "--set", "weight_dtype=awq", "--json")
+    assert code == 0, err
+    serving = json.loads(out)["memory"]["serving"]
+    assert serving["max_tokens"] > 100_000 and serving["max_sequences"] >= 16

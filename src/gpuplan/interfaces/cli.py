@@ -388,7 +388,12 @@ def _print_memory_detail(c: Console, mem: dict[str, Any]) -> None:
     for note in mem["notes"]:
         c.print(f"  • {escape(note)}")
     srv = mem.get("serving")
-    if srv:
+    if srv and srv["max_tokens"] == 0:
+        c.print(
+            f"serving (vLLM, gpu_memory_utilization {srv['gpu_memory_utilization']:g}): no room left for a KV cache "
+            "after weights and the profile run; use more GPUs (tensor parallel) or smaller weights"
+        )
+    elif srv:
         c.print(
             f"serving (vLLM, gpu_memory_utilization {srv['gpu_memory_utilization']:g}): KV budget "
             f"{_gib(srv['kv_budget_bytes'])} = {srv['max_tokens']:,} tokens, at most {srv['max_sequences']:,} "
