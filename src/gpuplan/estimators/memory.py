@@ -294,11 +294,6 @@ def estimate_memory(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Me
     return _inference(model, w, gpu)
 
 
-def _shards(w: Workload) -> tuple[int, int]:
-    """(model-parallel divisor tp x pp, data-parallel degree)."""
-    return w.tp * w.pp, w.dp
-
-
 def _check_parallel(model: ModelSpec, w: Workload) -> None:
     if w.tp > 1 and model.num_heads % w.tp:
         raise InvalidSettingError(
@@ -350,10 +345,11 @@ def _finish(
     per_gpu = sum(x.bytes for x in lines)
     overhead = per_gpu - totals[peak_phase]
     peak_names = {x.name for x in at_peak}
-    elsewhere: dict[str, MemoryLine] = {}
+    elsewhere: dict[str, MemoryLine] = {}  # each term's largest value in a phase other than the peak
     for lines_ in phases.values():
         for x in lines_:
-            if x.name not in peak_names and x.bytes > 0 and x.bytes > elsewhere.get(x.name, x).bytes - 1:
+            prev = elsewhere.get(x.name)
+            if x.name not in peak_names and x.bytes > 0 and (prev is None or x.bytes > prev.bytes):
                 elsewhere[x.name] = x
     return MemoryEstimate(
         workload=w,
@@ -379,7 +375,7 @@ def _finish(
 
 def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     _check_parallel(model, w)
-    mp, dp = _shards(w)
+    mp, dp = w.tp * w.pp, w.dp  # model-parallel divisor, data-parallel degree
     z = w.zero
     notes: list[str] = []
     c = _act_bytes(w.precision)  # 16-bit compute -> 2, fp32/tf32 -> 4
