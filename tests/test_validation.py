@@ -86,3 +86,28 @@ def test_bad_files(tmp_path: Path) -> None:
         file_rows(f)
     with pytest.raises(InvalidSettingError, match="No measurement file"):
         file_rows(tmp_path / "none.csv")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "name"),
+    [
+        ("A100 (80GB assumed)", "A100 SXM4 80GB"),
+        ("RTX 4090 24GB", "GeForce RTX 4090"),
+        ("8x A100 80GB", "A100 SXM4 80GB"),
+        ("H100-SXM-80GB", "H100 SXM5 80GB"),
+        ("A100-40GB", "A100 SXM4 40GB"),
+    ],
+)
+def test_gpu_names_in_rows(catalog: Catalog, gpu: str, name: str) -> None:
+    from gpuplan.planner.validation import _resolve_gpu
+
+    assert _resolve_gpu(gpu, catalog).name == name
+
+
+def test_model_names_in_rows() -> None:
+    from gpuplan.planner.validation import _resolve_model
+
+    assert _resolve_model("Llama 3.1 8B").name == "llama-3.1-8b"
+    assert _resolve_model("bigscience/mt0-xxl (mT5-XXL enc-dec)").name == "mt0-xxl"
+    with pytest.raises(InvalidSettingError, match="not a bundled preset"):
+        _resolve_model("CompVis/stable-diffusion-v1-4 (UNet)")

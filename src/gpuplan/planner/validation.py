@@ -122,7 +122,7 @@ def _first_int(text: str) -> int | None:
 
 def _resolve_model(text: str) -> ModelSpec:
     base = re.sub(r"\(.*?\)", "", text).strip()
-    tried = [base, base.split()[0] if base.split() else base, text.strip()]
+    tried = [base, re.sub(r"\s+", "-", base), base.split()[0] if base.split() else base, text.strip()]
     for cand in tried:
         if cand and find_preset(cand) is not None:
             return load_model(cand)
@@ -130,7 +130,7 @@ def _resolve_model(text: str) -> ModelSpec:
 
 
 def _resolve_gpu(text: str, catalog: Catalog) -> GPU:
-    raw = text.strip()
+    raw = re.sub(r"^\d+\s*[x×]\s*", "", text.strip())  # "8x A100 80GB": the count is num_gpus
     mem = re.search(r"(\d+)\s*GB", raw, re.IGNORECASE)
     base = re.sub(r"\(.*?\)", "", raw).strip()
     cands = [raw, base]
