@@ -23,6 +23,7 @@ from gpuplan.planner.fit import (
     smallest_gpu_count,
     suggestions,
 )
+from gpuplan.planner.use_cases import use_cases
 from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
@@ -383,4 +384,17 @@ def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path]
         "rows": [dict(result_record(r)) for r in results],
         "summary": summary(results),
         "skipped": [{"id": s.id, "category": s.category, "reason": s.reason} for s in skipped],
+    }
+
+
+def use_case_record(gpu: GPU) -> dict[str, Any]:
+    """`gpus --use-cases`: suitability for compute, graphics and multi-node work, and advice."""
+    u = use_cases(gpu)
+    return {
+        "name": u.name,
+        "compute": u.compute,
+        "graphics": u.graphics,
+        "graphics_class": u.graphics_class,
+        "multi_node": u.multi_node,
+        "recommendation": u.recommendation,
     }

@@ -146,6 +146,9 @@ def gpus(
         typer.Option("--multi-node/--single-node", help="Only GPUs built (not built) to scale across hosts."),
     ] = None,
     vendor: Annotated[str | None, typer.Option("--vendor", help="Only this vendor (NVIDIA, AMD).")] = None,
+    use_cases: Annotated[
+        bool, typer.Option("--use-cases", help="Per GPU: compute, graphics and multi-node suitability, and advice.")
+    ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -161,6 +164,18 @@ def gpus(
         vendor=vendor,
         catalog_files=catalog or [],
     )
+    if use_cases:
+        rows = [api.use_case_record(g) for g in found]
+        if as_json:
+            _emit_json(rows)
+            return
+        t = Table(title="What each GPU is for (rules over catalog facts)")
+        for col in ("GPU", "compute", "graphics", "multi-node", "recommendation"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], r["compute"], escape(r["graphics"]), r["multi_node"], r["recommendation"])
+        _console().print(t)
+        return
     if as_json:
         _emit_json([api.gpu_record(g) for g in found])
     else:
