@@ -53,7 +53,16 @@ def load_prices(catalog: Catalog) -> list[Price]:
         except (TypeError, ValueError):
             continue
         for name in _names(r["gpu"], catalog):
-            out.append(Price(name, r["provider"], usd, bool(re.search(r"\bspot\b", r["provider"], re.IGNORECASE)), r["date_or_version"], r["source"]))
+            out.append(
+                Price(
+                    name,
+                    r["provider"],
+                    usd,
+                    bool(re.search(r"\bspot\b", r["provider"], re.IGNORECASE)),
+                    r["date_or_version"],
+                    r["source"],
+                )
+            )
     return out
 
 
