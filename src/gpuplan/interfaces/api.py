@@ -23,6 +23,7 @@ from gpuplan.planner.fit import (
     smallest_gpu_count,
     suggestions,
 )
+from gpuplan.planner.graphics import plan_graphics
 from gpuplan.planner.use_cases import use_cases
 from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
@@ -329,6 +330,8 @@ def estimate(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str,
 def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
     """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
     every catalog GPU with whether it fits and the fewest GPUs of that type that do."""
+    if w.is_graphics:
+        return plan(w, catalog_files)
     cat = catalog(catalog_files)
     model = load_model(w.model)
     gpu = _gpu_for(w, cat)
@@ -397,4 +400,41 @@ def use_case_record(gpu: GPU) -> dict[str, Any]:
         "graphics_class": u.graphics_class,
         "multi_node": u.multi_node,
         "recommendation": u.recommendation,
+    }
+
+
+def plan(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """`gpuplan plan`: ranked options (DESIGN.md's plan contract). Graphics and video workloads
+    today; training and inference plans need time estimates and come with the performance model."""
+    if not w.is_graphics:
+        raise InvalidSettingError(
+            f"gpuplan plan ranks graphics and video workloads for now (task streaming, vdi, render, ai-video); "
+            f"for task {w.task!r} use `gpuplan fit` to see which GPUs fit and how many."
+        )
+    cat = catalog(catalog_files)
+    model = load_model(w.model) if w.model else None
+    options, unsuitable = plan_graphics(w, cat, model)
+    return {
+        "workload": w.model_dump(exclude_none=True),
+        "objective": w.objective,
+        "options": [
+            {
+                "gpu": o.capacity.gpu.name,
+                "num_gpus": o.num_gpus,
+                "fits": True,
+                "per_gpu": o.capacity.per_gpu,
+                "unit": o.capacity.unit,
+                "demand": o.demand,
+                "hours": o.hours,
+                "time_s": o.time_s,
+                "cost_usd": o.cost_usd,
+                "usd_per_hour": o.usd_per_hour,
+                "energy_kwh": o.energy_kwh,
+                "bottleneck": o.capacity.bottleneck,
+                "limits": o.capacity.limits,
+                "why": o.why,
+            }
+            for o in options
+        ],
+        "unsuitable": [{"gpu": u.gpu.name, "fits": False, "why": u.reason} for u in unsuitable],
     }

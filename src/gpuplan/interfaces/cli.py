@@ -469,6 +469,9 @@ def fit(
         _emit_json(rec)
         return
     c = _console()
+    if "options" in rec:
+        _print_graphics_plan(c, rec)
+        return
     if "gpus" in rec:
         t = Table(title=f"{escape(_workload_title(rec))} · {rec['num_gpus']} GPU(s)")
         for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
@@ -520,6 +523,52 @@ def fit(
                 escape(s["cost"]),
             )
         c.print(t)
+
+
+def _print_graphics_plan(c: Console, rec: dict[str, Any]) -> None:
+    w = rec["workload"]
+    res = w.get("resolution", "1080p")
+    what = {
+        "streaming": f"game/app streaming, {w.get('streams', 1)} × {res}{w.get('fps', 60):g}, {w.get('scene', 'medium')} scenes",
+        "vdi": f"virtual desktops, {w.get('users', 1)} {w.get('persona', 'knowledge')} users at {res}",
+        "render": f"rendering {w.get('frames', 1)} frames at {res}, {w.get('spp', 128)} spp on {w.get('num_gpus', 1)} GPU(s)",
+        "ai-video": f"AI video, {w.get('streams', 1)} × {res}{w.get('fps', 30):g} through {w.get('model')}",
+    }[w["task"]]
+    t = Table(title=f"{what} · ranked by {rec['objective']}")
+    for col in ("GPU", "per GPU", "GPUs", "time", "cost", "energy", "limited by"):
+        t.add_column(col, justify="left" if col in ("GPU", "limited by") else "right")
+    for o in rec["options"]:
+        per = f"{o['per_gpu']:,.0f} {o['unit']}"
+        time = "—" if o["time_s"] is None else f"{o['time_s'] / 3600:,.2f} h"
+        cost = "no price" if o["cost_usd"] is None else f"${o['cost_usd']:,.2f}" + ("/h" if o["time_s"] is None else "")
+        energy = f"{o['energy_kwh']:,.2f} kWh" + ("/h" if o["time_s"] is None else "")
+        t.add_row(o["gpu"], per, str(o["num_gpus"]), time, cost, energy, escape(o["bottleneck"]))
+    c.print(t)
+    if rec["unsuitable"]:
+        c.print("Unsuitable:")
+        by_reason: dict[str, list[str]] = {}
+        for u in rec["unsuitable"]:
+            by_reason.setdefault(u["why"], []).append(u["gpu"])
+        for why, names in by_reason.items():
+            c.print(f"  • {escape(why)}: {', '.join(names)}")
+
+
+@app.command()
+def plan(
+    workload: Annotated[str, typer.Argument(help="Workload YAML file.")],
+    objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rank GPUs for a workload (graphics and video workloads: streaming, vdi, render, ai-video)."""
+    keys: dict[str, Any] = {"objective": objective}
+    keys.update(api.parse_set_options(set_ or []))
+    rec = api.plan(api.build_workload(workload, keys), catalog or [])
+    if as_json:
+        _emit_json(rec)
+        return
+    _print_graphics_plan(_console(), rec)
 
 
 @app.command()

@@ -98,7 +98,7 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
-    model: str
+    model: str = ""  # required except for streaming, vdi and render
     task: Literal["pretrain", "finetune", "lora", "qlora", "inference", "streaming", "vdi", "render", "ai-video"] = (
         "inference"
     )
@@ -152,10 +152,17 @@ class Workload(BaseModel):
     # serving view (vLLM): share of GPU memory the engine may use
     gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
     # graphics workloads (issue 8): kept here so one file describes any job
-    resolution: str | None = None
-    fps: float | None = Field(None, gt=0)
-    streams: int | None = Field(None, ge=1)
-    users: int | None = Field(None, ge=1)
+    resolution: str | None = None  # 720p | 1080p | 1440p | 4k
+    fps: float | None = Field(None, gt=0, le=1000)
+    streams: int | None = Field(None, ge=1, le=1_000_000)  # streaming / ai-video: concurrent streams
+    users: int | None = Field(None, ge=1, le=1_000_000)  # vdi: concurrent users
+    frames: int | None = Field(None, ge=1)  # render: frames to render
+    scene: Literal["light", "medium", "heavy", "ultra"] = "medium"  # streaming: per-stream load class
+    codec: Literal["h264", "hevc", "av1"] = "h264"
+    persona: Literal["knowledge", "knowledge-multi", "light", "medium", "heavy"] = "knowledge"  # vdi
+    spp: int = Field(128, ge=1, le=1_000_000)  # render: path-tracing samples per pixel
+    encode_output: bool = False  # ai-video: re-encode the annotated video
+    datacenter: bool = True  # deployed in a datacenter (the GeForce licence forbids it)
     epochs: float | None = Field(None, gt=0)
     dataset_tokens: float | None = Field(None, gt=0)
 
@@ -202,6 +209,8 @@ class Workload(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
+        if not self.model and self.task not in ("streaming", "vdi", "render"):
+            raise ValueError(f"task {self.task!r} needs 'model' (e.g. model: llama-3.1-8b).")
         if self.task in TRAINING_TASKS and self.seq_len < 1:
             raise ValueError("seq_len must be at least 1 for training.")
         if self.task == "inference" and self.input_len + self.output_len < 1:
