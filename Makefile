@@ -24,6 +24,8 @@ run: $(VENV)/.installed
 	$(BIN)/gpuplan fit examples/lora-4090.yaml
 	$(BIN)/gpuplan fit llama-3.1-70b --task qlora --batch-size 1 --seq-len 4096 --checkpointing full
 	$(BIN)/gpuplan estimate examples/serve-70b.yaml --set weight_dtype=awq
+	$(BIN)/gpuplan plan examples/stream-4k.yaml
+	$(BIN)/gpuplan gpus --use-cases
 	$(BIN)/gpuplan validate
 
 lint: $(VENV)/.installed-test
