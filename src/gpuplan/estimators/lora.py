@@ -67,10 +67,11 @@ def lora_targets(model: ModelSpec, targets: str | list[str]) -> list[ParamGroup]
     return chosen
 
 
-def lora_param_count(model: ModelSpec, targets: str | list[str], rank: int) -> int:
+def adapter_params(targets: list[ParamGroup], rank: int) -> int:
     """Trainable LoRA parameters: r x (in + out) per adapted matrix (Hu et al. 2021)."""
-    total = 0
-    for g in lora_targets(model, targets):
-        assert g.linear is not None
-        total += rank * (g.linear[0] + g.linear[1]) * g.count
-    return total
+    return sum(rank * (g.linear[0] + g.linear[1]) * g.count for g in targets if g.linear is not None)
+
+
+def lora_param_count(model: ModelSpec, targets: str | list[str], rank: int) -> int:
+    """Trainable LoRA parameters for `targets` ("default", "all-linear" or module names)."""
+    return adapter_params(lora_targets(model, targets), rank)

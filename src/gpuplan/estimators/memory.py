@@ -26,7 +26,7 @@ from gpuplan.estimators.activations import (
     prefill_working_bytes_per_token,
     stack_shapes,
 )
-from gpuplan.estimators.lora import lora_targets
+from gpuplan.estimators.lora import adapter_params, lora_targets
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO, optimizer_state_bytes
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
@@ -388,7 +388,12 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     grads_lines: list[MemoryLine] = []
     step_temp = 0.0
     host = 0.0
-    w_shard = mp * (dp if z >= 3 else 1)
+
+    def shard(stage: int) -> int:
+        """GPUs a state is split over: tp x pp, and the data-parallel group from ZeRO `stage` on."""
+        return mp * (dp if z >= stage else 1)
+
+    w_shard = shard(3)
 
     if w.task in ("pretrain", "finetune"):
         trainable_groups = [g for g in groups if g.total > 0]
@@ -406,26 +411,27 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
             model_lines.append(
                 MemoryLine(
                     "master weights (fp32)",
-                    total * 4.0 / (mp * (dp if z >= 1 else 1)),
+                    total * 4.0 / shard(1),
                     "mixed precision keeps an fp32 copy (Micikevicius et al. 2018)",
                     "model",
                 )
             )
-        grad_bytes = (c if z >= 1 or pure else 4.0) * total / (mp * (dp if z >= 2 else 1))
+        fp32_grads = not (z >= 1 or pure)
+        grad_bytes = (4.0 if fp32_grads else c) * total / shard(2)
         grad_note = (
             "fp32 gradients (PyTorch AMP / Megatron main_grad)"
-            if grad_bytes and not (z >= 1 or pure)
+            if fp32_grads
             else f"{c:g}-byte gradients" + (" sharded by ZeRO-2/3" if z >= 2 else "")
         )
         grads_lines.append(MemoryLine("gradients", grad_bytes, grad_note, "model"))
         state_b = c if pure and c == 2.0 else 4.0
         spec = [(g.numel, g.count, _rows(model, g)) for g in trainable_groups]
-        opt = optimizer_state_bytes(w.optimizer, spec, state_b) / (mp * (dp if z >= 1 else 1))
-        step_temp = info.step_temp_elements * n_train * state_b / (mp * (dp if z >= 1 else 1))
+        opt = optimizer_state_bytes(w.optimizer, spec, state_b) / shard(1)
+        step_temp = info.step_temp_elements * n_train * state_b / shard(1)
     else:  # lora / qlora
         targets = lora_targets(model, w.lora_targets)
         r = w.lora_rank
-        n_train = sum(r * (g.linear[0] + g.linear[1]) * g.count for g in targets if g.linear)
+        n_train = adapter_params(targets, r)
         base_fmt: str = "nf4" if w.task == "qlora" else ("fp32" if c == 4.0 else w.precision)
         if w.task == "qlora" and w.weight_dtype is not None:
             base_fmt = w.weight_dtype
@@ -454,12 +460,10 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
                 "model",
             )
         )
-        grads_lines.append(
-            MemoryLine("gradients", n_train * ab / (mp * (dp if z >= 2 else 1)), "LoRA adapters only", "model")
-        )
+        grads_lines.append(MemoryLine("gradients", n_train * ab / shard(2), "LoRA adapters only", "model"))
         spec = [(r * (g.linear[0] + g.linear[1]), g.count, None) for g in targets if g.linear]
-        opt = optimizer_state_bytes(w.optimizer, spec, ab) / (mp * (dp if z >= 1 else 1))
-        step_temp = info.step_temp_elements * n_train * ab / (mp * (dp if z >= 1 else 1))
+        opt = optimizer_state_bytes(w.optimizer, spec, ab) / shard(1)
+        step_temp = info.step_temp_elements * n_train * ab / shard(1)
         if w.task == "qlora" or storage_format(base_fmt).bits_per_value < 16:
             largest = max((g.numel for g in groups if g.linear and g.role in _QUANTISED_ROLES), default=0)
             model_lines.append(
@@ -626,7 +630,8 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
         kv_prefill = kv_full = 0.0
     seq = n_in if model.kind in ("decoder", "encoder-decoder") else _tokens_per_sample(model, w)
     shapes = stack_shapes(model) if model.kind != "cnn" else []
-    work = max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0) * b * seq
+    work_per_token = max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0)
+    work = work_per_token * b * seq
     if model.kind == "cnn":
         # a CNN's largest feature map: ResNet stem output 64 x 112 x 112 per image
         work = b * 64 * 112 * 112 * c * 2
@@ -653,19 +658,16 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
     ]
     serving = None
     if gpu is not None and model.kind in ("decoder", "encoder-decoder"):
-        serving = _serving(model, w, gpu, weights, c, kv_b, kv_split)
+        serving = _serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
     return _finish(model, w, gpu, {"prefill": prefill, "decode": decode}, 0.0, 0, notes, serving)
 
 
 def _serving(
-    model: ModelSpec, w: Workload, gpu: GPU, weights: float, c: float, kv_b: float, kv_split: int
+    model: ModelSpec, w: Workload, gpu: GPU, weights: float, work_per_token: float, kv_b: float, kv_split: int
 ) -> ServingCapacity:
     """vLLM's sizing (vllm/worker/worker.py determine_num_available_blocks): KV budget =
     total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
-    shapes = stack_shapes(model)
-    profile = (
-        max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0) * runtime.VLLM_PROFILE_TOKENS
-    )
+    profile = work_per_token * runtime.VLLM_PROFILE_TOKENS
     large = gpu.memory_bytes >= runtime.VLLM_LARGE_GPU_BYTES
     seqs = runtime.VLLM_MAX_NUM_SEQS_LARGE if large else runtime.VLLM_MAX_NUM_SEQS_SMALL
     profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuplan.estimators.graphics import GraphicsCapacity, graphics_capacity
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
-from gpuplan.specs.prices import price_per_hour
+from gpuplan.specs.prices import cheapest_prices
 from gpuplan.specs.workload import Workload
 
 
@@ -46,6 +46,7 @@ def plan_graphics(
     options: list[GraphicsOption] = []
     unsuitable: list[GraphicsCapacity] = []
     demand = _demand(w)
+    prices = cheapest_prices(catalog)
     for gpu in catalog:
         cap = graphics_capacity(gpu, w, model)
         if not cap.suitable:
@@ -60,7 +61,7 @@ def plan_graphics(
             n = max(math.ceil(demand / cap.per_gpu), 1)
             hours, time_s = 1.0, None
             why = f"{cap.per_gpu:,.0f} {cap.unit} per GPU, limited by {cap.bottleneck}"
-        price = price_per_hour(gpu, catalog)
+        price = prices.get(gpu.name)
         rate = price.usd_per_hour if price else None
         cost = rate * n * hours if rate is not None else None
         energy = gpu.tdp_watts * n * hours / 1000

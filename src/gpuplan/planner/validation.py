@@ -28,7 +28,7 @@ from gpuplan.estimators.memory import estimate_memory
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model
-from gpuplan.specs.workload import Workload, make_workload
+from gpuplan.specs.workload import Workload, make_workload, read_user_text
 
 COLUMNS: Final = (
     "id",
@@ -103,13 +103,7 @@ def bundled_rows() -> list[Row]:
 
 def file_rows(path: str | Path) -> list[Row]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidSettingError(f"No measurement file at {str(p)!r}.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSettingError(f"Cannot read {str(p)!r}: {exc}.") from None
-    return read_rows(text, p.name)
+    return read_rows(read_user_text(p, "measurement file"), p.name)
 
 
 # --- reading a row ----------------------------------------------------------------------------

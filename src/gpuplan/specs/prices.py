@@ -40,7 +40,7 @@ def _names(raw: str, catalog: Catalog) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def _rows_text() -> str:
     return (resources.files("gpuplan") / "data" / "prices" / "gpu-prices.csv").read_text(encoding="utf-8")
 
@@ -66,7 +66,15 @@ def load_prices(catalog: Catalog) -> list[Price]:
     return out
 
 
+def cheapest_prices(catalog: Catalog, *, spot: bool = False) -> dict[str, Price]:
+    """The cheapest listed offer per catalog GPU name (on-demand unless `spot`)."""
+    best: dict[str, Price] = {}
+    for p in load_prices(catalog):
+        if p.spot == spot and (p.gpu not in best or p.usd_per_hour < best[p.gpu].usd_per_hour):
+            best[p.gpu] = p
+    return best
+
+
 def price_per_hour(gpu: GPU, catalog: Catalog, *, spot: bool = False) -> Price | None:
     """The cheapest listed offer for `gpu` (on-demand unless `spot`), or None if none is listed."""
-    offers = [p for p in load_prices(catalog) if p.gpu == gpu.name and p.spot == spot]
-    return min(offers, key=lambda p: p.usd_per_hour, default=None)
+    return cheapest_prices(catalog, spot=spot).get(gpu.name)

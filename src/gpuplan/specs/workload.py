@@ -289,15 +289,20 @@ def make_workload(data: Mapping[str, Any]) -> Workload:
         raise InvalidSettingError(_pretty_error(exc)) from None
 
 
+def read_user_text(path: Path, what: str, hint: str = "") -> str:
+    """A user's text file, or one InvalidSettingError line naming it (missing, unreadable, not UTF-8)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidSettingError(f"No {what} at {str(path)!r}." + (f" {hint}" if hint else "")) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSettingError(f"Cannot read the {what} {str(path)!r}: {exc}.") from None
+
+
 def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Workload:
     """Read a workload YAML file (safe loader only); CLI flags in `overrides` win."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidSettingError(f"No workload file at {str(p)!r}. Pass a YAML file or a model name.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSettingError(f"Cannot read the workload file {str(p)!r}: {exc}.") from None
+    text = read_user_text(p, "workload file", "Pass a YAML file or a model name.")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
