@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
+from gpuplan.planner.validation_perf import SPEED_CATEGORIES, model_from_prose, predict_speed
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model
@@ -74,6 +75,7 @@ class Result:
     measured_as: str
     workload: dict[str, Any]
     dominant: str  # the largest term of the prediction, to say what a miss is made of
+    kind: str = ""  # what was predicted, on which architecture (e.g. "decode/Hopper"): error bars group by it
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     task_text = row["task"].lower()
     extra = row["extra_config"]
     prose = " ".join((row["task"], extra, row["precision"], row["notes"]))
+    prose = re.sub(r"\w*offload\w*\s*=\s*(?:no|false|none)\b", "", prose, flags=re.IGNORECASE)  # "offload=no"
     w: dict[str, Any] = {"model": model.name}
     if "qlora" in task_text or "nf4" in task_text:
         w["task"] = "qlora"
@@ -261,6 +264,8 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     known = set(Workload.model_fields)
     for key, value in _KV.findall(extra):
         if key in known and key != "model":
+            if key == "sharding" and value.lower() not in ("fsdp", "deepspeed"):
+                continue  # FSDP's own strategy names (FULL_SHARD, ...): zero= carries the stage
             w[key] = _coerce(value) if key == "lora_targets" else _scalar(value)
     return w
 
@@ -314,8 +319,11 @@ def run_rows(
     skipped: list[Skipped] = []
     for row in rows:
         rid, cat = row["id"], row["category"]
+        if cat in SPEED_CATEGORIES:
+            _speed_row(row, catalog, model_loader, results, skipped)
+            continue
         if cat != "memory":
-            skipped.append(Skipped(rid, cat, f"{cat} rows need the performance model (not built yet)"))
+            skipped.append(Skipped(rid, cat, f"category {cat!r} is not one gpuplan predicts"))
             continue
         try:
             model = (model_loader or _resolve_model)(row["model"])
@@ -334,7 +342,10 @@ def run_rows(
             published = float(row["value"])
             predicted = 1.0 if est.fits else 0.0
             results.append(
-                Result(rid, cat, metric, predicted, published, predicted - published, "fits", "device", wl, dominant)
+                Result(
+                    rid, cat, metric, predicted, published, predicted - published, "fits", "device", wl, dominant,
+                    f"memory/{gpu.architecture}",
+                )
             )
             continue
         try:
@@ -345,8 +356,37 @@ def run_rows(
         how = _measured_as(row)
         predicted = {"allocated": est.allocated_bytes, "reserved": est.reserved_bytes, "device": est.per_gpu_bytes}[how]
         err = (predicted - published) / published
-        results.append(Result(rid, cat, metric, predicted, published, err, "bytes", how, wl, dominant))
+        results.append(
+            Result(rid, cat, metric, predicted, published, err, "bytes", how, wl, dominant, f"memory/{gpu.architecture}")
+        )
     return results, skipped
+
+
+def _speed_row(
+    row: Row,
+    catalog: Catalog,
+    model_loader: Callable[[str], ModelSpec] | None,
+    results: list[Result],
+    skipped: list[Skipped],
+) -> None:
+    rid, cat = row["id"], row["category"]
+    try:
+        published = float(row["value"])
+        seq_hint = _first_int(row["seq_len"]) or 2048
+        model = model_loader(row["model"]) if model_loader else model_from_prose(row["model"], seq_hint)
+        gpu = _resolve_gpu(row["gpu"], catalog)
+        base = row_workload(row, model)
+        pred = predict_speed(row.fields, base, model, gpu)
+    except (GpuplanError, ValueError, KeyError) as exc:
+        skipped.append(Skipped(rid, cat, str(exc).rstrip(".")))
+        return
+    err = (pred.predicted - published) / published if published else 0.0
+    results.append(
+        Result(
+            rid, cat, row["metric"], pred.predicted, published, err, row["unit"], "speed", pred.workload,
+            pred.dominant, pred.kind,
+        )
+    )
 
 
 def summary(results: Iterable[Result]) -> dict[str, dict[str, float]]:
@@ -376,5 +416,6 @@ def result_record(r: Result) -> Mapping[str, Any]:
         "unit": r.unit,
         "measured_as": r.measured_as,
         "dominant": r.dominant,
+        "kind": r.kind,
         "workload": r.workload,
     }

@@ -163,6 +163,9 @@ class Workload(BaseModel):
     spp: int = Field(128, ge=1, le=1_000_000)  # render: path-tracing samples per pixel
     encode_output: bool = False  # ai-video: re-encode the annotated video
     datacenter: bool = True  # deployed in a datacenter (the GeForce licence forbids it)
+    # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
+    # llama.cpp) against eager PyTorch (transformers' generate)
+    engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc"] = "vllm"
     epochs: float | None = Field(None, gt=0)
     dataset_tokens: float | None = Field(None, gt=0)
 

@@ -1,0 +1,635 @@
+"""Step time, throughput and latency from the model's operators: a roofline per operator.
+
+Each operator (a linear layer's GEMM, attention, the elementwise work of a layer, the loss, the
+optimizer step, a collective) gets time = max(FLOPs / (peak x eta), bytes / (bandwidth x eta))
+(Williams et al., "Roofline", CACM 2009), with the etas of `efficiency.py`. A training step adds
+forward, backward (dgrad + wgrad: 2x forward; no wgrad for frozen weights, so LoRA's backward is
+about 1x), recompute under checkpointing, the optimizer step and the communication that compute
+does not hide. Inference is a prefill (all prompt tokens at once: compute-bound) and a decode
+step per output token (weights and KV cache read once per step: bandwidth-bound at small batch).
+
+Sources of the operator accounting: Narayanan et al. 2021 (Megatron-LM, sec. 5: 2x backward,
+recompute); Korthikanti et al. 2022 (selective recompute, TP/SP communication); Dao 2023
+(FlashAttention-2 FLOPs); Pope et al. 2022 ("Efficiently Scaling Transformer Inference": decode
+is weight- and KV-bandwidth bound, prefill compute-bound); PaLM appendix B (MFU).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import comm
+from gpuplan.estimators import efficiency as eff
+from gpuplan.estimators.activations import StackShape, stack_shapes
+from gpuplan.estimators.lora import lora_targets
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.precision import compute_peak, storage_format
+from gpuplan.specs.workload import Workload
+
+# Engines whose decode runs under CUDA graphs with fused kernels (vLLM, TensorRT-LLM, SGLang,
+# MLC and llama.cpp capture graphs for decode); transformers' generate runs eager PyTorch.
+GRAPH_ENGINES: Final = frozenset({"vllm", "tensorrt-llm", "sglang", "mlc", "llama.cpp"})
+# Prefill logits: serving engines compute the lm_head for the last position only; transformers
+# computes it for every prompt position.
+LAST_TOKEN_LOGITS_ENGINES: Final = GRAPH_ENGINES
+# Most sequences one engine step batches by default: vLLM max_num_seqs (runtime.py), TensorRT-LLM
+# trtllm-bench max batch size 2048 (TensorRT-LLM docs, perf-benchmarking "max_batch_size").
+ENGINE_MAX_BATCH: Final = {"tensorrt-llm": 2048}
+
+# Bytes per logit through the loss, forward and backward, per vocabulary entry and token
+# (transformers: logits.float() then cross_entropy: write bf16, upcast write fp32, softmax read and
+# write fp32, gradient write fp32 and bf16 -> 2+4+4+4+4+2 = 20; torch.compile / Liger fuse the
+# chain into one read and one write of 16-bit logits plus an fp32 pass -> 8).
+LOSS_BYTES_PER_LOGIT: Final = {"upcast": 20.0, "chunked": 20.0, "fused": 8.0}
+LOSS_BYTES_PER_LOGIT_COMPILED: Final = 8.0
+
+# Optimizer step traffic, bytes per trainable parameter (read + write of each state, read of the
+# gradient): AdamW with fp32 master: p 4+4, m 4+4, v 4+4, g 4 = 28 (+2 to write a 16-bit copy when
+# the model keeps one); 8-bit states 1+1 each (bitsandbytes blockwise); SGD p 4+4, g 4 (+8 momentum).
+OPTIMIZER_BYTES: Final = {
+    "adamw": 28.0,
+    "adamw-foreach": 28.0,
+    "adam": 28.0,
+    "adamw-8bit": 16.0,
+    "paged-adamw": 28.0,
+    "paged-adamw-8bit": 16.0,
+    "sgd": 12.0,
+    "sgd-momentum": 20.0,
+    "adafactor": 13.0,
+    "lion": 20.0,
+    "lion-8bit": 14.0,
+    "paged-lion-8bit": 14.0,
+}
+# Pure 16-bit training (no fp32 master; torchtune, LitGPT bf16-true): every state is 16-bit.
+OPTIMIZER_BYTES_PURE16: Final = 14.0
+
+# CPU optimizer (ZeRO-Offload): DeepSpeed's CPU-Adam updates about 1e9 parameters/s on a
+# two-socket host (Ren et al. 2021, ZeRO-Offload, sec. 5.2: 1.5B-parameter step in ~1.3-1.5 s with
+# CPU-Adam; we use 1e9/s), plus moving fp32 gradients out and 16-bit parameters back over PCIe.
+CPU_ADAM_PARAMS_PER_S: Final = 1.0e9
+
+# NF4 dequantisation (bitsandbytes): read 0.5 B + write a 2 B bf16 copy of each base weight per
+# use (QLoRA runs the GEMM on the dequantised copy; Dettmers et al. 2023, sec. 3).
+NF4_DEQUANT_BYTES: Final = 2.5
+
+# Weight-only quantised GEMMs (int4/int8 weights, 16-bit activations: Marlin, AWQ, GPTQ, GGUF
+# kernels) dequantise in the inner loop; near the full fp16 rate up to batch ~16-32, then below
+# it (Frantar et al. 2024, Marlin, fig. 1). Share of the fp16 GEMM efficiency at large batch.
+WEIGHT_ONLY_COMPUTE_SHARE: Final = 0.85
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator (or a family of them) of a step, with its roofline verdict."""
+
+    name: str
+    phase: str  # forward | backward | recompute | optimizer | communication | prefill | decode | launch
+    flops: float
+    bytes: float
+    time_s: float
+    bound: str  # compute | memory | communication | launch
+
+
+@dataclass(frozen=True)
+class TrainingTime:
+    step_time_s: float  # one optimizer step (all micro-batches), per GPU
+    tokens_per_step: float  # all GPUs
+    tokens_per_s: float  # all GPUs together
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    model_flops_per_token: float  # 6N + attention (PaLM appendix B), forward + backward
+    time_to_train_s: float | None
+    train_tokens: float | None
+    bottleneck: str
+    compute_s: float
+    exposed_comm_s: float
+    bubble_s: float
+    ops: tuple[Op, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InferenceTime:
+    ttft_s: float  # prefill of the whole batch (static batching: every sequence's first token)
+    tpot_s: float  # mean decode step over the output
+    output_tokens_per_s: float  # static batch of `batch_size`, all GPUs together
+    request_latency_s: float
+    batch: int
+    max_batch: int  # most sequences the KV budget (or the engine) allows
+    best_batch: int
+    best_output_tokens_per_s: float  # continuous batching within the KV capacity
+    prefill_tokens_per_s: float
+    bottleneck: str  # of a decode step at the workload's batch
+    prefill_ops: tuple[Op, ...]
+    decode_ops: tuple[Op, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class _Ctx:
+    """What every operator of one workload on one GPU needs."""
+
+    gpu: GPU
+    model: ModelSpec
+    w: Workload
+    runs_as: str  # precision the GEMMs run at
+    peak: float
+    gemm_eff: float
+    act_b: float  # activation bytes per value
+    bw: float  # device bandwidth, bytes/s
+    fused: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
+    prec = w.precision
+    if w.is_training and prec == "fp8" and not gpu.supports("fp8"):
+        raise InvalidSettingError(
+            f"fp8 training needs FP8 tensor cores; {gpu.name} has none (FP8 needs compute capability 8.9+). "
+            "Use precision: bf16 (or fp16 where there is no bf16)."
+        )
+    notes: list[str] = []
+    if not w.is_training:
+        fmt = w.effective_weight_dtype
+        if fmt == "fp8" and gpu.supports("fp8") and prec in ("bf16", "fp16", "fp8"):
+            prec = "fp8"  # W8A8: fp8 weights with fp8 activations run on FP8 tensor cores
+        elif prec == "fp8" and not gpu.supports("fp8"):
+            prec = "bf16" if gpu.supports("bf16") else "fp16"
+    peak = compute_peak(gpu, prec)
+    if peak.reason:
+        notes.append(peak.reason)
+    g = eff.gemm_efficiency(gpu, peak.runs_as)
+    act_b = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+    engine_fused = (not w.is_training) and w.engine in GRAPH_ENGINES
+    return _Ctx(
+        gpu=gpu,
+        model=model,
+        w=w,
+        runs_as=peak.runs_as,
+        peak=peak.flop_per_s,
+        gemm_eff=g.value,
+        act_b=act_b,
+        bw=gpu.memory_bandwidth_bytes_per_s,
+        fused=w.compile or engine_fused,
+        notes=notes,
+    )
+
+
+def _roof(name: str, phase: str, flops: float, nbytes: float, peak_eff: float, bw_eff: float) -> Op:
+    t_c = flops / peak_eff if flops > 0 else 0.0
+    t_m = nbytes / bw_eff if nbytes > 0 else 0.0
+    return Op(name, phase, flops, nbytes, max(t_c, t_m), "compute" if t_c >= t_m else "memory")
+
+
+def _gemm(
+    c: _Ctx, name: str, phase: str, m: float, n: float, k: float, count: float, w_bytes: float, weight_only: bool = False
+) -> Op:
+    """`count` GEMMs of (m x k) @ (k x n) reading a (k x n) weight at `w_bytes` per element."""
+    e = c.gemm_eff * eff.gemm_size_factor(m, n, k)
+    if weight_only:
+        e *= WEIGHT_ONLY_COMPUTE_SHARE
+    flops = 2.0 * m * n * k * count
+    nbytes = count * (n * k * w_bytes + (m * k + m * n) * c.act_b)
+    return _roof(name, phase, flops, nbytes, c.peak * max(e, 1e-6), c.bw * eff.KERNEL_BW_EFF)
+
+
+def _avg_context(seq: float, window: float | None, causal: bool) -> float:
+    """Mean keys a query attends to: (s+1)/2 under a causal mask, s without; a window caps it."""
+    if not causal:
+        return seq if window is None else min(seq, window)
+    if window is None or window >= seq:
+        return (seq + 1) / 2
+    return window - window * window / (2 * seq)  # ramp up to the window, then flat
+
+
+def _tp_split(g_name: str, linear: tuple[int, int], tp: int) -> tuple[float, float]:
+    """(in, out) of one TP shard: column-parallel splits out, row-parallel (o/down) splits in."""
+    leaf = g_name.rsplit(".", 1)[-1]
+    if leaf in ("o_proj", "out_proj", "dense", "c_proj", "o", "wo", "down_proj", "w2", "dense_4h_to_h", "fc2"):
+        return linear[0] / tp, float(linear[1])
+    return float(linear[0]), linear[1] / tp
+
+
+def _stage_share(c: _Ctx, role: str) -> float:
+    """Share of a group's layers on the busiest pipeline stage (the one holding the lm_head)."""
+    if role in ("head", "embedding", "position"):
+        return 1.0
+    return 1.0 / c.w.pp
+
+
+def _elementwise_bytes(s: StackShape, c: _Ctx) -> float:
+    """Bytes per token per layer of norms, residual adds, rotary and the MLP activation, forward,
+    each tensor read and written once (fused): 2 norms (2d each), 2 residual adds (3d each),
+    rotary on q and k, and the activation (gated: read gate+up, write one; else read + write)."""
+    d = s.d
+    act = 1.5 * s.mlp_up if s.gated else 2.0 * s.mlp_up
+    values = 4 * d + 6 * d + 2 * (s.q + s.k) + act
+    return values * c.act_b * (1.0 if c.fused else eff.EAGER_ELEMENTWISE_FACTOR)
+
+
+def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str, backward: bool = False) -> Op:
+    """FlashAttention for `tokens` queries over sequences of `seq` (per layer x layers on this stage)."""
+    causal = s.stack == "decoder"
+    ctx = _avg_context(seq, s.window, causal)
+    tp = c.w.tp
+    layers = s.layers / c.w.pp
+    flops = 2.0 * tokens * ctx * (s.q + s.attn_out) / tp * layers
+    nbytes = tokens * (2 * s.q + s.k + s.v) * c.act_b / tp * layers
+    if c.w.attention_impl == "eager":
+        # materialised scores: write s x s bf16, softmax read + write in fp32, read for A.V
+        heads = max(s.heads, 1)
+        nbytes += tokens * (seq if not causal else seq) * heads / tp * (c.act_b * 2 + 8) * layers
+    if backward:
+        flops *= eff.ATTN_BWD_FLOP_RATIO
+        nbytes *= 2.0
+    e = eff.attention_efficiency(c.gpu, backward) * eff.size_factor(seq)
+    if c.runs_as == "fp32":
+        e = eff.FP32_CORE_EFF * 0.5
+    peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else compute_peak(c.gpu, "bf16").flop_per_s
+    return _roof("attention", phase, flops, nbytes, peak * e, c.bw * eff.KERNEL_BW_EFF)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+
+def _trainable_params(model: ModelSpec, w: Workload) -> tuple[float, set[str], list[tuple[str, int, int, float]]]:
+    """(trainable params, names of frozen linear groups, LoRA adapters (name, in, out, count))."""
+    if w.task not in ("lora", "qlora"):
+        return float(model.total_params), set(), []
+    targets = lora_targets(model, w.lora_targets)
+    adapters = [(g.name, g.linear[0], g.linear[1], g.count * g.active_fraction) for g in targets if g.linear]
+    trainable = sum(w.lora_rank * (i + o) * n for _, i, o, n in adapters)
+    frozen = {g.name for g in model.groups if g.linear is not None}
+    return float(trainable), frozen, adapters
+
+
+def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingTime:
+    c = _context(model, w, gpu)
+    if model.kind == "cnn":
+        return _cnn_training(c)
+    tp, pp, dp = w.tp, w.pp, w.dp
+    seq = float(w.seq_len)
+    tokens = w.batch_size * seq  # one micro-batch on one GPU (TP ranks share the same tokens)
+    trainable, frozen, adapters = _trainable_params(model, w)
+    qlora = w.task == "qlora"
+    lora = w.task in ("lora", "qlora")
+    w_bytes = c.act_b
+    shapes = stack_shapes(model)
+
+    fwd: list[Op] = []
+    bwd: list[Op] = []
+    for g in model.groups:
+        if g.linear is None:
+            continue
+        share = _stage_share(c, g.role)
+        k_in, n_out = _tp_split(g.name, g.linear, tp) if g.role != "router" else (float(g.linear[0]), g.linear[1])
+        m = tokens * g.active_fraction
+        count = g.count * share
+        fwd.append(_gemm(c, f"linear {g.name}", "forward", m, n_out, k_in, count, w_bytes))
+        # dgrad (grad of the input): m x k from m x n and the weight
+        bwd.append(_gemm(c, f"linear {g.name} dgrad", "backward", m, k_in, n_out, count, w_bytes))
+        if g.name not in frozen:
+            # wgrad: k x n from the inputs (k x m) and output grads (m x n)
+            bwd.append(_gemm(c, f"linear {g.name} wgrad", "backward", k_in, n_out, m, count, 0.0))
+    for name, i, o, n in adapters:
+        r = float(w.lora_rank)
+        fwd.append(_gemm(c, f"lora {name}", "forward", tokens, r, i, 2 * n / pp, w_bytes))
+        bwd.append(_gemm(c, f"lora {name} grads", "backward", tokens, r, i, 4 * n / pp, w_bytes))
+    if qlora:
+        base = sum(g.total for g in model.groups if g.linear is not None and g.role != "head") / (tp * pp)
+        fwd.append(_roof("nf4 dequantise", "forward", 0.0, base * NF4_DEQUANT_BYTES, 1.0, c.bw * eff.COPY_BW_EFF))
+        bwd.append(_roof("nf4 dequantise", "backward", 0.0, base * NF4_DEQUANT_BYTES, 1.0, c.bw * eff.COPY_BW_EFF))
+
+    attn_fwd: list[Op] = []
+    for s in shapes:
+        stack_seq = seq
+        fwd_attn = _attention_op(c, s, tokens, stack_seq, "forward")
+        attn_fwd.append(fwd_attn)
+        bwd.append(_attention_op(c, s, tokens, stack_seq, "backward", backward=True))
+        ew = _elementwise_bytes(s, c) * tokens * s.layers / pp / (tp if w.sequence_parallel else 1)
+        fwd.append(_roof("norms, activations, residuals", "forward", 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
+        bwd.append(_roof("norms, activations, residuals", "backward", 0.0, 2 * ew, 1.0, c.bw * eff.COPY_BW_EFF))
+    fwd += attn_fwd
+    if any(g.role == "head" and g.linear is not None for g in model.groups):
+        per_logit = LOSS_BYTES_PER_LOGIT_COMPILED if w.compile else LOSS_BYTES_PER_LOGIT[w.loss_impl]
+        loss_bytes = tokens * model.vocab_size / tp * per_logit
+        fwd.append(_roof("loss (softmax cross-entropy)", "forward", 0.0, loss_bytes, 1.0, c.bw * eff.COPY_BW_EFF))
+
+    recompute: list[Op] = []
+    if w.activation_checkpointing == "full":
+        recompute = [
+            Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound)
+            for o in fwd
+            if not o.name.startswith(("linear lm_head", "loss"))
+        ]
+    elif w.activation_checkpointing == "selective":
+        recompute = [Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound) for o in attn_fwd]
+
+    # optimizer step: once per step, over this GPU's shard of the trainable parameters
+    shard = tp * pp * (dp if w.zero >= 1 else 1)
+    per_param = OPTIMIZER_BYTES.get(w.optimizer, 28.0) if w.master_weights == "fp32" else OPTIMIZER_BYTES_PURE16
+    opt_ops: list[Op] = []
+    if w.offload != "none":
+        n_local = trainable / shard
+        t = n_local / CPU_ADAM_PARAMS_PER_S + n_local * 6.0 / comm.pcie_bandwidth(gpu)
+        opt_ops.append(Op("optimizer step on CPU (offload)", "optimizer", 0.0, n_local * 6.0, t, "memory"))
+    else:
+        opt_ops.append(
+            _roof(f"optimizer step ({w.optimizer})", "optimizer", 0.0, trainable / shard * per_param, 1.0, c.bw * 0.8)
+        )
+
+    t_fwd = sum(o.time_s for o in fwd)
+    t_bwd = sum(o.time_s for o in bwd)
+    t_rec = sum(o.time_s for o in recompute)
+    kernels = _kernels_per_layer(model) * sum(s.layers for s in shapes) / pp * (3 + (1 if recompute else 0))
+    cpu_floor = kernels * eff.LAUNCH_EAGER_S if not w.compile else kernels * eff.LAUNCH_GRAPH_S
+    micro = max(t_fwd + t_bwd + t_rec, cpu_floor)
+    micro_launch = max(0.0, cpu_floor - (t_fwd + t_bwd + t_rec))
+
+    # communication per micro-batch and per step
+    cm = comm.training_comm(model, w, gpu, tokens, c.act_b, trainable, lora)
+    m_batches = w.grad_accum
+    # the pipeline bubble: (pp - 1) idle micro-batch slots per step (GPipe/1F1B; Narayanan et al. 2021)
+    bubble = (pp - 1) * micro if pp > 1 else 0.0
+    tp_exposed = cm.tp_per_micro * m_batches
+    window = (t_bwd if w.zero < 3 else t_fwd + t_bwd + t_rec) * m_batches
+    dp_exposed = comm.exposed(cm.dp_overlappable, window) + cm.dp_exposed
+    opt_t = sum(o.time_s for o in opt_ops)
+    step = micro * m_batches + bubble + tp_exposed + dp_exposed + opt_t + cm.pp_per_micro * m_batches
+    tokens_per_step = tokens * m_batches * dp
+    tokens_per_s = tokens_per_step / step
+    per_gpu = tokens_per_s / w.num_gpus
+    fwd_flops = model.flops_per_token(int(seq))
+    # model FLOPs: forward + backward = 3x forward (PaLM appendix B: 6N + 12 L H Q T); with frozen
+    # weights (LoRA) there is no weight gradient, so 2x forward of the matmuls (the 4N convention
+    # NeMo's LoRA figures use) plus the full attention backward
+    model_flops = 3.0 * fwd_flops - (model.matmul_flops_per_token() if lora else 0.0)
+    peak_16 = compute_peak(gpu, w.precision).flop_per_s
+    mfu = per_gpu * model_flops / peak_16
+    hw_flops = model_flops + (fwd_flops if w.activation_checkpointing == "full" else 0.0)
+    hfu = per_gpu * hw_flops / peak_16
+    comm_ops = [
+        Op(name, "communication", 0.0, nbytes, t, "communication") for name, nbytes, t in cm.ops if t > 0
+    ]
+    ops = (*fwd, *bwd, *recompute, *opt_ops, *comm_ops)
+    if micro_launch > 0:
+        ops = (*ops, Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, micro_launch, "launch"))
+    parts = {
+        "compute": sum(o.time_s for o in (*fwd, *bwd, *recompute) if o.bound == "compute") * m_batches,
+        "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd, *recompute, *opt_ops) if o.bound == "memory")
+        * m_batches,
+        "communication": tp_exposed + dp_exposed + bubble,
+        "kernel launch": micro_launch * m_batches,
+    }
+    bottleneck = max(parts, key=lambda k: parts[k])
+    train_tokens = w.tokens
+    if train_tokens is None and w.epochs is not None and w.dataset_tokens is not None:
+        train_tokens = w.epochs * w.dataset_tokens
+    ttt = train_tokens / tokens_per_s if train_tokens else None
+    notes = list(c.notes)
+    if pp > 1:
+        notes.append(f"pipeline bubble: (pp-1)/(micro-batches) = {pp - 1}/{m_batches} of a step")
+    return TrainingTime(
+        step_time_s=step,
+        tokens_per_step=tokens_per_step,
+        tokens_per_s=tokens_per_s,
+        tokens_per_s_per_gpu=per_gpu,
+        mfu=mfu,
+        hfu=hfu,
+        model_flops_per_token=model_flops,
+        time_to_train_s=ttt,
+        train_tokens=train_tokens,
+        bottleneck=bottleneck,
+        compute_s=micro * m_batches,
+        exposed_comm_s=tp_exposed + dp_exposed,
+        bubble_s=bubble,
+        ops=ops,
+        notes=tuple(notes),
+    )
+
+
+def _kernels_per_layer(model: ModelSpec) -> float:
+    """Kernels one layer launches in a forward pass: one per linear, attention, and about six
+    elementwise ones (2 norms, 2 residual adds, rotary, activation)."""
+    linears = sum(1 for g in model.groups if g.linear is not None and g.role not in ("head",))
+    return linears + 7.0
+
+
+# --- CNNs -----------------------------------------------------------------------------------
+
+# ResNet-style training: convolutions at the GEMM efficiency (cuDNN implicit GEMM), and every
+# activation written and read by BatchNorm/ReLU/add: about 3 passes over the feature maps forward
+# (conv out write, BN read+write, ReLU in place) and twice that backward. Feature-map elements per
+# 224x224 image for ResNet-50: about 11.8M (sum of layer outputs, He et al. 2016 table 1 shapes).
+CNN_FEATURE_ELEMENTS_PER_FLOP: Final = 11.8e6 / 4.1e9  # per forward FLOP (multiply-add = 1) of ResNet-50
+CNN_PASSES_FWD: Final = 6.0  # reads + writes of each feature map element forward
+CNN_CONV_EFF_SHARE: Final = 0.65  # convolutions reach about 2/3 of a large GEMM's efficiency (cuDNN)
+
+
+def _cnn_training(c: _Ctx) -> TrainingTime:
+    w, model, gpu = c.w, c.model, c.gpu
+    flops_fwd = model.conv_flops_per_sample * w.batch_size
+    elems = model.conv_flops_per_sample / 2 * CNN_FEATURE_ELEMENTS_PER_FLOP * w.batch_size
+    peak_eff = c.peak * c.gemm_eff * CNN_CONV_EFF_SHARE
+    bw = c.bw * eff.COPY_BW_EFF
+    fwd = [
+        _roof("convolutions", "forward", flops_fwd, 0.0, peak_eff, bw),
+        _roof("batchnorm, relu, adds", "forward", 0.0, elems * CNN_PASSES_FWD * c.act_b, peak_eff, bw),
+    ]
+    bwd = [Op(o.name, "backward", 2 * o.flops, 2 * o.bytes, 2 * o.time_s, o.bound) for o in fwd]
+    per_param = OPTIMIZER_BYTES.get(w.optimizer, 28.0)
+    shard = w.dp if w.zero >= 1 else 1
+    opt = _roof("optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * 0.8)
+    micro = sum(o.time_s for o in (*fwd, *bwd))
+    cm = comm.training_comm(model, w, gpu, float(w.batch_size), c.act_b, float(model.total_params), False)
+    dp_exposed = comm.exposed(cm.dp_overlappable, sum(o.time_s for o in bwd) * w.grad_accum) + cm.dp_exposed
+    step = micro * w.grad_accum + dp_exposed + opt.time_s
+    samples = w.batch_size * w.grad_accum * w.dp
+    per_s = samples / step
+    model_flops = 3.0 * model.conv_flops_per_sample
+    peak = compute_peak(gpu, w.precision).flop_per_s
+    mfu = per_s / w.num_gpus * model_flops / peak
+    parts = {
+        "compute": sum(o.time_s for o in (*fwd, *bwd) if o.bound == "compute"),
+        "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd) if o.bound == "memory"),
+        "communication": dp_exposed,
+    }
+    ops = (*fwd, *bwd, opt, *(Op(n, "communication", 0.0, b, t, "communication") for n, b, t in cm.ops if t > 0))
+    train = w.tokens if w.tokens else (w.epochs * w.dataset_tokens if w.epochs and w.dataset_tokens else None)
+    return TrainingTime(
+        step_time_s=step,
+        tokens_per_step=samples,
+        tokens_per_s=per_s,
+        tokens_per_s_per_gpu=per_s / w.num_gpus,
+        mfu=mfu,
+        hfu=mfu,
+        model_flops_per_token=model_flops,
+        time_to_train_s=train / per_s if train else None,
+        train_tokens=train,
+        bottleneck=max(parts, key=lambda k: parts[k]),
+        compute_s=micro * w.grad_accum,
+        exposed_comm_s=dp_exposed,
+        bubble_s=0.0,
+        ops=ops,
+        notes=(*c.notes, "CNN: throughput counts images (samples), not tokens"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Inference
+# ---------------------------------------------------------------------------------------------
+
+
+def _weight_bytes_per_element(c: _Ctx) -> tuple[float, bool, float]:
+    """(bytes per block-linear weight, weight-only dequant?, bytes per embedding/head weight)."""
+    fmt = c.w.effective_weight_dtype
+    b = storage_format(fmt).bytes_per_value
+    other = 4.0 if fmt == "fp32" else 2.0
+    if fmt.startswith(("q", "iq")) and fmt not in ("qlora",):
+        other = b  # GGUF files quantise the embeddings and output too
+    weight_only = b < 2.0 and not (c.runs_as == "fp8" and fmt == "fp8")
+    return b, weight_only and c.runs_as != "fp32", other
+
+
+def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
+    """One engine step: `batch` sequences each adding `new_tokens` tokens at context `ctx_len`
+    (prefill: new_tokens = prompt, ctx from 0; decode: new_tokens = 1 at ctx_len)."""
+    model, w = c.model, c.w
+    tp, pp = w.tp, w.pp
+    wb, weight_only, other_b = _weight_bytes_per_element(c)
+    tokens = batch * new_tokens
+    ops: list[Op] = []
+    for g in model.groups:
+        if g.linear is None:
+            continue
+        k_in, n_out = _tp_split(g.name, g.linear, tp) if g.role != "router" else (float(g.linear[0]), g.linear[1])
+        count = g.count / pp if g.role not in ("head",) else 1.0
+        m = tokens * g.active_fraction
+        if g.role == "head" and (phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES):
+            m = batch  # logits for the last position only
+        elif g.role == "head":
+            m = tokens
+        per_elt = other_b if g.role in ("head",) else wb
+        if g.role == "expert" and g.active_fraction < 1.0:
+            # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
+            touched = max(1.0 - (1.0 - g.active_fraction) ** max(tokens, 1.0), 1e-9)
+            op = _gemm(c, f"linear {g.name}", phase, m / touched, n_out, k_in, count * touched, per_elt, weight_only)
+            ops.append(op)
+            continue
+        ops.append(_gemm(c, f"linear {g.name}", phase, m, n_out, k_in, count, per_elt, weight_only and g.role != "head"))
+    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    peak16 = compute_peak(c.gpu, "bf16" if c.gpu.supports("bf16") else "fp16").flop_per_s
+    for a_stack in stack_shapes(model):
+        layers = a_stack.layers / pp
+        kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
+        if phase == "prefill":
+            attn_ctx = _avg_context(new_tokens, a_stack.window, a_stack.stack == "decoder")
+            qtok = tokens
+        else:
+            full = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
+            attn_ctx = full
+            qtok = batch
+        if a_stack.stack == "encoder" and phase == "decode":
+            continue  # the encoder runs once, in the prefill
+        flops = 2.0 * qtok * attn_ctx * (a_stack.q + a_stack.attn_out) / tp * layers
+        if phase == "prefill":
+            nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
+            nbytes += qtok * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers  # KV write
+            e = eff.attention_efficiency(c.gpu) * eff.size_factor(new_tokens)
+        else:
+            nbytes = batch * attn_ctx * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers
+            e = eff.attention_efficiency(c.gpu) * eff.size_factor(model.num_heads / max(model.num_kv_heads, 1) * 16)
+        ops.append(_roof("attention", phase, flops, nbytes, peak16 * e, c.bw * eff.KERNEL_BW_EFF))
+        ew = _elementwise_bytes(a_stack, c) * tokens * layers / tp
+        ops.append(_roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
+    # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations
+    layers_total = sum(s.layers for s in stack_shapes(model)) / pp
+    if tp > 1:
+        t_ar, nbytes = comm.allreduce_time(c.gpu, tp, tokens * model.hidden_size * c.act_b)
+        ops.append(Op("tensor-parallel all-reduce", "communication", 0.0, nbytes * 2 * layers_total,
+                      t_ar * 2 * layers_total, "communication"))
+    if pp > 1:
+        t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
+        ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
+    # kernel launches: graphs cost ~1.5 us per kernel on the GPU; eager PyTorch is CPU-bound
+    kernels = _kernels_per_layer(model) * layers_total * pp + 4
+    gpu_time = sum(o.time_s for o in ops)
+    if w.engine in GRAPH_ENGINES:
+        ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
+    else:
+        cpu = kernels * eff.LAUNCH_EAGER_S
+        if cpu > gpu_time:
+            ops.append(Op("kernel launches (CPU-bound eager)", "launch", 0.0, 0.0, cpu - gpu_time, "launch"))
+    return ops
+
+
+def _time(ops: list[Op]) -> float:
+    return sum(o.time_s for o in ops)
+
+
+def _bound_of(ops: list[Op]) -> str:
+    parts: dict[str, float] = {}
+    for o in ops:
+        key = {"compute": "compute", "memory": "memory bandwidth", "communication": "communication"}.get(
+            o.bound, "kernel launch"
+        )
+        parts[key] = parts.get(key, 0.0) + o.time_s
+    return max(parts, key=lambda k: parts[k]) if parts else "compute"
+
+
+def _static(c: _Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
+    """(prefill time, mean decode step) for a static batch of `batch` sequences."""
+    w = c.w
+    pre = _inference_step(c, batch, max(w.input_len, 1), 0.0, "prefill")
+    mid = w.input_len + (w.output_len + 1) / 2.0
+    dec = _inference_step(c, batch, 1.0, mid, "decode")
+    return _time(pre), _time(dec), pre, dec
+
+
+def _throughput(c: _Ctx, batch: int) -> tuple[float, float, float, list[Op], list[Op]]:
+    ttft, tpot, pre, dec = _static(c, batch)
+    out = max(c.w.output_len, 1)
+    latency = ttft + (out - 1) * tpot
+    return batch * out / latency, ttft, tpot, pre, dec
+
+
+def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None = None) -> InferenceTime:
+    """Prefill, decode and throughput of `w.batch_size` sequences; the best batch up to `max_batch`
+    (the KV-cache capacity from the memory estimate) for continuous batching."""
+    c = _context(model, w, gpu)
+    if model.kind == "cnn":
+        raise InvalidSettingError("inference timing covers transformer models; CNN inference is not modelled yet.")
+    b = w.batch_size
+    tput, ttft, tpot, pre, dec = _throughput(c, b)
+    cap = ENGINE_MAX_BATCH.get(w.engine, 1024)
+    limit = max(1, min(max_batch if max_batch is not None else b, cap))
+    best_b, best_t = b, tput
+    if limit > 0:
+        cands = sorted({limit, *(2**i for i in range(int(math.log2(limit)) + 1))})
+        for cand in cands:
+            t, *_ = _throughput(c, cand)
+            if t > best_t * 1.0001:
+                best_b, best_t = cand, t
+    out = max(w.output_len, 1)
+    return InferenceTime(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        output_tokens_per_s=tput,
+        request_latency_s=ttft + (out - 1) * tpot,
+        batch=b,
+        max_batch=limit,
+        best_batch=best_b,
+        best_output_tokens_per_s=best_t,
+        prefill_tokens_per_s=b * max(w.input_len, 1) / ttft if ttft > 0 else 0.0,
+        bottleneck=_bound_of(dec),
+        prefill_ops=tuple(pre),
+        decode_ops=tuple(dec),
+        notes=tuple(c.notes),
+    )

@@ -1,0 +1,225 @@
+"""Speed rows of a measurement file: training throughput, prefill latency, decode speed, serving
+throughput. Each row becomes a workload (the same reading as memory rows, plus the layout and
+engine words speed rows use), the performance model predicts the row's metric, and the result
+carries a `kind` (what was timed, on which architecture) for the error bars.
+
+Models a row names by architecture rather than by a preset (MPT-70b with d_model, n_layers, ...;
+GPT-J-6B with its layers and width) are built from those numbers as a config.json would give them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.memory import estimate_memory
+from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec, model_from_config
+from gpuplan.specs.models import find_preset, load_model
+from gpuplan.specs.workload import make_workload
+
+SPEED_CATEGORIES: Final = ("train_throughput", "inference")
+
+
+@dataclass(frozen=True)
+class SpeedPrediction:
+    predicted: float
+    kind: str  # e.g. "training/Hopper", "decode/Ada Lovelace"
+    dominant: str
+    workload: dict[str, Any]
+
+
+def _num(pattern: str, text: str) -> int | None:
+    m = re.search(pattern, text, re.IGNORECASE)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
+    """A preset by name, or a model built from the shape a row spells out."""
+    base = re.sub(r"\(.*?\)", "", text).strip()
+    names = [base, re.sub(r"(?i)-(chat|instruct|hf)$", "", base)]
+    names += [re.sub(r"(?i)^llama-3-", "llama-3.1-", n) for n in names]
+    for cand in names:
+        if cand and find_preset(cand) is not None:
+            return load_model(cand)
+    layers = _num(r"n_layers=(\d+)", text) or _num(r"(\d+) layers", text)
+    d = _num(r"d_model=(\d+)", text) or _num(r"(\d+) (?:dim|hidden)\b", text) or _num(r"\bdim (\d+)", text)
+    heads = _num(r"n_heads=(\d+)", text) or _num(r"(\d+) heads", text)
+    if heads is None and d:
+        hd = _num(r"head dim (\d+)", text)
+        heads = d // hd if hd else None
+    vocab = _num(r"vocab(?:_size)?[= ](\d+)", text)
+    if not (layers and d and heads):
+        raise InvalidSettingError(f"model {base!r} is not a bundled preset and the row gives no full shape")
+    low = base.lower()
+    pos = max(seq_hint, 2048)
+    if low.startswith("mpt"):
+        ratio = _num(r"expansion=(\d+)", text) or 4
+        cfg: dict[str, Any] = {
+            "model_type": "mpt",
+            "d_model": d,
+            "n_layers": layers,
+            "n_heads": heads,
+            "vocab_size": vocab or 50368,
+            "expansion_ratio": ratio,
+            "max_seq_len": pos,
+            "no_bias": True,
+        }
+    elif low.startswith(("gpt3", "gpt-3")):
+        # GPT-3 shapes (Brown et al. 2020, table 2.1) with the GPT-2 tokenizer, padded to 50304
+        cfg = {"model_type": "gpt2", "n_embd": d, "n_layer": layers, "n_head": heads, "vocab_size": vocab or 50304}
+        cfg["n_positions"] = pos
+    elif low.startswith("gpt-j"):
+        # GPT-J: parallel attention + MLP with rotary; the GPT-NeoX layout has the same matmuls
+        cfg = {
+            "model_type": "gpt_neox",
+            "hidden_size": d,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "vocab_size": vocab or 50400,
+            "intermediate_size": 4 * d,
+            "max_position_embeddings": pos,
+            "attention_bias": False,
+        }
+    elif low.startswith("llama"):
+        # LLaMA-1 FFN: 2/3 of 4d rounded up to a multiple of 256 (facebookresearch/llama model.py)
+        ff = 256 * math.ceil(8 * d / 3 / 256)
+        cfg = {
+            "model_type": "llama",
+            "hidden_size": d,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": _num(r"(\d+) KV heads", text) or heads,
+            "intermediate_size": _num(r"ffn (\d+)", text) or ff,
+            "vocab_size": vocab or 32000,
+            "max_position_embeddings": pos,
+        }
+    else:
+        raise InvalidSettingError(f"model {base!r} is not a bundled preset and its family is not one gpuplan builds")
+    return model_from_config(cfg, base)
+
+
+def _engine(text: str) -> str | None:
+    for pattern, engine in (
+        (r"TRT-?LLM|TensorRT-LLM|trtllm", "tensorrt-llm"),
+        (r"\bMLC\b", "mlc"),
+        (r"llama\.cpp", "llama.cpp"),
+        (r"\bvLLM\b", "vllm"),
+        (r"SGLang", "sglang"),
+        (r"transformers|generate\(\)|gpt-fast|HF ", "transformers"),
+    ):
+        if re.search(pattern, text, re.IGNORECASE):
+            return engine
+    return None
+
+
+def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
+    """Layout, batch and engine words of speed rows on top of the generic reading."""
+    w = dict(base)
+    extra = row_fields.get("extra_config", "")
+    prose = " ".join(row_fields.get(k, "") for k in ("task", "extra_config", "precision", "notes", "seq_len", "batch"))
+    for key, name in (("tp", "TP"), ("pp", "PP")):
+        v = _num(rf"\b{name}\s*=\s*(\d+)", extra)
+        if v:
+            w[key] = v
+    cp = _num(r"\bCP\s*=\s*(\d+)", extra)
+    if cp and cp > 1:
+        raise InvalidSettingError("context parallelism (CP > 1) is not modelled yet (issue 5)")
+    vp = _num(r"\bVP\s*=\s*(\d+)", extra)
+    if vp and vp > 1:
+        raise InvalidSettingError("interleaved pipeline stages (VP > 1) are not modelled yet (issue 5)")
+    mb = _num(r"micro_batch\s*=\s*(\d+)", extra)
+    if w.get("task") != "inference" and not mb and row_fields.get("batch", "").lower().startswith(("global", "16m")):
+        raise InvalidSettingError("the per-GPU micro-batch is not published (only the global batch)")
+    if mb:
+        w["batch_size"] = mb
+    gb = _num(r"global_batch\s*=\s*(\d+)", extra)
+    if gb and mb and "grad_accum" not in w:
+        n = int(w.get("num_gpus", 1))
+        dp = max(n // (int(w.get("tp", 1)) * int(w.get("pp", 1))), 1)
+        w["grad_accum"] = max(gb // (dp * mb), 1)
+    if w.get("task") == "inference":
+        out = _num(r"\bout(?:put)?\s*[=:]?\s*(\d+)", prose) or _num(r"(\d+) (?:generated|output) tokens", prose)
+        out = out or _num(r"(\d+) output", prose)
+        w["output_len"] = out if out is not None else 1
+        if re.search(r"1 output token|first-token", prose, re.IGNORECASE):
+            w["output_len"] = 1
+        if re.search(r"fp8 kv", prose, re.IGNORECASE):
+            w["kv_dtype"] = "fp8"
+        prec = row_fields.get("precision", "").lower()
+        for fmt in ("q4_0", "q4_k_m", "q8_0"):
+            if fmt in prec.replace(" ", "_"):
+                w["weight_dtype"] = fmt
+        if "q4f16" in prec:
+            w["weight_dtype"] = "int4"
+        if "fp16" in prec and "weight_dtype" not in w:
+            w["precision"] = "fp16"
+        engine = _engine(" ".join((row_fields.get("source", ""), extra)))
+        if engine:
+            w["engine"] = engine
+    else:
+        w.pop("engine", None)
+        if re.search(r"fused (MLP|dense|LayerNorm)|Transformer Engine|torch\.compile|compile on", prose, re.IGNORECASE):
+            w["compile"] = True  # fused elementwise kernels
+    if w.get("precision") == "fp8" and w.get("task") != "inference":
+        w["master_weights"] = "fp32"
+    return w
+
+
+def _kind(category: str, metric: str, gpu: GPU) -> str:
+    m = metric.lower()
+    if category == "train_throughput":
+        what = "training"
+    elif "first_token" in m or "ttft" in m:
+        what = "prefill"
+    elif "decode" in m or "per_output_token" in m:
+        what = "decode"
+    else:
+        what = "serving throughput"
+    return f"{what}/{gpu.architecture}"
+
+
+def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: ModelSpec, gpu: GPU) -> SpeedPrediction:
+    """The row's metric as the model predicts it."""
+    wl = speed_workload(row_fields, base, model)
+    wl["gpu"] = gpu.name
+    metric = row_fields["metric"].lower()
+    unit = row_fields.get("unit", "").lower()
+    batch_text = row_fields.get("batch", "").lower()
+    work = make_workload(wl)
+    kind = _kind(row_fields["category"], metric, gpu)
+    if work.is_training:
+        t = estimate_training_time(model, work, gpu)
+        dom = f"{t.bottleneck}; MFU {t.mfu:.0%}"
+        if "per_gpu" in metric or "/gpu" in unit:
+            value = t.tokens_per_s_per_gpu
+        elif "tflops" in metric:
+            value = t.mfu * gpu.peak_flop_per_s["bf16"] / 1e12 if gpu.peak_flop_per_s.get("bf16") else 0.0
+        elif "gpu_hours" in metric:
+            raise InvalidSettingError("whole-run GPU-hours: the cluster's parallel layout is not published")
+        else:
+            value = t.tokens_per_s
+        return SpeedPrediction(value, kind, dom, wl)
+    max_batch = None
+    if batch_text.startswith("max"):
+        mem = estimate_memory(model, work, gpu)
+        max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
+    it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
+    dom = it.bottleneck
+    if "first_token" in metric:
+        value = it.ttft_s * 1e3
+    elif "decode_tokens_per_s" in metric:
+        value = 1.0 / it.tpot_s
+    elif "per_output_token" in metric:
+        value = it.tpot_s * 1e3
+    elif "output_token" in metric or "throughput" in metric:
+        value = it.best_output_tokens_per_s if max_batch is not None else it.output_tokens_per_s
+        if "/gpu" in unit:
+            value /= work.num_gpus
+    else:
+        raise InvalidSettingError(f"metric {row_fields['metric']!r} is not one gpuplan predicts")
+    return SpeedPrediction(value, kind, dom, wl)
