@@ -18,26 +18,28 @@ from gpuplan.specs.gpu import GB, GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
 
-# nccl-tests all-reduce bus bandwidth on NVLink/NVSwitch reaches about 80% of the one-direction
-# link rate at large messages (DGX A100: ~230 of 300 GB/s; DGX H100: ~360-480 of 450 GB/s with
-# NVLS; NVIDIA nccl-tests results quoted in NCCL release notes and DGX user guides).
+# nccl-tests all-reduce bus bandwidth on NVLink/NVSwitch: 231.6-235 GB/s on 8x A100 (77-78% of the
+# 300 GB/s one-direction rate); 367 GB/s ring all-reduce on 8x H200 without SHARP (82% of 450);
+# NCCL maintainers: ~370 of 450 (NVIDIA/nccl-tests#175, #212; Azure/AI-benchmarking-guide@8fd0c6e1).
 NVLINK_EFF: Final = 0.80
 # PCIe x16 per direction, GB/s by generation (PCI-SIG: 8, 16, 32 GT/s per lane with 128b/130b).
 PCIE_GBPS: Final = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
-# NCCL over PCIe with peer-to-peer reaches ~70-80% of the link; GeForce cards since the RTX 40
-# series have P2P disabled in the driver, so traffic bounces through host memory: about half.
-PCIE_EFF: Final = 0.75
-PCIE_NO_P2P_EFF: Final = 0.40
-# Inter-node NIC per GPU: HGX/DGX A100 8x 200 Gb/s HDR (DGX A100 user guide: 8 single-port
-# ConnectX-6 for compute), HGX/DGX H100/H200/B200 8x 400 Gb/s NDR (DGX H100 user guide: 8x
-# ConnectX-7); PCIe servers typically 100 Gb/s Ethernet per node. 80% achieved (nccl-tests).
+PCIE_EFF: Final = 0.80
+# GeForce cards since the RTX 40 series have P2P disabled: GPU-to-GPU traffic is ~26-28 GB/s
+# whatever the PCIe generation (8x RTX 5090 all-reduce busbw 28 GB/s, "little different from
+# 8x 4090"; RTX 4090 copy ~26 GB/s: sources in gpuplan's notes, see README "Performance model").
+NO_P2P_CAP_GBPS: Final = 27.0
+# Inter-node NIC per GPU: DGX/HGX H100/H200 8x ConnectX-7 at 400 Gb/s (NVIDIA DGX BasePOD reference
+# architecture); HGX A100 nodes 8x 200 Gb/s HDR (llm-foundry's A100 tables: "1600 Gbps node-node");
+# PCIe servers typically one 100 Gb/s Ethernet port per node. 80% achieved (nccl-tests).
 NIC_GBPS_BY_ARCH: Final = {"Ampere": 25.0, "Hopper": 50.0, "Blackwell": 50.0, "CDNA 3": 50.0, "CDNA 2": 25.0}
 NIC_GBPS_DEFAULT: Final = 12.5
 NIC_EFF: Final = 0.80
-# Per-hop latency of a collective step (NCCL LL/LL128 protocols): ~5 us over NVLink, ~10 us over
-# PCIe, ~15 us across InfiniBand (nccl-tests small-message latencies).
-LATENCY_NVLINK_S: Final = 5e-6
-LATENCY_PCIE_S: Final = 10e-6
+# Per-step latency of a ring collective: 8-GPU small-message all-reduce takes ~25-45 us on A100/H100
+# NVLink (14 ring steps: ~2.5 us each) and 42 us on 8x RTX 4090 over PCIe (~3 us); across
+# InfiniBand ~15 us per hop.
+LATENCY_NVLINK_S: Final = 2.5e-6
+LATENCY_PCIE_S: Final = 3.0e-6
 LATENCY_NET_S: Final = 15e-6
 # GPUs per node when a group spans hosts (HGX/DGX: 8).
 GPUS_PER_NODE: Final = 8
@@ -49,8 +51,10 @@ OVERLAP_EFF: Final = 0.85
 
 def pcie_bandwidth(gpu: GPU) -> float:
     """Achieved PCIe bandwidth per direction, bytes/s."""
-    no_p2p = gpu.geforce_eula and gpu.launch_year >= 2022
-    return PCIE_GBPS.get(gpu.pcie_gen, 31.5) * GB * (PCIE_NO_P2P_EFF if no_p2p else PCIE_EFF)
+    bw = PCIE_GBPS.get(gpu.pcie_gen, 31.5) * GB * PCIE_EFF
+    if gpu.geforce_eula and gpu.launch_year >= 2022:
+        bw = min(bw, NO_P2P_CAP_GBPS * GB)
+    return bw
 
 
 def link(gpu: GPU, n: int) -> tuple[float, float, str]:

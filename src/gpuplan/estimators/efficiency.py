@@ -14,42 +14,44 @@ from typing import Final
 from gpuplan.specs.gpu import GPU
 
 # --- best achievable dense matmul, as a share of the datasheet peak -----------------------------
-# "Maximum Achievable Matmul FLOPS" (MAMF) measured by a sweep over shapes with torch.mm
-# (stas00/ml-engineering, compute/accelerator/README.md, MAMF table; bf16):
-#   A100 SXM 271.2 of 312 TFLOP/s, A100 PCIe 252.9 of 312, H100 SXM 794.5 of 989,
-#   GH200 821.0 of 989, MI300X 781.9 of 1307, MI250X 147.0 of 191.5 (one GCD pair as sold).
-# H200: a bf16 8192^3 matmul ran at about 790 of 989 TFLOP/s (issue 4 of this project, measured).
-_MAMF_BY_NAME: Final[dict[str, tuple[float, str]]] = {
-    "A100 SXM4 40GB": (271.2 / 312, "MAMF A100 SXM 271.2/312 (stas00/ml-engineering)"),
-    "A100 SXM4 80GB": (271.2 / 312, "MAMF A100 SXM 271.2/312 (stas00/ml-engineering)"),
-    "A100 PCIe 40GB": (252.9 / 312, "MAMF A100 PCIe 252.9/312 (stas00/ml-engineering)"),
-    "A100 PCIe 80GB": (252.9 / 312, "MAMF A100 PCIe 252.9/312 (stas00/ml-engineering)"),
-    "H100 SXM5 80GB": (794.5 / 989, "MAMF H100 SXM 794.5/989 (stas00/ml-engineering)"),
-    "H200 SXM 141GB": (790 / 989, "bf16 8192^3 matmul ~790/989 on an H200 (gpuplan issue 4)"),
-    "AMD Instinct MI300X": (781.9 / 1307, "MAMF MI300X 781.9/1307 (stas00/ml-engineering)"),
-    "AMD Instinct MI250X": (147.0 / 191.5, "MAMF MI250X 147.0/191.5 (stas00/ml-engineering)"),
+# "Maximum Achievable Matmul FLOPS" (MAMF): torch.mm swept over shapes, mean of 100 iterations of
+# the best shape (stas00/ml-engineering compute/accelerator/README.md @744d01e1, MAMF table;
+# MI250X from the v1 table @f0cca2fa). (16-bit share, fp8 share or None, source)
+_MAMF_SRC: Final = "MAMF table, stas00/ml-engineering compute/accelerator/README.md@744d01e1"
+_MAMF_BY_NAME: Final[dict[str, tuple[float, float | None, str]]] = {
+    "A100 SXM4 40GB": (271.2 / 312, None, f"A100 SXM bf16 271.2/312; {_MAMF_SRC}"),
+    "A100 SXM4 80GB": (271.2 / 312, None, f"A100 SXM bf16 271.2/312; {_MAMF_SRC}"),
+    "A100 PCIe 40GB": (252.9 / 312, None, f"A100 PCIe bf16 252.9/312; {_MAMF_SRC}"),
+    "A100 PCIe 80GB": (252.9 / 312, None, f"A100 PCIe bf16 252.9/312; {_MAMF_SRC}"),
+    "H100 SXM5 80GB": (794.5 / 989, 1402.6 / 1979, f"H100 SXM bf16 794.5/989, fp8 1402.6/1979; {_MAMF_SRC}"),
+    "H200 SXM 141GB": (
+        790 / 989,
+        1453.4 / 1979,
+        f"H200 bf16 8192^3 ~790/989 (gpuplan issue 4), fp8 1453.4/1979; {_MAMF_SRC}",
+    ),
+    "B200": (1745.0 / 2250, 3432.5 / 4500, f"B200 bf16 1745/2250, fp8 3432.5/4500; {_MAMF_SRC}"),
+    "AMD Instinct MI300X": (668.4 / 1300, None, f"MI300X bf16 668.4/1300 (TunableOp); {_MAMF_SRC}"),
+    "AMD Instinct MI250X": (147.0 / 191.5, None, "MI250X bf16 147.0/191.5 per GCD; MAMF v1 table @f0cca2fa"),
 }
 
-# Cards with no published MAMF take their family's value: the measured sibling of the same
-# architecture (Hopper PCIe/NVL run lower clocks under their power cap: the A100 PCIe/SXM ratio,
-# 0.93, is applied to the H100 SXM figure). Consumer and workstation cards are power- and
-# clock-limited: 0.75 is the derived default (A100 PCIe's 0.81 less the same 7% cap penalty).
-_MAMF_BY_ARCH: Final[dict[str, tuple[float, str]]] = {
-    "Hopper": (794.5 / 989 * 0.93, "H100 SXM MAMF x A100 PCIe/SXM ratio (derived)"),
-    "Blackwell": (0.75, "no published MAMF; derived default"),
-    "Ampere": (0.75, "A100 PCIe MAMF less a 7% clock-cap penalty (derived)"),
-    "Ada Lovelace": (0.75, "A100 PCIe MAMF less a 7% clock-cap penalty (derived)"),
-    "Turing": (0.70, "derived default for pre-Ampere tensor cores"),
-    "Volta": (0.70, "derived default for pre-Ampere tensor cores"),
-    "CDNA 3": (781.9 / 1307, "MAMF MI300X (stas00/ml-engineering)"),
-    "CDNA 2": (147.0 / 191.5, "MAMF MI250X (stas00/ml-engineering)"),
+# Cards with no published MAMF take their family's value: Hopper PCIe/NVL run lower clocks under
+# their power cap (the A100 PCIe/SXM MAMF ratio 252.9/271.2 = 0.93 applied to H100 SXM); consumer
+# and workstation cards are power- and clock-limited like a PCIe A100: its 0.81 less the same 7%
+# (derived, 0.75); pre-Ampere tensor cores 0.70 (derived).
+_MAMF_BY_ARCH: Final[dict[str, tuple[float, float | None, str]]] = {
+    "Hopper": (794.5 / 989 * 0.93, 1402.6 / 1979 * 0.93, "H100 SXM MAMF x A100 PCIe/SXM ratio 0.93 (derived)"),
+    "Blackwell": (0.75, 0.72, "B200 MAMF less the PCIe/GeForce clock-cap 7% (derived)"),
+    "Ampere": (0.75, None, "A100 PCIe MAMF less a 7% clock-cap penalty (derived)"),
+    "Ada Lovelace": (0.75, 0.66, "A100 PCIe MAMF less 7%; fp8 at H100's fp8/bf16 MAMF ratio (derived)"),
+    "Turing": (0.70, None, "derived default for pre-Ampere tensor cores"),
+    "Volta": (0.70, None, "derived default for pre-Ampere tensor cores"),
+    "CDNA 3": (668.4 / 1300, None, f"MI300X bf16; {_MAMF_SRC}"),
+    "CDNA 2": (147.0 / 191.5, None, "MI250X bf16 per GCD; MAMF v1 table @f0cca2fa"),
 }
-_MAMF_DEFAULT: Final = (0.70, "derived default")
+_MAMF_DEFAULT: Final = (0.70, None, "derived default")
 
-# FP8 matmuls reach a lower share of their doubled peak (the same memory system feeds twice
-# the math): H100 SXM fp8 MAMF about 1,300 of 1,979 TFLOP/s -> 0.66 (derived from the bf16
-# figure x 0.82; calibrated on the fp8 llm-foundry and TensorRT-LLM rows).
-FP8_SHARE_OF_BF16_EFF: Final = 0.82
+# 8-bit matmuls where no fp8 MAMF is published: H100's fp8/bf16 MAMF ratio (0.709/0.803 = 0.88).
+FP8_SHARE_OF_BF16_EFF: Final = (1402.6 / 1979) / (794.5 / 989)
 
 # fp32 on CUDA cores (no tensor cores): SGEMM reaches about 0.9 of peak (cuBLAS SGEMM on large
 # squares); used for fp32 compute and as the fallback.
@@ -66,30 +68,32 @@ GEMM_HALF_DIM: Final = 128.0
 GEMM_HALF_ROWS: Final = 16.0
 
 # --- attention kernels ----------------------------------------------------------------------------
-# FlashAttention-2 paper (Dao 2023, sec. 4.1): forward reaches 50-73% of the A100's peak, backward
-# 40-63% (we use 0.62 / 0.50); on H100 FA2 (what PyTorch stacks run) reaches about 35-40% forward
-# and ~30% backward (FA3 paper, Shah et al. 2024, fig. 1-2: FA2 ~335-370 of 989 TFLOP/s);
-# FA3 / cuDNN fused attention reach 60-75%. Backward does 2.5x the
-# forward's matmul FLOPs (5 matmuls against 2, recomputing P).
-ATTN_FWD_EFF: Final[dict[str, float]] = {"Hopper": 0.38, "Blackwell": 0.38, "default": 0.62}
-ATTN_BWD_EFF: Final[dict[str, float]] = {"Hopper": 0.30, "Blackwell": 0.30, "default": 0.50}
+# FlashAttention-2, forward + backward together (Dao-AILab/flash-attention@0251105a README benchmark
+# figures): up to 203 TFLOP/s on A100 (65% of 312) and 338 on H100 (34% of 989); FA2 is what
+# PyTorch stacks (SDPA, transformers, llm-foundry) run. FA3 / cuDNN fused attention reach 66-75% on
+# H100 forward (FA3 paper abstract: 740 TFLOP/s). Backward does 2.5x the forward's matmul FLOPs
+# (5 matmuls against 2, recomputing P; Dao 2023, sec. 3.1).
+ATTN_FWD_EFF: Final[dict[str, float]] = {"Hopper": 0.34, "Blackwell": 0.34, "default": 0.65}
+ATTN_BWD_EFF: Final[dict[str, float]] = {"Hopper": 0.34, "Blackwell": 0.34, "default": 0.65}
 ATTN_BWD_FLOP_RATIO: Final = 2.5
 
 # --- memory bandwidth ---------------------------------------------------------------------------
-# Device-to-device copy on an H200: about 4.3 of 4.8 TB/s (0.90, issue 4 of this project);
-# STREAM-like copies on A100/H100 land at 0.85-0.92 of spec. Real decode kernels (GEMV over
-# weights, paged KV reads) sit a little below a copy: calibrated 0.80 on the MLC/TensorRT decode rows.
-COPY_BW_EFF: Final = 0.90
+# STREAM-style copy / triad as a share of spec (Azure/AI-benchmarking-guide@8fd0c6e1, ND_*_results):
+# A100-80GB 1.61/1.70 of 2.0 TB/s, H100 SXM 2.90/2.97 of 3.35, H200 4.01/4.15 of 4.8 -> 0.81-0.89;
+# RTX 4090 867-921 of 1008 GB/s (clpeak issue #106). Streaming elementwise kernels: 0.85.
+# Decode kernels (GEMV over weights, paged KV reads) sit a little below: 0.80 (calibrated on the
+# MLC and TensorRT-LLM decode rows).
+COPY_BW_EFF: Final = 0.85
 KERNEL_BW_EFF: Final = 0.80
 
 # --- kernel launch --------------------------------------------------------------------------------
-# A CUDA kernel launch costs the CPU about 2-5 us (NVIDIA CUDA Best Practices guide, "kernel launch
-# overhead"); an eager PyTorch op adds Python and dispatcher time, ~10 us per op (PyTorch
-# performance tuning guide: small ops are CPU-bound). With CUDA graphs (vLLM, TensorRT-LLM, MLC,
-# llama.cpp) a kernel costs about 1.5 us of GPU-side launch latency. A step takes at least the CPU
-# time to issue its kernels.
+# Back-to-back kernels cost about 1.6-2.6 us each on L40/A100/H200 (te42kyfo/gpu-benches@1c36d509,
+# gpu-small-kernels/repeated-stream.svg fit): the cost per kernel under CUDA graphs (vLLM,
+# TensorRT-LLM, MLC, llama.cpp). An eager PyTorch op adds Python and dispatcher time, ~10 us per op
+# (PyTorch performance tuning guide: small ops are CPU-bound), so an eager step takes at least the
+# CPU time to issue its kernels.
 LAUNCH_EAGER_S: Final = 10e-6
-LAUNCH_GRAPH_S: Final = 1.5e-6
+LAUNCH_GRAPH_S: Final = 2.0e-6
 
 # --- elementwise work: bytes per token per layer, as a multiple of the fused count -------------
 # Eager PyTorch runs RMSNorm/LayerNorm, activations, rotary, residual adds and dropout as separate
@@ -112,10 +116,12 @@ def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
     """Best large-matmul efficiency for `gpu` when the work runs as `runs_as`."""
     if runs_as in ("fp32",):
         return GemmEfficiency(FP32_CORE_EFF, "SGEMM on CUDA cores ~0.9 of peak (cuBLAS)")
-    eff, src = _MAMF_BY_NAME.get(gpu.name) or _MAMF_BY_ARCH.get(gpu.architecture) or _MAMF_DEFAULT
+    e16, e8, src = _MAMF_BY_NAME.get(gpu.name) or _MAMF_BY_ARCH.get(gpu.architecture) or _MAMF_DEFAULT
     if runs_as in ("fp8", "int8", "int4"):
-        return GemmEfficiency(eff * FP8_SHARE_OF_BF16_EFF, f"{src} x {FP8_SHARE_OF_BF16_EFF} for 8-bit")
-    return GemmEfficiency(eff, src)
+        if e8 is not None:
+            return GemmEfficiency(e8, src)
+        return GemmEfficiency(e16 * FP8_SHARE_OF_BF16_EFF, f"{src}; x {FP8_SHARE_OF_BF16_EFF:.2f} for 8-bit")
+    return GemmEfficiency(e16, src)
 
 
 def size_factor(dim: float, half: float = GEMM_HALF_DIM) -> float:

@@ -435,14 +435,7 @@ CNN_CONV_EFF_SHARE: Final = 0.65  # convolutions reach about 2/3 of a large GEMM
 
 def _cnn_training(c: _Ctx) -> TrainingTime:
     w, model, gpu = c.w, c.model, c.gpu
-    flops_fwd = model.conv_flops_per_sample * w.batch_size
-    elems = model.conv_flops_per_sample / 2 * CNN_FEATURE_ELEMENTS_PER_FLOP * w.batch_size
-    peak_eff = c.peak * c.gemm_eff * CNN_CONV_EFF_SHARE
-    bw = c.bw * eff.COPY_BW_EFF
-    fwd = [
-        _roof("convolutions", "forward", flops_fwd, 0.0, peak_eff, bw),
-        _roof("batchnorm, relu, adds", "forward", 0.0, elems * CNN_PASSES_FWD * c.act_b, peak_eff, bw),
-    ]
+    fwd = _cnn_forward(c, w.batch_size, "forward")
     bwd = [Op(o.name, "backward", 2 * o.flops, 2 * o.bytes, 2 * o.time_s, o.bound) for o in fwd]
     per_param = OPTIMIZER_BYTES.get(w.optimizer, 28.0)
     shard = w.dp if w.zero >= 1 else 1
@@ -482,9 +475,67 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
     )
 
 
+def _cnn_forward(c: _Ctx, batch: float, phase: str) -> list[Op]:
+    model = c.model
+    flops = model.conv_flops_per_sample * batch
+    elems = model.conv_flops_per_sample / 2 * CNN_FEATURE_ELEMENTS_PER_FLOP * batch
+    peak_eff = c.peak * c.gemm_eff * CNN_CONV_EFF_SHARE
+    bw = c.bw * eff.COPY_BW_EFF
+    return [
+        _roof("convolutions", phase, flops, 0.0, peak_eff, bw),
+        _roof("batchnorm, relu, adds", phase, 0.0, elems * CNN_PASSES_FWD * c.act_b, peak_eff, bw),
+    ]
+
+
+def _cnn_inference(c: _Ctx) -> InferenceTime:
+    """A CNN classifies a batch of images in one forward pass (BatchNorm folded is not assumed)."""
+    b = c.w.batch_size
+    ops = _cnn_forward(c, b, "prefill")
+    t = _time(ops)
+    return InferenceTime(
+        ttft_s=t,
+        tpot_s=0.0,
+        output_tokens_per_s=b / t,
+        request_latency_s=t,
+        batch=b,
+        max_batch=b,
+        best_batch=b,
+        best_output_tokens_per_s=b / t,
+        prefill_tokens_per_s=b / t,
+        bottleneck=_bound_of(ops),
+        prefill_ops=tuple(ops),
+        decode_ops=(),
+        notes=(*c.notes, "CNN: throughput counts images per second"),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Inference
 # ---------------------------------------------------------------------------------------------
+
+
+def _encoder_inference(c: _Ctx) -> InferenceTime:
+    """An encoder (BERT, ViT) reads its input in one forward pass; throughput counts input tokens."""
+    w = c.w
+    seq = max(w.input_len, 1) if c.model.kind == "encoder" else (c.model.max_position_embeddings or w.seq_len)
+    ops = _inference_step(c, w.batch_size, seq, 0.0, "prefill")
+    t = _time(ops)
+    rate = w.batch_size * seq / t
+    return InferenceTime(
+        ttft_s=t,
+        tpot_s=0.0,
+        output_tokens_per_s=rate,
+        request_latency_s=t,
+        batch=w.batch_size,
+        max_batch=w.batch_size,
+        best_batch=w.batch_size,
+        best_output_tokens_per_s=rate,
+        prefill_tokens_per_s=rate,
+        bottleneck=_bound_of(ops),
+        prefill_ops=tuple(ops),
+        decode_ops=(),
+        notes=(*c.notes, "encoder: one forward pass; throughput counts input tokens per second"),
+    )
 
 
 def _weight_bytes_per_element(c: _Ctx) -> tuple[float, bool, float]:
@@ -605,8 +656,10 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     (the KV-cache capacity from the memory estimate) for continuous batching."""
     c = _context(model, w, gpu)
     if model.kind == "cnn":
-        raise InvalidSettingError("inference timing covers transformer models; CNN inference is not modelled yet.")
+        return _cnn_inference(c)
     b = w.batch_size
+    if model.kind in ("encoder", "vision-transformer"):
+        return _encoder_inference(c)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     cap = ENGINE_MAX_BATCH.get(w.engine, 1024)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))

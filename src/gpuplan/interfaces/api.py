@@ -14,7 +14,10 @@ from typing import Any, Final
 import yaml
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import uncertainty
+from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.fit import (
     GpuCount,
     best_precision,
@@ -25,11 +28,13 @@ from gpuplan.planner.fit import (
 )
 from gpuplan.planner.graphics import plan_graphics
 from gpuplan.planner.use_cases import use_cases
+from gpuplan.planner.recommend import Option, plan_options
 from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model, presets
 from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
+from gpuplan.specs.prices import Price, cheapest_prices, load_price_file
 from gpuplan.specs.workload import Workload, make_workload, read_workload_file
 
 DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FLOPs per token
@@ -312,19 +317,158 @@ def memory_record(e: MemoryEstimate) -> dict[str, Any]:
     return rec
 
 
-def estimate(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
-    """`gpuplan estimate`: the workload, its model and GPU, and the memory estimate."""
+def _with_band(rec: dict[str, Any], key: str, value: float | None, kind: str) -> None:
+    """rec[key] = value, plus rec[key_low] / rec[key_high] from the validation residuals of `kind`."""
+    rec[key] = value
+    if value is None:
+        return
+    b = uncertainty.band(kind)
+    if b is not None:
+        low, high = b.range(value)
+        rec[f"{key}_low"], rec[f"{key}_high"] = low, high
+
+
+def _ops_record(ops: Iterable[Op]) -> list[dict[str, Any]]:
+    """Operators merged by (name, phase), largest time first."""
+    merged: dict[tuple[str, str], list[float]] = {}
+    bound: dict[tuple[str, str], str] = {}
+    for o in ops:
+        key = (o.name, o.phase)
+        acc = merged.setdefault(key, [0.0, 0.0, 0.0])
+        acc[0] += o.time_s
+        acc[1] += o.flops
+        acc[2] += o.bytes
+        bound[key] = o.bound
+    out = [
+        {"name": k[0], "phase": k[1], "time_s": v[0], "flops": v[1], "bytes": v[2], "bound": bound[k]}
+        for k, v in merged.items()
+    ]
+    out.sort(key=lambda r: -float(r["time_s"]))
+    return out
+
+
+def time_record(t: TrainingTime | InferenceTime, arch: str) -> dict[str, Any]:
+    """The time part of DESIGN.md's estimate contract, each figure with its validation range."""
+    rec: dict[str, Any] = {}
+    if isinstance(t, TrainingTime):
+        kind = f"training/{arch}"
+        _with_band(rec, "step_time_s", t.step_time_s, kind)
+        # a throughput's error runs the other way: truth = predicted / (1 + err) for tokens/s too
+        _with_band(rec, "tokens_per_s", t.tokens_per_s, kind)
+        rec["tokens_per_s_per_gpu"] = t.tokens_per_s_per_gpu
+        rec["tokens_per_step"] = t.tokens_per_step
+        rec["mfu"] = t.mfu
+        rec["hfu"] = t.hfu
+        rec["model_flops_per_token"] = t.model_flops_per_token
+        _with_band(rec, "time_to_train_s", t.time_to_train_s, kind)
+        rec["train_tokens"] = t.train_tokens
+        rec["bottleneck"] = t.bottleneck
+        rec["compute_s"] = t.compute_s
+        rec["exposed_comm_s"] = t.exposed_comm_s
+        rec["bubble_s"] = t.bubble_s
+        rec["ops"] = _ops_record(t.ops)
+        b = uncertainty.band(kind)
+        rec["uncertainty"] = b.record(t.tokens_per_s) if b else None
+    else:
+        _with_band(rec, "ttft_s", t.ttft_s, f"prefill/{arch}")
+        _with_band(rec, "tpot_s", t.tpot_s, f"decode/{arch}")
+        _with_band(rec, "output_tokens_per_s", t.output_tokens_per_s, f"serving throughput/{arch}")
+        rec["request_latency_s"] = t.request_latency_s
+        rec["batch"] = t.batch
+        rec["max_batch"] = t.max_batch
+        _with_band(rec, "best_output_tokens_per_s", t.best_output_tokens_per_s, f"serving throughput/{arch}")
+        rec["best_batch"] = t.best_batch
+        rec["prefill_tokens_per_s"] = t.prefill_tokens_per_s
+        rec["bottleneck"] = t.bottleneck
+        rec["prefill_ops"] = _ops_record(t.prefill_ops)
+        rec["decode_ops"] = _ops_record(t.decode_ops)
+        b = uncertainty.band(f"serving throughput/{arch}")
+        rec["uncertainty"] = b.record(t.output_tokens_per_s) if b else None
+    rec["notes"] = list(t.notes)
+    return rec
+
+
+def cost_record(ce: CostEnergy) -> dict[str, Any]:
+    return {
+        "usd": ce.usd,
+        "usd_per_gpu_hour": ce.usd_per_gpu_hour,
+        "price_source": ce.price_source,
+        "gpu_hours": ce.gpu_hours,
+        "usd_per_million_tokens": ce.usd_per_million_tokens,
+    }
+
+
+def energy_record(ce: CostEnergy) -> dict[str, Any]:
+    return {
+        "kwh": ce.energy_kwh,
+        "avg_power_w_per_gpu": ce.avg_power_w,
+        "kwh_per_million_tokens": ce.kwh_per_million_tokens,
+        "co2_kg": ce.co2_kg,
+        "basis": "GPU board power = TDP x (0.2 + 0.8 x busy share), busy from the operators' bounds; GPU only",
+    }
+
+
+def prices(catalog_files: Iterable[str | Path] = (), price_file: str | Path | None = None, spot: bool = False) -> dict[str, Price]:
+    """The cheapest offer per GPU: a user's price file (same columns) overrides the bundled one."""
+    cat = catalog(catalog_files)
+    best = cheapest_prices(cat, spot=spot)
+    path = price_file or os.environ.get(PRICES_ENV)
+    if path:
+        for p in load_price_file(Path(path), cat):
+            if p.spot == spot:
+                best[p.gpu] = p  # the user's own price wins over the bundled snapshot
+    return best
+
+
+PRICES_ENV: Final = "GPUPLAN_PRICES"
+
+
+def estimate(
+    w: Workload,
+    catalog_files: Iterable[str | Path] = (),
+    price_file: str | Path | None = None,
+    carbon_g_per_kwh: float | None = None,
+) -> dict[str, Any]:
+    """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract)."""
     cat = catalog(catalog_files)
     model = load_model(w.model)
     gpu = _gpu_for(w, cat)
     e = estimate_memory(model, w, gpu)
-    return {
+    mem = memory_record(e)
+    b = uncertainty.band(f"memory/{gpu.architecture}") if gpu else None
+    if b is not None:
+        mem["per_gpu_bytes_low"], mem["per_gpu_bytes_high"] = b.range(e.per_gpu_bytes)
+    out: dict[str, Any] = {
         "workload": w.model_dump(exclude_none=True),
         "model": model.name,
         "gpu": gpu.name if gpu else None,
         "num_gpus": w.num_gpus,
-        "memory": memory_record(e),
+        "memory": mem,
     }
+    if gpu is None:
+        out["time"] = None
+        out["notes"] = ["no GPU given: time, cost and energy need one (gpu: NAME)"]
+        return out
+    price = prices(catalog_files, price_file).get(gpu.name)
+    t: TrainingTime | InferenceTime
+    if w.is_training:
+        t = estimate_training_time(model, w, gpu)
+        seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
+        tokens = t.train_tokens or t.tokens_per_step
+        busy = busy_share((o.bound, o.time_s) for o in t.ops)
+    else:
+        cap = e.serving.max_sequences if e.serving else w.batch_size
+        t = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size))
+        rate = t.output_tokens_per_s
+        tokens = w.tokens or w.batch_size * max(w.output_len, 1)
+        seconds = tokens / rate if rate > 0 else t.request_latency_s
+        busy = busy_share((o.bound, o.time_s) for o in t.decode_ops)
+    ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
+    out["time"] = time_record(t, gpu.architecture)
+    out["time"]["job_s"] = seconds
+    out["cost"] = cost_record(ce)
+    out["energy"] = energy_record(ce)
+    return out
 
 
 def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
@@ -390,6 +534,12 @@ def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path]
     }
 
 
+def residual_file(validation: Mapping[str, Any]) -> dict[str, Any]:
+    """The residuals file (error bars) from a `validate` result: bundled rows only, fit verdicts excluded."""
+    pairs = [(r["kind"], float(r["error"])) for r in validation["rows"] if r["unit"] != "fits" and r["kind"]]
+    return uncertainty.residual_table(pairs)
+
+
 def use_case_record(gpu: GPU) -> dict[str, Any]:
     """`gpus --use-cases`: suitability for compute, graphics and multi-node work, and advice."""
     u = use_cases(gpu)
@@ -403,15 +553,67 @@ def use_case_record(gpu: GPU) -> dict[str, Any]:
     }
 
 
-def plan(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
-    """`gpuplan plan`: ranked options (DESIGN.md's plan contract). Graphics and video workloads
-    today; training and inference plans need time estimates and come with the performance model."""
-    if not w.is_graphics:
-        raise InvalidSettingError(
-            f"gpuplan plan ranks graphics and video workloads for now (task streaming, vdi, render, ai-video); "
-            f"for task {w.task!r} use `gpuplan fit` to see which GPUs fit and how many."
-        )
+def plan(
+    w: Workload,
+    catalog_files: Iterable[str | Path] = (),
+    gpus: Sequence[str] = (),
+    top: int | None = None,
+    price_file: str | Path | None = None,
+    spot: bool = False,
+    carbon_g_per_kwh: float | None = None,
+) -> dict[str, Any]:
+    """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload."""
     cat = catalog(catalog_files)
+    if w.is_graphics:
+        return _plan_graphics(w, cat)
+    model = load_model(w.model)
+    chosen = [cat.get(g) for g in gpus] if gpus else None
+    opts = plan_options(model, w, cat, prices(catalog_files, price_file, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
+    shown = opts if top is None else opts[:top]
+    service = not w.is_training and w.tokens is None
+    return {
+        "workload": w.model_dump(exclude_none=True),
+        "model": model.name,
+        "objective": w.objective,
+        "mode": "training" if w.is_training else ("service" if service else "batch inference"),
+        "deadline_s": w.deadline,
+        "budget_usd": w.budget,
+        "options": [option_record(o) for o in shown],
+        "considered": len(opts),
+    }
+
+
+def option_record(o: Option) -> dict[str, Any]:
+    arch = o.gpu.architecture
+    rec: dict[str, Any] = {
+        "gpu": o.gpu.name,
+        "num_gpus": o.num_gpus,
+        "fits": o.fits,
+        "layout": o.layout,
+        "per_gpu_bytes": o.memory.per_gpu_bytes if o.memory else None,
+    }
+    kind = f"training/{arch}" if o.training else f"serving throughput/{arch}"
+    _with_band(rec, "time_s", o.time_s, kind)
+    _with_band(rec, "throughput", o.throughput, kind)
+    rec["cost_usd"] = o.cost.usd if o.cost else None
+    rec["usd_per_hour"] = o.cost.usd_per_gpu_hour * o.num_gpus if o.cost and o.cost.usd_per_gpu_hour else None
+    rec["usd_per_million_tokens"] = o.cost.usd_per_million_tokens if o.cost else None
+    rec["energy_kwh"] = o.cost.energy_kwh if o.cost else None
+    rec["kwh_per_million_tokens"] = o.cost.kwh_per_million_tokens if o.cost else None
+    rec["bottleneck"] = o.bottleneck
+    rec["why"] = o.why
+    rec["meets_deadline"] = o.meets_deadline
+    rec["within_budget"] = o.within_budget
+    rec["too_slow"] = o.too_slow
+    if o.training:
+        rec["mfu"] = o.training.mfu
+    if o.inference:
+        rec["ttft_s"] = o.inference.ttft_s
+        rec["tpot_s"] = o.inference.tpot_s
+    return rec
+
+
+def _plan_graphics(w: Workload, cat: Catalog) -> dict[str, Any]:
     model = load_model(w.model) if w.model else None
     options, unsuitable = plan_graphics(w, cat, model)
     return {
@@ -437,4 +639,63 @@ def plan(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any
             for o in options
         ],
         "unsuitable": [{"gpu": u.gpu.name, "fits": False, "why": u.reason} for u in unsuitable],
+    }
+
+
+# --- the relative-performance chart -------------------------------------------------------------
+
+# The reference workloads of `gpuplan chart relative` (speed only: memory fit is reported, not
+# required, so every card gets a figure). 16-bit runs as bf16 where the card has it, else fp16.
+CHART_MODEL: Final = "llama-3.1-8b"
+CHART_TRAIN: Final = {"task": "pretrain", "seq_len": 2048, "batch_size": 4, "compile": True}
+CHART_INFER: Final = {"task": "inference", "input_len": 1024, "output_len": 128, "batch_size": 64}
+CHART_REFERENCE_GPU: Final = "H100 SXM5 80GB"
+
+
+def chart_relative(catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+    """Each GPU's speed relative to H100 SXM = 100% on three reference workloads."""
+    cat = catalog(catalog_files)
+    model = load_model(CHART_MODEL)
+    rows: list[dict[str, Any]] = []
+    for g in cat:
+        p16 = "bf16" if g.supports("bf16") else "fp16"
+        train = make_workload({"model": CHART_MODEL, "gpu": g.name, "precision": p16, **CHART_TRAIN})
+        inf16 = make_workload(
+            {"model": CHART_MODEL, "gpu": g.name, "precision": p16, "weight_dtype": p16, "kv_dtype": p16, **CHART_INFER}
+        )
+        inf8 = inf16.with_(weight_dtype="fp8")
+        rows.append(
+            {
+                "gpu": g.name,
+                "architecture": g.architecture,
+                "train_tokens_per_s": estimate_training_time(model, train, g).tokens_per_s,
+                "infer16_tokens_per_s": estimate_inference_time(model, inf16, g).output_tokens_per_s,
+                "infer8_tokens_per_s": estimate_inference_time(model, inf8, g).output_tokens_per_s,
+                "fp8_native": g.supports("fp8"),
+                "fits_train": bool(estimate_memory(model, train.with_(activation_checkpointing="full"), g).fits),
+                "fits_infer16": bool(estimate_memory(model, inf16, g).fits),
+            }
+        )
+    ref = next(r for r in rows if r["gpu"] == CHART_REFERENCE_GPU)
+    for r in rows:
+        r["train_16bit_pct"] = 100 * r["train_tokens_per_s"] / ref["train_tokens_per_s"]
+        r["infer_16bit_pct"] = 100 * r["infer16_tokens_per_s"] / ref["infer16_tokens_per_s"]
+        r["infer_8bit_pct"] = 100 * r["infer8_tokens_per_s"] / ref["infer16_tokens_per_s"]
+        r["speedup_8bit_vs_16bit"] = r["infer8_tokens_per_s"] / r["infer16_tokens_per_s"]
+    rows.sort(key=lambda r: -float(r["train_16bit_pct"]))
+    return {
+        "reference_gpu": CHART_REFERENCE_GPU,
+        "workloads": {
+            "model": CHART_MODEL,
+            "training_16bit": {**CHART_TRAIN, "precision": "bf16 (fp16 where no bf16)"},
+            "inference_16bit": {**CHART_INFER, "weights": "bf16", "kv": "bf16"},
+            "inference_8bit": {
+                **CHART_INFER,
+                "weights": "fp8 (W8A8 on FP8 tensor cores; weight-only W8A16 where the card has none)",
+                "kv": "bf16 (as the 16-bit run)",
+            },
+            "note": "speed of one GPU; memory fit is reported (fits_*), not required. 8-bit is relative to "
+            "the H100's 16-bit figure, so the H100's own 8-bit gain shows.",
+        },
+        "rows": rows,
     }

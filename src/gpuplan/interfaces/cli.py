@@ -553,22 +553,153 @@ def _print_graphics_plan(c: Console, rec: dict[str, Any]) -> None:
             c.print(f"  • {escape(why)}: {', '.join(names)}")
 
 
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1e3:,.1f} ms"
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 86400:,.1f} d"
+
+
+def _range(rec: dict[str, Any], key: str, fmt: Any) -> str:
+    """A figure with its validation range: '12.3 h (9.8–15.1)'."""
+    v = rec.get(key)
+    if v is None:
+        return "—"
+    lo, hi = rec.get(f"{key}_low"), rec.get(f"{key}_high")
+    return f"{fmt(v)} ({fmt(lo)}–{fmt(hi)})" if lo is not None and hi is not None else fmt(v)
+
+
+def _print_llm_plan(c: Console, rec: dict[str, Any]) -> None:
+    w = rec["workload"]
+    mode = rec["mode"]
+    job = {
+        "training": f"{w.get('task')} {rec['model']}, {w.get('precision', 'bf16')}, batch {w.get('batch_size', 1)} × {w.get('seq_len', 2048)}",
+        "service": f"serving {rec['model']} to {w.get('batch_size', 1)} concurrent streams, {w.get('input_len', 128)} in / {w.get('output_len', 128)} out",
+        "batch inference": f"generating {w.get('tokens', 0):,.0f} tokens with {rec['model']}",
+    }[mode]
+    if mode == "training" and w.get("tokens"):
+        job += f", {w['tokens']:,.3g} tokens"
+    t = Table(title=f"{escape(job)} · ranked by {rec['objective']}")
+    time_head = {"training": "time to train", "service": "request latency", "batch inference": "time"}[mode]
+    cost_head = "cost/hour" if mode == "service" else "cost"
+    for col in ("#", "GPU", "GPUs", time_head, "tokens/s", cost_head, "energy", "limited by", "why"):
+        t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, "tokens/s", cost_head, "energy") else "left")
+    shown = 0
+    for o in rec["options"]:
+        if not o["fits"]:
+            continue
+        shown += 1
+        cost = "no price" if o["cost_usd"] is None else f"${o['cost_usd']:,.2f}"
+        if mode == "training" and not w.get("tokens") and o["usd_per_million_tokens"] is not None:
+            cost = f"${o['usd_per_million_tokens']:,.2f}/Mtok"
+        energy = "—" if o["energy_kwh"] is None else f"{o['energy_kwh']:,.2f} kWh"
+        marks = []
+        if o["meets_deadline"] is False:
+            marks.append("[red]misses deadline[/red]")
+        if o["within_budget"] is False:
+            marks.append("[red]over budget[/red]")
+        if o["too_slow"]:
+            marks.append("[red]too slow[/red]")
+        why = escape(o["why"]) + (" · " + ", ".join(marks) if marks else "")
+        t.add_row(
+            str(shown),
+            o["gpu"],
+            str(o["num_gpus"]),
+            _range(o, "time_s", _dur),
+            _range(o, "throughput", lambda v: f"{v:,.0f}"),
+            cost,
+            energy,
+            escape(o["bottleneck"]),
+            why,
+        )
+    c.print(t)
+    unfit = [o for o in rec["options"] if not o["fits"]]
+    if unfit:
+        names = sorted({o["gpu"] for o in unfit if not any(x["gpu"] == o["gpu"] and x["fits"] for x in rec["options"])})
+        if names:
+            c.print(f"Does not fit on up to 8 of: {', '.join(names)}")
+    c.print(
+        f"{rec['considered']} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
+        "of validation errors for that kind of figure (gpuplan validate)."
+    )
+
+
 @app.command()
 def plan(
-    workload: Annotated[str, typer.Argument(help="Workload YAML file.")],
+    workload: Annotated[str, typer.Argument(help="Workload YAML file (or a model name with --set).")],
     objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
+    deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).")] = None,
+    budget: Annotated[float | None, typer.Option(help="Budget in USD (options over it are marked).")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")] = None,
+    top: Annotated[int | None, typer.Option(help="Show the best N options.")] = 10,
+    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
+    carbon: Annotated[float | None, typer.Option("--carbon", help="Grid carbon intensity, g CO2e/kWh.")] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank GPUs for a workload (graphics and video workloads: streaming, vdi, render, ai-video)."""
-    keys: dict[str, Any] = {"objective": objective}
+    """Rank GPU types and counts for a workload by time, cost or energy, with reasons."""
+    keys: dict[str, Any] = {"objective": objective, "deadline": deadline, "budget": budget}
     keys.update(api.parse_set_options(set_ or []))
-    rec = api.plan(api.build_workload(workload, keys), catalog or [])
+    w = api.build_workload(workload, keys)
+    names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
+    rec = api.plan(w, catalog or [], names, top, prices, spot, carbon)
     if as_json:
         _emit_json(rec)
         return
-    _print_graphics_plan(_console(), rec)
+    if w.is_graphics:
+        _print_graphics_plan(_console(), rec)
+    else:
+        _print_llm_plan(_console(), rec)
+
+
+def _print_time(c: Console, rec: dict[str, Any]) -> None:
+    t = rec.get("time")
+    if not t:
+        return
+    tab = Table(title="Time, cost and energy")
+    tab.add_column("figure")
+    tab.add_column("value (validation range)", justify="right")
+    if "step_time_s" in t:
+        tab.add_row("step time", _range(t, "step_time_s", _dur))
+        tab.add_row("tokens/s (all GPUs)", _range(t, "tokens_per_s", lambda v: f"{v:,.0f}"))
+        tab.add_row("MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}")
+        if t.get("time_to_train_s") is not None:
+            tab.add_row(f"time to train {t['train_tokens']:,.3g} tokens", _range(t, "time_to_train_s", _dur))
+    else:
+        tab.add_row("time to first token", _range(t, "ttft_s", _dur))
+        tab.add_row("time per output token", _range(t, "tpot_s", _dur))
+        tab.add_row(f"output tokens/s at batch {t['batch']}", _range(t, "output_tokens_per_s", lambda v: f"{v:,.0f}"))
+        if t["best_batch"] != t["batch"]:
+            tab.add_row(
+                f"best within the KV cache (batch {t['best_batch']})",
+                _range(t, "best_output_tokens_per_s", lambda v: f"{v:,.0f}"),
+            )
+    tab.add_row("limited by", escape(t["bottleneck"]))
+    cost, energy = rec["cost"], rec["energy"]
+    tab.add_row("cost", "no price listed" if cost["usd"] is None else f"${cost['usd']:,.4g} ({escape(cost['price_source'])})")
+    if cost["usd_per_million_tokens"] is not None:
+        tab.add_row("cost per million tokens", f"${cost['usd_per_million_tokens']:,.3g}")
+    tab.add_row("energy (GPU)", f"{energy['kwh']:,.4g} kWh at {energy['avg_power_w_per_gpu']:,.0f} W/GPU")
+    if energy["co2_kg"] is not None:
+        tab.add_row("emissions", f"{energy['co2_kg']:,.3g} kg CO2e")
+    c.print(tab)
+    ops = t.get("ops") or (t.get("prefill_ops", []) + t.get("decode_ops", []))
+    if ops:
+        top_ops = Table(title="Largest operators (roofline)")
+        for col in ("operator", "phase", "time", "bound"):
+            top_ops.add_column(col, justify="right" if col == "time" else "left")
+        for o in ops[:8]:
+            top_ops.add_row(escape(o["name"]), o["phase"], _dur(o["time_s"]), o["bound"])
+        c.print(top_ops)
 
 
 @app.command()
@@ -576,14 +707,16 @@ def estimate(
     workload: Annotated[str, typer.Argument(help="Workload YAML file, or a model name.")],
     gpu: Annotated[str | None, typer.Option(help="GPU name or alias (overrides the file).")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
+    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
+    carbon: Annotated[float | None, typer.Option("--carbon", help="Grid carbon intensity, g CO2e/kWh.")] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The estimate for one workload: memory now; time, cost and energy as the models land."""
+    """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
     keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
     keys.update(api.parse_set_options(set_ or []))
-    rec = api.estimate(api.build_workload(workload, keys), catalog or [])
+    rec = api.estimate(api.build_workload(workload, keys), catalog or [], prices, carbon)
     if as_json:
         _emit_json(rec)
         return
@@ -593,6 +726,48 @@ def estimate(
     c.print(_breakdown_table(mem, title))
     c.print(_verdict(mem, rec["gpu"] or "", rec["num_gpus"]))
     _print_memory_detail(c, mem)
+    _print_time(c, rec)
+
+
+@app.command()
+def chart(
+    which: Annotated[str, typer.Argument(help="The chart: relative.")],
+    png: Annotated[Path | None, typer.Option("--png", help="Also draw it as a PNG bar chart (needs matplotlib).")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each GPU's speed relative to H100 SXM = 100% for 16-bit training, 16-bit and 8-bit inference."""
+    if which != "relative":
+        raise GpuplanError(f"unknown chart {which!r}; the chart available is: relative")
+    rec = api.chart_relative(catalog or [])
+    if png is not None:
+        from gpuplan.interfaces.charts import relative_png
+
+        relative_png(rec, png)
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    w = rec["workloads"]
+    t = Table(title=f"Speed relative to {rec['reference_gpu']} = 100% ({w['model']})")
+    for col in ("GPU", "16-bit training", "16-bit inference", "8-bit inference", "8-bit vs 16-bit"):
+        t.add_column(col, justify="left" if col == "GPU" else "right")
+    for r in rec["rows"]:
+        t.add_row(
+            r["gpu"],
+            f"{r['train_16bit_pct']:.0f}%",
+            f"{r['infer_16bit_pct']:.0f}%",
+            f"{r['infer_8bit_pct']:.0f}%",
+            f"{r['speedup_8bit_vs_16bit']:.2f}×" + ("" if r["fp8_native"] else " (no FP8)"),
+        )
+    c.print(t)
+    c.print(
+        f"Training: {w['model']} {w['training_16bit']['seq_len']}-token sequences, batch {w['training_16bit']['batch_size']}. "
+        f"Inference: {w['inference_16bit']['input_len']} in / {w['inference_16bit']['output_len']} out, "
+        f"{w['inference_16bit']['batch_size']} concurrent sequences. {escape(w['note'])}"
+    )
+    if png is not None:
+        c.print(f"Wrote {png}")
 
 
 @app.command()
@@ -600,25 +775,34 @@ def validate(
     file: Annotated[
         Path | None, typer.Option("--file", help="A measurement CSV (published.csv's columns). Default: bundled.")
     ] = None,
+    write_residuals: Annotated[
+        Path | None,
+        typer.Option("--write-residuals", help="Write the residuals file the error bars come from (developers)."),
+    ] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs published for every measurement gpuplan can express, with per-category errors."""
     rec = api.validate(file, catalog or [])
+    if write_residuals is not None:
+        write_residuals.write_text(json.dumps(api.residual_file(rec), indent=1) + "\n", encoding="utf-8")
     if as_json:
         _emit_json(rec)
         return
     c = _console()
     t = Table(title="Predicted vs published")
-    for col in ("id", "measured as", "predicted", "published", "error", "largest term"):
+    for col in ("id", "kind", "predicted", "published", "error", "largest term"):
         t.add_column(col, justify="right" if col in ("predicted", "published", "error") else "left")
     for r in rec["rows"]:
         if r["unit"] == "fits":
             pred, pub = ("fits" if r["predicted"] else "OOM"), ("fits" if r["published"] else "OOM")
             err = "ok" if r["error"] == 0 else "[red]wrong[/red]"
-        else:
+        elif r["unit"] == "bytes":
             pred, pub, err = _gib(r["predicted"]), _gib(r["published"]), f"{r['error']:+.1%}"
-        t.add_row(r["id"], r["measured_as"], pred, pub, err, escape(r["dominant"]))
+        else:
+            pred, pub, err = f"{r['predicted']:,.4g}", f"{r['published']:,.4g} {escape(r['unit'])}", f"{r['error']:+.1%}"
+        kind = r["kind"] + (f" ({r['measured_as']})" if r["unit"] == "bytes" else "")
+        t.add_row(r["id"], escape(kind), pred, pub, err, escape(r["dominant"]))
     c.print(t)
     s = Table(title="Summary per category")
     for col in ("category", "n", "median |error|", "mean |error|"):

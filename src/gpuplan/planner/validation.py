@@ -50,7 +50,7 @@ COLUMNS: Final = (
     "unit",
     "notes",
 )
-BUNDLED_FILES: Final = ("published.csv", "memory-more.csv")
+BUNDLED_FILES: Final = ("published.csv", "memory-more.csv", "perf-more.csv")
 
 _UNITS: Final = {"gb": 1e9, "gib": 2**30, "mb": 1e6, "mib": 2**20, "tb": 1e12, "bytes": 1.0, "b": 1.0}
 
@@ -171,10 +171,9 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
         raise InvalidSettingError(f"task {row['task']!r} names no training or inference workload")
 
     prec = row["precision"].lower()
-    for p in ("fp32", "tf32", "bf16", "fp16", "fp8"):
-        if p in prec:
-            w["precision"] = p
-            break
+    found = [(prec.find(p), p) for p in ("fp32", "tf32", "bf16", "fp16", "fp8") if p in prec]
+    if found:
+        w["precision"] = min(found)[1]  # the first named: "fp8 (Transformer Engine; bf16 master)" is fp8
     if w["task"] == "inference":
         for fmt in ("nf4", "int4", "int8", "fp8", "awq", "gptq"):
             if re.search(rf"\b{fmt}\b", prec):
@@ -266,8 +265,24 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
         if key in known and key != "model":
             if key == "sharding" and value.lower() not in ("fsdp", "deepspeed"):
                 continue  # FSDP's own strategy names (FULL_SHARD, ...): zero= carries the stage
+            if key == "task":
+                value = _TASK_WORDS.get(value.lower(), value.lower())
             w[key] = _coerce(value) if key == "lora_targets" else _scalar(value)
     return w
+
+
+# task words rows use for the workload's task names
+_TASK_WORDS: Final = {
+    "pretraining": "pretrain",
+    "training": "pretrain",
+    "fine-tune": "finetune",
+    "fine-tuning": "finetune",
+    "finetuning": "finetune",
+    "full": "finetune",
+    "sft": "finetune",
+    "generation": "inference",
+    "serving": "inference",
+}
 
 
 def _coerce(value: str) -> Any:

@@ -40,7 +40,7 @@ def _num(pattern: str, text: str) -> int | None:
 
 def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
     """A preset by name, or a model built from the shape a row spells out."""
-    base = re.sub(r"\(.*?\)", "", text).strip()
+    base = text.split("(", 1)[0].strip()
     names = [base, re.sub(r"(?i)-(chat|instruct|hf)$", "", base)]
     names += [re.sub(r"(?i)^llama-3-", "llama-3.1-", n) for n in names]
     for cand in names:
@@ -199,6 +199,8 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
             value = t.tokens_per_s_per_gpu
         elif "tflops" in metric:
             value = t.mfu * gpu.peak_flop_per_s["bf16"] / 1e12 if gpu.peak_flop_per_s.get("bf16") else 0.0
+        elif "images_per_s" in metric:
+            value = t.tokens_per_s
         elif "gpu_hours" in metric:
             raise InvalidSettingError("whole-run GPU-hours: the cluster's parallel layout is not published")
         else:
@@ -210,7 +212,9 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
         max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
     it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
     dom = it.bottleneck
-    if "first_token" in metric:
+    if "images_per_s" in metric:
+        value = it.output_tokens_per_s * (work.num_gpus if model.kind == "cnn" else 1)
+    elif "first_token" in metric:
         value = it.ttft_s * 1e3
     elif "decode_tokens_per_s" in metric:
         value = 1.0 / it.tpot_s

@@ -14,8 +14,12 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
+from typing import Final
 
+from gpuplan.errors import InvalidSettingError, UnknownGPUError
 from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.workload import read_user_text
 
 
 @dataclass(frozen=True)
@@ -45,25 +49,51 @@ def _rows_text() -> str:
     return (resources.files("gpuplan") / "data" / "prices" / "gpu-prices.csv").read_text(encoding="utf-8")
 
 
-def load_prices(catalog: Catalog) -> list[Price]:
+PRICE_COLUMNS: Final = ("gpu", "provider", "price_per_hour_usd", "date_or_version", "source")
+
+
+def _parse(text: str, catalog: Catalog, origin: str, strict: bool) -> list[Price]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("gpu", "price_per_hour_usd") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InvalidSettingError(
+            f"{origin}: not a price file: missing column(s) {', '.join(missing)}. Columns: {', '.join(PRICE_COLUMNS)}."
+        )
     out: list[Price] = []
-    for r in csv.DictReader(io.StringIO(_rows_text())):
+    for i, r in enumerate(reader, start=2):
         try:
             usd = float(r["price_per_hour_usd"])
         except (TypeError, ValueError):
+            if strict:
+                raise InvalidSettingError(
+                    f"{origin} line {i}: price_per_hour_usd {r['price_per_hour_usd']!r} is not a number."
+                ) from None
             continue
-        for name in _names(r["gpu"], catalog):
+        names = _names(r["gpu"] or "", catalog)
+        if strict and not names:
+            raise UnknownGPUError(f"{origin} line {i}: GPU {r['gpu']!r} is not in the catalog (see `gpuplan gpus`).")
+        provider = r.get("provider") or "user price"
+        for name in names:
             out.append(
                 Price(
                     name,
-                    r["provider"],
+                    provider,
                     usd,
-                    bool(re.search(r"\bspot\b", r["provider"], re.IGNORECASE)),
-                    r["date_or_version"],
-                    r["source"],
+                    bool(re.search(r"\bspot\b", provider, re.IGNORECASE)),
+                    r.get("date_or_version") or "",
+                    r.get("source") or origin,
                 )
             )
     return out
+
+
+def load_prices(catalog: Catalog) -> list[Price]:
+    return _parse(_rows_text(), catalog, "gpu-prices.csv", strict=False)
+
+
+def load_price_file(path: Path, catalog: Catalog) -> list[Price]:
+    """A user's price file (the bundled file's columns): every row must name a catalog GPU."""
+    return _parse(read_user_text(path, "price file"), catalog, path.name, strict=True)
 
 
 def cheapest_prices(catalog: Catalog, *, spot: bool = False) -> dict[str, Price]:

@@ -1,0 +1,106 @@
+"""Error bars from the validation residuals: how far a figure of a given kind has been off.
+
+`data/validation/residuals.json` holds, per kind ("training/Hopper", "decode/Ampere",
+"memory/Ada Lovelace", ...), the signed errors (predicted - published) / published of every
+bundled validation row of that kind. It is written by `gpuplan validate --write-residuals` and a
+test checks it matches the bundled rows, so the error bars move whenever the model or the rows do.
+
+A figure's range is where the truth would lie if this prediction erred like the middle 80% of its
+kind (10th-90th percentile): truth = predicted / (1 + error). A kind with fewer than MIN_ROWS rows
+borrows from the same measurement on every architecture, and then from everything.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Final
+
+MIN_ROWS: Final = 5
+LOW_Q: Final = 0.10
+HIGH_Q: Final = 0.90
+RESIDUALS_FILE: Final = "residuals.json"
+
+
+@dataclass(frozen=True)
+class Band:
+    kind: str  # the kind whose residuals set the band (may be a fallback)
+    n: int
+    err_low: float  # 10th percentile of signed errors
+    err_high: float  # 90th percentile
+    median_abs: float
+
+    def range(self, predicted: float) -> tuple[float, float]:
+        """(low, high) for the true value of a `predicted` figure."""
+        a = predicted / (1.0 + self.err_high) if self.err_high > -0.99 else predicted
+        b = predicted / (1.0 + self.err_low) if self.err_low > -0.99 else predicted * 100
+        return (min(a, b), max(a, b))
+
+    def record(self, predicted: float) -> dict[str, Any]:
+        low, high = self.range(predicted)
+        return {
+            "low": low,
+            "high": high,
+            "basis": f"10th-90th percentile of {self.n} validation errors for {self.kind}",
+            "median_abs_error": self.median_abs,
+        }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@lru_cache(maxsize=1)
+def residuals() -> dict[str, list[float]]:
+    path = resources.files("gpuplan") / "data" / "validation" / RESIDUALS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return {str(k): [float(x) for x in v] for k, v in data.get("kinds", {}).items()}
+
+
+def band(kind: str) -> Band | None:
+    """The error band for `kind` ("what/architecture"), with fallbacks when its rows are few."""
+    table = residuals()
+    what = kind.split("/", 1)[0]
+    candidates = [
+        (kind, table.get(kind, [])),
+        (f"{what} (all GPUs)", [e for k, v in table.items() if k.split("/", 1)[0] == what for e in v]),
+        ("all speed figures" if what != "memory" else "all memory figures", []),
+    ]
+    if what != "memory":
+        candidates[2] = ("all speed figures", [e for k, v in table.items() if not k.startswith("memory") for e in v])
+    else:
+        candidates[2] = ("all memory figures", [e for k, v in table.items() if k.startswith("memory") for e in v])
+    for name, errs in candidates:
+        if len(errs) >= MIN_ROWS:
+            return Band(
+                name,
+                len(errs),
+                _quantile(errs, LOW_Q),
+                _quantile(errs, HIGH_Q),
+                statistics.median(abs(e) for e in errs),
+            )
+    return None
+
+
+def residual_table(results: list[tuple[str, float]]) -> dict[str, Any]:
+    """The residuals file's content from (kind, signed error) pairs."""
+    kinds: dict[str, list[float]] = {}
+    for kind, err in results:
+        kinds.setdefault(kind, []).append(round(err, 4))
+    return {
+        "about": "signed errors (predicted - published) / published of the bundled validation rows, by kind; "
+        "written by `gpuplan validate --write-residuals`",
+        "kinds": {k: sorted(v) for k, v in sorted(kinds.items())},
+    }

@@ -1,0 +1,243 @@
+"""Which GPU, and how many: every catalog GPU type at 1, 2, 4 and 8 GPUs in one node, the
+layouts that make the job fit, its time, cost and energy, ranked by the objective.
+
+Nothing is tabulated: an option's place comes from the memory estimate (does it fit, with which
+layout), the performance model (how fast) and the price file (what it costs). Options that miss
+the deadline or the budget stay in the list, marked, so a user sees what they would need.
+
+What "time" means depends on the job:
+- training: time to train on `tokens` (or epochs x dataset_tokens); without either, time per
+  step, and cost and energy per million tokens;
+- inference with `tokens`: time to generate that many output tokens at `batch_size` concurrent
+  sequences (a batch job);
+- inference without `tokens`: a service holding `batch_size` concurrent sequences; time is one
+  request's latency, cost is per hour of service (or per `deadline` of it), and options whose
+  per-token latency is slower than SERVICE_MAX_TPOT_S are marked too slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gpuplan.errors import GpuplanError
+from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.prices import Price
+from gpuplan.specs.workload import Workload
+
+PLAN_COUNTS: Final = (1, 2, 4, 8)
+# A chat stream must come out at least as fast as people read: ~10 tokens/s (reading speed is
+# ~200-300 words/min = 4-7 tokens/s; 10 tokens/s is the usual interactive floor).
+SERVICE_MAX_TPOT_S: Final = 0.1
+
+
+@dataclass(frozen=True)
+class Option:
+    gpu: GPU
+    num_gpus: int
+    layout: dict[str, Any]
+    fits: bool
+    memory: MemoryEstimate | None
+    training: TrainingTime | None
+    inference: InferenceTime | None
+    time_s: float | None
+    throughput: float | None  # tokens/s (images/s for CNNs), all GPUs together
+    cost: CostEnergy | None
+    bottleneck: str
+    why: str
+    meets_deadline: bool | None
+    within_budget: bool | None
+    too_slow: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.fits and not self.too_slow and self.meets_deadline is not False and self.within_budget is not False
+
+
+def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
+    """Layouts to try on n GPUs, least intrusive first."""
+    if w.is_training:
+        base = {"num_gpus": n, "tp": 1, "pp": 1}
+        if n == 1:
+            yield {**base, "zero": 0 if w.offload == "none" else w.zero}
+            if w.activation_checkpointing != "full":
+                yield {**base, "zero": 0 if w.offload == "none" else w.zero, "activation_checkpointing": "full"}
+            return
+        yield {**base, "zero": w.zero}
+        if w.zero < 3:
+            yield {**base, "zero": 3}
+        if w.activation_checkpointing != "full":
+            yield {**base, "zero": 3, "activation_checkpointing": "full"}
+    else:
+        if model.num_heads % n == 0 and (model.num_kv_heads % n == 0 or n % max(model.num_kv_heads, 1) == 0):
+            yield {"num_gpus": n, "tp": n, "pp": 1}
+        elif model.num_layers >= n:
+            yield {"num_gpus": n, "tp": 1, "pp": n}
+
+
+def _train_tokens(w: Workload) -> float | None:
+    if w.tokens:
+        return w.tokens
+    if w.epochs and w.dataset_tokens:
+        return w.epochs * w.dataset_tokens
+    return None
+
+
+def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> str:
+    parts = [f"{t.tokens_per_s:,.0f} tokens/s at MFU {t.mfu:.0%}, {t.bottleneck}-bound"]
+    if t.exposed_comm_s > 0.05 * t.step_time_s:
+        parts.append(f"{t.exposed_comm_s / t.step_time_s:.0%} of each step waits on communication")
+    if layout.get("zero") == 3 and n > 1:
+        parts.append("FSDP/ZeRO-3 to fit")
+    if layout.get("activation_checkpointing") == "full":
+        parts.append("needs full activation checkpointing")
+    if gpu.supports("fp8") and t.mfu > 0:
+        parts.append("fp8 would speed the matmuls")
+    return "; ".join(parts)
+
+
+def _why_inference(it: InferenceTime, n: int, service: bool) -> str:
+    s = f"TTFT {it.ttft_s * 1e3:,.0f} ms, {it.tpot_s * 1e3:,.1f} ms/token at batch {it.batch} ({it.bottleneck}-bound)"
+    if n > 1:
+        s += f", tensor-parallel over {n}"
+    if not service and it.best_batch > it.batch:
+        s += f"; up to {it.best_output_tokens_per_s:,.0f} tokens/s at batch {it.best_batch} (continuous batching)"
+    return s
+
+
+def evaluate(
+    model: ModelSpec,
+    w: Workload,
+    gpu: GPU,
+    n: int,
+    price: Price | None,
+    carbon_g_per_kwh: float | None = None,
+) -> Option:
+    """One option: the first layout on n GPUs that fits, timed and priced."""
+    chosen: dict[str, Any] | None = None
+    mem: MemoryEstimate | None = None
+    last: MemoryEstimate | None = None
+    cand_w = w
+    for layout in _layouts(model, w, n):
+        try:
+            cand = w.with_(gpu=gpu.name, **layout)
+            e = estimate_memory(model, cand, gpu)
+        except GpuplanError:
+            continue
+        last = e
+        if e.fits:
+            chosen, mem, cand_w = layout, e, cand
+            break
+    if chosen is None or mem is None:
+        need = f"{last.per_gpu_bytes / 2**30:,.1f} GiB per GPU" if last else "no valid layout"
+        return Option(gpu, n, {}, False, last, None, None, None, None, None, "memory capacity",
+                      f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB", None, None)
+    try:
+        if w.is_training:
+            return _training_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
+        return _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
+    except GpuplanError as exc:
+        return Option(gpu, n, chosen, False, mem, None, None, None, None, None, "unsupported", str(exc).rstrip("."),
+                      None, None)
+
+
+def _marks(w: Workload, time_s: float | None, usd: float | None) -> tuple[bool | None, bool | None]:
+    deadline = None if w.deadline is None or time_s is None else time_s <= w.deadline
+    budget = None if w.budget is None or usd is None else usd <= w.budget
+    return deadline, budget
+
+
+def _training_option(
+    model: ModelSpec,
+    w: Workload,
+    gpu: GPU,
+    n: int,
+    layout: dict[str, Any],
+    mem: MemoryEstimate,
+    price: Price | None,
+    carbon: float | None,
+) -> Option:
+    t = estimate_training_time(model, w, gpu)
+    tokens = _train_tokens(w)
+    seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
+    busy = busy_share((o.bound, o.time_s) for o in t.ops)
+    ce = cost_and_energy(gpu, n, seconds, busy, price, tokens or t.tokens_per_step, carbon)
+    deadline, budget = _marks(w, t.time_to_train_s, ce.usd if tokens else None)
+    return Option(gpu, n, layout, True, mem, t, None, seconds, t.tokens_per_s, ce, t.bottleneck,
+                  _why_training(t, gpu, n, layout), deadline, budget)
+
+
+def _inference_option(
+    model: ModelSpec,
+    w: Workload,
+    gpu: GPU,
+    n: int,
+    layout: dict[str, Any],
+    mem: MemoryEstimate,
+    price: Price | None,
+    carbon: float | None,
+) -> Option:
+    service = w.tokens is None
+    cap = mem.serving.max_sequences if mem.serving else w.batch_size
+    it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
+    busy = busy_share((o.bound, o.time_s) for o in it.decode_ops)
+    rate = it.output_tokens_per_s
+    if service:
+        duration = w.deadline or 3600.0
+        ce = cost_and_energy(gpu, n, duration, busy, price, rate * duration, carbon)
+        too_slow = it.tpot_s > SERVICE_MAX_TPOT_S
+        why = _why_inference(it, n, True)
+        if too_slow:
+            why = f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); " + why
+        budget = None if w.budget is None or ce.usd is None else ce.usd <= w.budget
+        return Option(gpu, n, layout, True, mem, None, it, it.request_latency_s, rate, ce, it.bottleneck, why,
+                      None, budget, too_slow)
+    assert w.tokens is not None
+    seconds = w.tokens / rate
+    ce = cost_and_energy(gpu, n, seconds, busy, price, w.tokens, carbon)
+    deadline, budget = _marks(w, seconds, ce.usd)
+    return Option(gpu, n, layout, True, mem, None, it, seconds, rate, ce, it.bottleneck,
+                  _why_inference(it, n, False), deadline, budget)
+
+
+def _rank_key(o: Option, objective: str, service: bool) -> tuple[float, ...]:
+    inf = float("inf")
+    usable = 0.0 if o.ok else 1.0
+    if not o.fits:
+        return (2.0, inf, o.num_gpus)
+    ce = o.cost
+    if objective == "cost":
+        if service:
+            v = ce.usd if ce and ce.usd is not None else inf
+        else:
+            v = ce.usd_per_million_tokens if ce and ce.usd_per_million_tokens is not None else inf
+    elif objective == "energy":
+        v = ce.kwh_per_million_tokens if ce and ce.kwh_per_million_tokens is not None else inf
+    else:
+        v = o.time_s if o.time_s is not None else inf
+    tie = o.time_s if o.time_s is not None else inf
+    return (usable, v, tie, o.num_gpus)
+
+
+def plan_options(
+    model: ModelSpec,
+    w: Workload,
+    catalog: Catalog,
+    prices: dict[str, Price],
+    gpus: Iterable[GPU] | None = None,
+    counts: Iterable[int] = PLAN_COUNTS,
+    carbon_g_per_kwh: float | None = None,
+) -> list[Option]:
+    """Every (GPU type, count) option, ranked by the workload's objective (usable ones first)."""
+    out: list[Option] = []
+    for gpu in gpus if gpus is not None else catalog:
+        for n in counts:
+            out.append(evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh))
+    service = not w.is_training and w.tokens is None
+    out.sort(key=lambda o: _rank_key(o, w.objective, service))
+    return out
