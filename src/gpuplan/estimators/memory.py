@@ -290,8 +290,54 @@ def estimate_memory(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Me
             f"task {w.task!r} is a graphics workload; its memory is per stream or user (see `gpuplan plan`)."
         )
     if w.is_training:
+        if model.kind == "cnn":
+            return _cnn_training(model, w, gpu)
         return _training(model, w, gpu)
     return _inference(model, w, gpu)
+
+
+# Feature-map elements autograd keeps per 224x224 image in ResNet-50 training: each bottleneck
+# block saves its convolutions' outputs (BatchNorm's input) and the ReLU outputs (the next conv's
+# input): stem 1.8M, stage 1 3 x 2.4M, stage 2 4 x 1.2M, stage 3 6 x 0.6M, stage 4 3 x 0.3M
+# = 18.3M (layer shapes from He et al. 2016, table 1). Other CNNs scale by their FLOPs per image.
+CNN_SAVED_ELEMENTS_PER_IMAGE: Final = 18.3e6
+CNN_REFERENCE_FLOPS: Final = 8.2e9  # ResNet-50 forward at 224x224, 2 FLOPs per multiply-add
+# cuDNN convolution workspace: PyTorch lets cuDNN pick algorithms with up to ~1 GiB of workspace
+# on large GPUs (benchmark mode); 512 MiB is the typical working figure.
+CNN_WORKSPACE_BYTES: Final = 512 * 2**20
+
+
+def _cnn_training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
+    """CNN training (data parallel): fp32 weights, gradients and optimizer states, the saved
+    feature maps of every layer, and cuDNN's workspace."""
+    if w.task in ("lora", "qlora") or w.tp > 1 or w.pp > 1:
+        raise InvalidSettingError(
+            f"{model.name} is a CNN: train it with task pretrain or finetune, data-parallel (tp = pp = 1)."
+        )
+    c = _act_bytes(w.precision)
+    n = model.total_params
+    info = OPTIMIZER_INFO[w.optimizer]
+    shard = w.dp if w.zero >= 1 else 1
+    per_state = 1.0 if info.eight_bit else 4.0
+    states = n * info.moments * per_state / shard
+    scale = model.conv_flops_per_sample / CNN_REFERENCE_FLOPS if model.conv_flops_per_sample else 1.0
+    acts = CNN_SAVED_ELEMENTS_PER_IMAGE * scale * c * w.batch_size
+    lines = [
+        MemoryLine("weights (fp32)", n * 4.0 / (w.dp if w.zero >= 3 else 1), f"{n / 1e6:.1f}M params", "model"),
+        MemoryLine("gradients (fp32)", n * 4.0 / (w.dp if w.zero >= 2 else 1), "one per weight", "grad"),
+        MemoryLine(
+            f"optimizer states ({w.optimizer})", states, f"{info.moments} x {per_state:g} B per param", "optimizer"
+        ),
+        MemoryLine(
+            "saved feature maps",
+            acts,
+            f"{w.batch_size} images x {CNN_SAVED_ELEMENTS_PER_IMAGE * scale / 1e6:.1f}M values x {c:g} B "
+            "(conv and ReLU outputs, ResNet-50 shapes)",
+            "activation",
+        ),
+        MemoryLine("cuDNN workspace", CNN_WORKSPACE_BYTES, "convolution algorithm scratch space", "buffer"),
+    ]
+    return _finish(model, w, gpu, {"forward/backward": lines}, 0.0, n, [])
 
 
 def _check_parallel(model: ModelSpec, w: Workload) -> None:

@@ -116,6 +116,7 @@ class TrainingTime:
 @dataclass(frozen=True)
 class InferenceTime:
     ttft_s: float  # prefill of the whole batch (static batching: every sequence's first token)
+    ttft_single_s: float  # prefill of one request (continuous batching admits requests one by one)
     tpot_s: float  # mean decode step over the output
     output_tokens_per_s: float  # static batch of `batch_size`, all GPUs together
     request_latency_s: float
@@ -154,6 +155,10 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
             "Use precision: bf16 (or fp16 where there is no bf16)."
         )
     notes: list[str] = []
+    if prec == "bf16" and not gpu.supports("bf16") and gpu.supports("fp16"):
+        # no BF16 tensor cores (pre-Ampere): people run fp16 (with loss scaling when training)
+        prec = "fp16"
+        notes.append(f"{gpu.name} has no BF16 tensor cores: timed as fp16" + (" with loss scaling" if w.is_training else ""))
     if not w.is_training:
         fmt = w.effective_weight_dtype
         if fmt == "fp8" and gpu.supports("fp8") and prec in ("bf16", "fp16", "fp8"):
@@ -494,6 +499,7 @@ def _cnn_inference(c: _Ctx) -> InferenceTime:
     t = _time(ops)
     return InferenceTime(
         ttft_s=t,
+        ttft_single_s=t,
         tpot_s=0.0,
         output_tokens_per_s=b / t,
         request_latency_s=t,
@@ -523,6 +529,7 @@ def _encoder_inference(c: _Ctx) -> InferenceTime:
     rate = w.batch_size * seq / t
     return InferenceTime(
         ttft_s=t,
+        ttft_single_s=t,
         tpot_s=0.0,
         output_tokens_per_s=rate,
         request_latency_s=t,
@@ -671,8 +678,10 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
             if t > best_t * 1.0001:
                 best_b, best_t = cand, t
     out = max(w.output_len, 1)
+    single = ttft if b == 1 else _time(_inference_step(c, 1, max(w.input_len, 1), 0.0, "prefill"))
     return InferenceTime(
         ttft_s=ttft,
+        ttft_single_s=single,
         tpot_s=tpot,
         output_tokens_per_s=tput,
         request_latency_s=ttft + (out - 1) * tpot,

@@ -49,6 +49,13 @@ class Band:
         }
 
 
+def kind_of(what: str, model_kind: str, architecture: str) -> str:
+    """The residual kind of a figure: what was timed, for which model family, on which architecture
+    ("training/Hopper", "training (CNN)/Volta", "decode/Ampere")."""
+    family = {"cnn": " (CNN)", "encoder": " (encoder)", "vision-transformer": " (encoder)"}.get(model_kind, "")
+    return f"{what}{family}/{architecture}"
+
+
 def _quantile(values: list[float], q: float) -> float:
     s = sorted(values)
     if len(s) == 1:
@@ -73,15 +80,17 @@ def band(kind: str) -> Band | None:
     """The error band for `kind` ("what/architecture"), with fallbacks when its rows are few."""
     table = residuals()
     what = kind.split("/", 1)[0]
+    base_what = what.split(" (", 1)[0]
+    memory = base_what == "memory"
     candidates = [
         (kind, table.get(kind, [])),
-        (f"{what} (all GPUs)", [e for k, v in table.items() if k.split("/", 1)[0] == what for e in v]),
-        ("all speed figures" if what != "memory" else "all memory figures", []),
+        (f"{what} on any GPU", [e for k, v in table.items() if k.split("/", 1)[0] == what for e in v]),
+        (f"{base_what} on any GPU", [e for k, v in table.items() if k.split("/", 1)[0].split(" (")[0] == base_what for e in v]),
+        (
+            "all memory figures" if memory else "all speed figures",
+            [e for k, v in table.items() if k.startswith("memory") == memory for e in v],
+        ),
     ]
-    if what != "memory":
-        candidates[2] = ("all speed figures", [e for k, v in table.items() if not k.startswith("memory") for e in v])
-    else:
-        candidates[2] = ("all memory figures", [e for k, v in table.items() if k.startswith("memory") for e in v])
     for name, errs in candidates:
         if len(errs) >= MIN_ROWS:
             return Band(

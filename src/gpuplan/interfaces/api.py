@@ -347,11 +347,15 @@ def _ops_record(ops: Iterable[Op]) -> list[dict[str, Any]]:
     return out
 
 
-def time_record(t: TrainingTime | InferenceTime, arch: str) -> dict[str, Any]:
+def time_record(t: TrainingTime | InferenceTime, arch: str, model_kind: str = "decoder") -> dict[str, Any]:
     """The time part of DESIGN.md's estimate contract, each figure with its validation range."""
     rec: dict[str, Any] = {}
+
+    def k(what: str) -> str:
+        return uncertainty.kind_of(what, model_kind, arch)
+
     if isinstance(t, TrainingTime):
-        kind = f"training/{arch}"
+        kind = k("training")
         _with_band(rec, "step_time_s", t.step_time_s, kind)
         # a throughput's error runs the other way: truth = predicted / (1 + err) for tokens/s too
         _with_band(rec, "tokens_per_s", t.tokens_per_s, kind)
@@ -370,19 +374,20 @@ def time_record(t: TrainingTime | InferenceTime, arch: str) -> dict[str, Any]:
         b = uncertainty.band(kind)
         rec["uncertainty"] = b.record(t.tokens_per_s) if b else None
     else:
-        _with_band(rec, "ttft_s", t.ttft_s, f"prefill/{arch}")
-        _with_band(rec, "tpot_s", t.tpot_s, f"decode/{arch}")
-        _with_band(rec, "output_tokens_per_s", t.output_tokens_per_s, f"serving throughput/{arch}")
+        _with_band(rec, "ttft_s", t.ttft_s, k("prefill"))
+        rec["ttft_single_request_s"] = t.ttft_single_s
+        _with_band(rec, "tpot_s", t.tpot_s, k("decode"))
+        _with_band(rec, "output_tokens_per_s", t.output_tokens_per_s, k("serving throughput"))
         rec["request_latency_s"] = t.request_latency_s
         rec["batch"] = t.batch
         rec["max_batch"] = t.max_batch
-        _with_band(rec, "best_output_tokens_per_s", t.best_output_tokens_per_s, f"serving throughput/{arch}")
+        _with_band(rec, "best_output_tokens_per_s", t.best_output_tokens_per_s, k("serving throughput"))
         rec["best_batch"] = t.best_batch
         rec["prefill_tokens_per_s"] = t.prefill_tokens_per_s
         rec["bottleneck"] = t.bottleneck
         rec["prefill_ops"] = _ops_record(t.prefill_ops)
         rec["decode_ops"] = _ops_record(t.decode_ops)
-        b = uncertainty.band(f"serving throughput/{arch}")
+        b = uncertainty.band(k("serving throughput"))
         rec["uncertainty"] = b.record(t.output_tokens_per_s) if b else None
     rec["notes"] = list(t.notes)
     return rec
@@ -464,7 +469,7 @@ def estimate(
         seconds = tokens / rate if rate > 0 else t.request_latency_s
         busy = busy_share((o.bound, o.time_s) for o in t.decode_ops)
     ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
-    out["time"] = time_record(t, gpu.architecture)
+    out["time"] = time_record(t, gpu.architecture, model.kind)
     out["time"]["job_s"] = seconds
     out["cost"] = cost_record(ce)
     out["energy"] = energy_record(ce)
@@ -578,12 +583,13 @@ def plan(
         "mode": "training" if w.is_training else ("service" if service else "batch inference"),
         "deadline_s": w.deadline,
         "budget_usd": w.budget,
-        "options": [option_record(o) for o in shown],
+        "options": [option_record(o, model.kind) for o in shown],
         "considered": len(opts),
+        "throughput_unit": "images/s" if model.kind == "cnn" else "tokens/s",
     }
 
 
-def option_record(o: Option) -> dict[str, Any]:
+def option_record(o: Option, model_kind: str = "decoder") -> dict[str, Any]:
     arch = o.gpu.architecture
     rec: dict[str, Any] = {
         "gpu": o.gpu.name,
@@ -592,7 +598,7 @@ def option_record(o: Option) -> dict[str, Any]:
         "layout": o.layout,
         "per_gpu_bytes": o.memory.per_gpu_bytes if o.memory else None,
     }
-    kind = f"training/{arch}" if o.training else f"serving throughput/{arch}"
+    kind = uncertainty.kind_of("training" if o.training else "serving throughput", model_kind, arch)
     _with_band(rec, "time_s", o.time_s, kind)
     _with_band(rec, "throughput", o.throughput, kind)
     rec["cost_usd"] = o.cost.usd if o.cost else None
@@ -605,6 +611,7 @@ def option_record(o: Option) -> dict[str, Any]:
     rec["meets_deadline"] = o.meets_deadline
     rec["within_budget"] = o.within_budget
     rec["too_slow"] = o.too_slow
+    rec["licence_barred"] = o.licence_barred
     if o.training:
         rec["mfu"] = o.training.mfu
     if o.inference:

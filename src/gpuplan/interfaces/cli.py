@@ -579,18 +579,20 @@ def _range(rec: dict[str, Any], key: str, fmt: Any) -> str:
 def _print_llm_plan(c: Console, rec: dict[str, Any]) -> None:
     w = rec["workload"]
     mode = rec["mode"]
+    unit = rec.get("throughput_unit", "tokens/s")
     job = {
-        "training": f"{w.get('task')} {rec['model']}, {w.get('precision', 'bf16')}, batch {w.get('batch_size', 1)} × {w.get('seq_len', 2048)}",
+        "training": f"{w.get('task')} {rec['model']}, {w.get('precision', 'bf16')}, batch {w.get('batch_size', 1)}"
+        + ("" if unit == "images/s" else f" × {w.get('seq_len', 2048)}"),
         "service": f"serving {rec['model']} to {w.get('batch_size', 1)} concurrent streams, {w.get('input_len', 128)} in / {w.get('output_len', 128)} out",
         "batch inference": f"generating {w.get('tokens', 0):,.0f} tokens with {rec['model']}",
     }[mode]
     if mode == "training" and w.get("tokens"):
-        job += f", {w['tokens']:,.3g} tokens"
+        job += f", {w['tokens']:,.3g} " + ("images" if unit == "images/s" else "tokens")
     t = Table(title=f"{escape(job)} · ranked by {rec['objective']}")
     time_head = {"training": "time to train", "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
-    for col in ("#", "GPU", "GPUs", time_head, "tokens/s", cost_head, "energy", "limited by", "why"):
-        t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, "tokens/s", cost_head, "energy") else "left")
+    for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why"):
+        t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
     shown = 0
     for o in rec["options"]:
         if not o["fits"]:
@@ -598,7 +600,7 @@ def _print_llm_plan(c: Console, rec: dict[str, Any]) -> None:
         shown += 1
         cost = "no price" if o["cost_usd"] is None else f"${o['cost_usd']:,.2f}"
         if mode == "training" and not w.get("tokens") and o["usd_per_million_tokens"] is not None:
-            cost = f"${o['usd_per_million_tokens']:,.2f}/Mtok"
+            cost = f"${o['usd_per_million_tokens']:,.2f}/M" + ("images" if unit == "images/s" else "tok")
         energy = "—" if o["energy_kwh"] is None else f"{o['energy_kwh']:,.2f} kWh"
         marks = []
         if o["meets_deadline"] is False:
@@ -607,6 +609,8 @@ def _print_llm_plan(c: Console, rec: dict[str, Any]) -> None:
             marks.append("[red]over budget[/red]")
         if o["too_slow"]:
             marks.append("[red]too slow[/red]")
+        if o["licence_barred"]:
+            marks.append("[red]licence[/red]")
         why = escape(o["why"]) + (" · " + ", ".join(marks) if marks else "")
         t.add_row(
             str(shown),

@@ -18,7 +18,7 @@ What "time" means depends on the job:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gpuplan.errors import GpuplanError
@@ -31,6 +31,12 @@ from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
 PLAN_COUNTS: Final = (1, 2, 4, 8)
+# Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from
+# what is left (vLLM, SGLang): a batch the KV budget cannot hold does not run.
+PREALLOCATING_ENGINES: Final = frozenset({"vllm", "sglang"})
+GEFORCE_LICENCE: Final = (
+    "the GeForce driver licence bars datacenter deployment (set datacenter: false for your own workstation)"
+)
 # A chat stream must come out at least as fast as people read: ~10 tokens/s (reading speed is
 # ~200-300 words/min = 4-7 tokens/s; 10 tokens/s is the usual interactive floor).
 SERVICE_MAX_TPOT_S: Final = 0.1
@@ -53,10 +59,17 @@ class Option:
     meets_deadline: bool | None
     within_budget: bool | None
     too_slow: bool = False
+    licence_barred: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.fits and not self.too_slow and self.meets_deadline is not False and self.within_budget is not False
+        return (
+            self.fits
+            and not self.too_slow
+            and not self.licence_barred
+            and self.meets_deadline is not False
+            and self.within_budget is not False
+        )
 
 
 def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
@@ -102,7 +115,8 @@ def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> 
 
 
 def _why_inference(it: InferenceTime, n: int, service: bool) -> str:
-    s = f"TTFT {it.ttft_s * 1e3:,.0f} ms, {it.tpot_s * 1e3:,.1f} ms/token at batch {it.batch} ({it.bottleneck}-bound)"
+    ttft = it.ttft_single_s if service else it.ttft_s
+    s = f"TTFT {ttft * 1e3:,.0f} ms, {it.tpot_s * 1e3:,.1f} ms/token at batch {it.batch} ({it.bottleneck}-bound)"
     if n > 1:
         s += f", tensor-parallel over {n}"
     if not service and it.best_batch > it.batch:
@@ -184,6 +198,10 @@ def _inference_option(
 ) -> Option:
     service = w.tokens is None
     cap = mem.serving.max_sequences if mem.serving else w.batch_size
+    if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and cap < w.batch_size:
+        return Option(gpu, n, layout, False, mem, None, None, None, None, None, "memory capacity",
+                      f"{w.engine}'s KV cache (gpu_memory_utilization {w.gpu_memory_utilization:g}) holds "
+                      f"{cap} of the {w.batch_size} sequences", None, None)
     it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
     busy = busy_share((o.bound, o.time_s) for o in it.decode_ops)
     rate = it.output_tokens_per_s
@@ -192,10 +210,11 @@ def _inference_option(
         ce = cost_and_energy(gpu, n, duration, busy, price, rate * duration, carbon)
         too_slow = it.tpot_s > SERVICE_MAX_TPOT_S
         why = _why_inference(it, n, True)
+        latency = it.ttft_single_s + (max(w.output_len, 1) - 1) * it.tpot_s
         if too_slow:
             why = f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); " + why
         budget = None if w.budget is None or ce.usd is None else ce.usd <= w.budget
-        return Option(gpu, n, layout, True, mem, None, it, it.request_latency_s, rate, ce, it.bottleneck, why,
+        return Option(gpu, n, layout, True, mem, None, it, latency, rate, ce, it.bottleneck, why,
                       None, budget, too_slow)
     assert w.tokens is not None
     seconds = w.tokens / rate
@@ -237,7 +256,10 @@ def plan_options(
     out: list[Option] = []
     for gpu in gpus if gpus is not None else catalog:
         for n in counts:
-            out.append(evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh))
+            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh)
+            if o.fits and gpu.geforce_eula and w.datacenter:
+                o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
+            out.append(o)
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))
     return out

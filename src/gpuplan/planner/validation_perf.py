@@ -17,6 +17,7 @@ from typing import Any, Final
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+from gpuplan.estimators.uncertainty import kind_of
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, model_from_config
 from gpuplan.specs.models import find_preset, load_model
@@ -110,7 +111,7 @@ def _engine(text: str) -> str | None:
         (r"llama\.cpp", "llama.cpp"),
         (r"\bvLLM\b", "vllm"),
         (r"SGLang", "sglang"),
-        (r"transformers|generate\(\)|gpt-fast|HF ", "transformers"),
+        (r"transformers|generate\(\)|HF |litgpt|eager PyTorch", "transformers"),
     ):
         if re.search(pattern, text, re.IGNORECASE):
             return engine
@@ -170,17 +171,23 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
     return w
 
 
-def _kind(category: str, metric: str, gpu: GPU) -> str:
+def _prompt_rate(row_fields: dict[str, str]) -> bool:
+    """A prompt-processing rate (llama-bench pp512): prefill tokens per second."""
+    text = " ".join((row_fields.get("task", ""), row_fields.get("notes", ""))).lower()
+    return "throughput" in row_fields["metric"].lower() and bool(re.search(r"prompt processing|\bpp\d+", text))
+
+
+def _kind(category: str, metric: str, gpu: GPU, model: ModelSpec, prompt_rate: bool = False) -> str:
     m = metric.lower()
     if category == "train_throughput":
         what = "training"
-    elif "first_token" in m or "ttft" in m:
+    elif "first_token" in m or "ttft" in m or prompt_rate:
         what = "prefill"
     elif "decode" in m or "per_output_token" in m:
         what = "decode"
     else:
         what = "serving throughput"
-    return f"{what}/{gpu.architecture}"
+    return kind_of(what, model.kind, gpu.architecture)
 
 
 def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: ModelSpec, gpu: GPU) -> SpeedPrediction:
@@ -191,7 +198,8 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
     unit = row_fields.get("unit", "").lower()
     batch_text = row_fields.get("batch", "").lower()
     work = make_workload(wl)
-    kind = _kind(row_fields["category"], metric, gpu)
+    prompt_rate = _prompt_rate(row_fields)
+    kind = _kind(row_fields["category"], metric, gpu, model, prompt_rate)
     if work.is_training:
         t = estimate_training_time(model, work, gpu)
         dom = f"{t.bottleneck}; MFU {t.mfu:.0%}"
@@ -212,7 +220,9 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
         max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
     it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
     dom = it.bottleneck
-    if "images_per_s" in metric:
+    if prompt_rate:
+        value = it.prefill_tokens_per_s
+    elif "images_per_s" in metric:
         value = it.output_tokens_per_s * (work.num_gpus if model.kind == "cnn" else 1)
     elif "first_token" in metric:
         value = it.ttft_s * 1e3
