@@ -108,5 +108,6 @@ def test_plan_cli_contract(run_cli: RunCli, tmp_path: Path) -> None:
     assert code == 2 and "resolution" in err
     g = tmp_path / "llm.yaml"
     g.write_text("model: llama-3.1-8b\ntask: lora\n")
-    code, _out, err = run_cli("plan", str(g))
-    assert code == 2 and "gpuplan fit" in err
+    code, out, err = run_cli("plan", str(g), "--json")  # LLM workloads are planned too (issue 4)
+    assert code == 0, err
+    assert json.loads(out)["mode"] == "training"

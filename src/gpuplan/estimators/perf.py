@@ -376,7 +376,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
     # weights (LoRA) there is no weight gradient, so 2x forward of the matmuls (the 4N convention
     # NeMo's LoRA figures use) plus the full attention backward
     model_flops = 3.0 * fwd_flops - (model.matmul_flops_per_token() if lora else 0.0)
-    peak_16 = compute_peak(gpu, w.precision).flop_per_s
+    peak_16 = c.peak  # the peak of the precision the matmuls run at (fp8 runs against the fp8 peak, as llm-foundry)
     mfu = per_gpu * model_flops / peak_16
     hw_flops = model_flops + (fwd_flops if w.activation_checkpointing == "full" else 0.0)
     hfu = per_gpu * hw_flops / peak_16
@@ -452,7 +452,7 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
     samples = w.batch_size * w.grad_accum * w.dp
     per_s = samples / step
     model_flops = 3.0 * model.conv_flops_per_sample
-    peak = compute_peak(gpu, w.precision).flop_per_s
+    peak = c.peak
     mfu = per_s / w.num_gpus * model_flops / peak
     parts = {
         "compute": sum(o.time_s for o in (*fwd, *bwd) if o.bound == "compute"),

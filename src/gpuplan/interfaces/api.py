@@ -612,6 +612,7 @@ def option_record(o: Option, model_kind: str = "decoder") -> dict[str, Any]:
     rec["within_budget"] = o.within_budget
     rec["too_slow"] = o.too_slow
     rec["licence_barred"] = o.licence_barred
+    rec["usable"] = o.ok  # fits, fast enough, licence-clean, within deadline and budget
     if o.training:
         rec["mfu"] = o.training.mfu
     if o.inference:

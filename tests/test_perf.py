@@ -1,0 +1,320 @@
+"""The performance model: roofline physics, published anchors, the seed's claims, and the plan.
+
+Tolerances are stated per assertion; anchors cite the validation row they come from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import RunCli
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import comm, uncertainty
+from gpuplan.estimators.cost import IDLE_SHARE, cost_and_energy
+from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+from gpuplan.interfaces import api
+from gpuplan.planner.recommend import plan_options
+from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.models import load_model
+from gpuplan.specs.prices import Price, cheapest_prices
+from gpuplan.specs.workload import Workload, make_workload
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _w(**kw: Any) -> Workload:
+    return make_workload({"model": "llama-3.1-8b", **kw})
+
+
+# --- training -------------------------------------------------------------------------------
+
+
+def test_training_anchor_llm_foundry_a100(catalog: Catalog) -> None:
+    """LF-026 (mosaicml/llm-foundry benchmarks): MPT-30B, 8x A100 80GB, FSDP, act ckpt, 916 tok/s/GPU."""
+    from gpuplan.planner.validation_perf import model_from_prose
+
+    m = model_from_prose("MPT-30b (d_model=7168; n_layers=48; n_heads=56; vocab=50368; expansion=4)", 2048)
+    w = make_workload({"model": "mpt", "task": "pretrain", "num_gpus": 8, "zero": 3, "batch_size": 3,
+                       "grad_accum": 21, "seq_len": 2048, "activation_checkpointing": "full"})  # fmt: skip
+    t = estimate_training_time(m, w, catalog.get("A100 80GB"))
+    assert t.tokens_per_s_per_gpu == pytest.approx(916, rel=0.15)
+    assert 0.4 < t.mfu < 0.65  # published MFU 55.3%
+
+
+def test_training_physics(catalog: Catalog) -> None:
+    m, h100 = load_model("llama-3.1-8b"), catalog.get("H100")
+    base = _w(task="finetune", batch_size=4, seq_len=2048, gpu=h100.name)
+    full = estimate_training_time(m, base, h100)
+    ckpt = estimate_training_time(m, base.with_(activation_checkpointing="full"), h100)
+    lora = estimate_training_time(m, base.with_(task="lora"), h100)
+    fp8 = estimate_training_time(m, base.with_(precision="fp8"), h100)
+    # recompute adds about one forward: 1 + 1/3 of the work (Narayanan et al. 2021) -> 20-35% slower
+    assert 1.15 < ckpt.step_time_s / full.step_time_s < 1.40
+    # LoRA skips the frozen weights' gradients: ~2/3 of full fine-tuning's matmul work
+    assert 0.55 < lora.step_time_s / full.step_time_s < 0.85
+    assert fp8.step_time_s < 0.85 * full.step_time_s  # FP8 GEMMs on Hopper
+    assert full.bottleneck == "compute"
+    # MFU is a share of peak: physical bounds
+    assert 0.2 < full.mfu < 0.8 and full.hfu >= full.mfu
+    with pytest.raises(InvalidSettingError, match="FP8"):
+        estimate_training_time(m, base.with_(precision="fp8", gpu="A100"), catalog.get("A100"))
+
+
+def test_data_parallel_scaling_and_time_to_train(catalog: Catalog) -> None:
+    m, a100 = load_model("llama-3.2-1b"), catalog.get("A100 80GB")
+    one = estimate_training_time(m, make_workload({"model": "llama-3.2-1b", "task": "pretrain", "batch_size": 8,
+                                                   "tokens": 1e9}), a100)  # fmt: skip
+    eight = estimate_training_time(m, make_workload({"model": "llama-3.2-1b", "task": "pretrain", "batch_size": 8,
+                                                     "num_gpus": 8, "tokens": 1e9}), a100)  # fmt: skip
+    # NVLink all-reduce of 1.2B fp32 gradients overlaps the backward pass: near-linear scaling
+    assert 7.0 < eight.tokens_per_s / one.tokens_per_s <= 8.0
+    assert one.time_to_train_s == pytest.approx(1e9 / one.tokens_per_s)
+    # over PCIe without P2P (RTX 4090) the same all-reduce costs more of the step
+    g4090 = catalog.get("RTX 4090")
+    bw_nv, _, name_nv = comm.link(a100, 8)
+    bw_pcie, _, name_pcie = comm.link(g4090, 8)
+    assert name_nv == "NVLink" and name_pcie == "PCIe" and bw_nv > 5 * bw_pcie
+
+
+# --- inference ------------------------------------------------------------------------------
+
+
+def test_decode_is_bandwidth_bound_and_quantisation_helps(catalog: Catalog) -> None:
+    m, g = load_model("llama-2-7b"), catalog.get("RTX 4090")
+    w = make_workload({"model": "llama-2-7b", "task": "inference", "batch_size": 1, "input_len": 8,
+                       "output_len": 256, "gpu": g.name})  # fmt: skip
+    bf16 = estimate_inference_time(m, w, g)
+    q4 = estimate_inference_time(m, w.with_(weight_dtype="int4"), g)
+    # batch-1 decode reads every weight once per token: 13.5 GB / (1008 GB/s x 0.8) = 16.7 ms
+    assert bf16.tpot_s == pytest.approx(13.5e9 / (1008e9 * 0.8), rel=0.15)
+    assert bf16.bottleneck == "memory bandwidth"
+    # MLC-003 (mlc-ai/llm-perf-bench): 204.8 tok/s for 4-bit Llama-2-7B on a 4090
+    assert 1 / q4.tpot_s == pytest.approx(204.8, rel=0.15)
+    # throughput grows with batch until compute-bound
+    b32 = estimate_inference_time(m, w.with_(batch_size=32), g)
+    assert b32.output_tokens_per_s > 10 * bf16.output_tokens_per_s
+
+
+def test_prefill_and_tensor_parallel(catalog: Catalog) -> None:
+    m, h100 = load_model("llama-3.1-70b"), catalog.get("H100")
+    w = make_workload({"model": "llama-3.1-70b", "task": "inference", "batch_size": 1, "input_len": 2048,
+                       "output_len": 128, "num_gpus": 4, "tp": 4, "weight_dtype": "fp8"})  # fmt: skip
+    tp4 = estimate_inference_time(m, w, h100)
+    tp8 = estimate_inference_time(m, w.with_(num_gpus=8, tp=8), h100)
+    assert tp8.tpot_s < tp4.tpot_s and tp8.ttft_s < tp4.ttft_s
+    assert any(o.name == "tensor-parallel all-reduce" for o in tp4.decode_ops)
+    longer = estimate_inference_time(m, w.with_(input_len=8192), h100)
+    assert longer.ttft_s > 3.5 * tp4.ttft_s  # prefill is compute-bound: ~linear (+ attention) in prompt length
+
+
+def test_continuous_batching_within_kv_capacity(catalog: Catalog) -> None:
+    m, h100 = load_model("llama-3.1-8b"), catalog.get("H100")
+    w = _w(task="inference", batch_size=8, input_len=512, output_len=512)
+    it = estimate_inference_time(m, w, h100, max_batch=300)
+    assert it.best_batch <= 300 and it.best_output_tokens_per_s > 5 * it.output_tokens_per_s
+
+
+def test_seed_claims_fall_out_of_the_model() -> None:
+    """The seed: 8-bit inference beats 16-bit on H100 (~1.37x cited), fp8 brings no speed-up on A100."""
+    rows = {r["gpu"]: r for r in api.chart_relative()["rows"]}
+    assert 1.2 < rows["H100 SXM5 80GB"]["speedup_8bit_vs_16bit"] < 1.8
+    assert rows["A100 SXM4 80GB"]["speedup_8bit_vs_16bit"] < 1.05
+    assert rows["H100 SXM5 80GB"]["train_16bit_pct"] == pytest.approx(100)
+    # datasheet ordering of 16-bit training speed: B200 > H100 > A100 > V100 > T4
+    order = [rows[g]["train_16bit_pct"] for g in ("B200", "H100 SXM5 80GB", "A100 SXM4 80GB", "V100 SXM2 32GB", "T4")]
+    assert order == sorted(order, reverse=True)
+
+
+# --- plan -----------------------------------------------------------------------------------
+
+
+def _plan(path: Path, **over: Any) -> dict[str, Any]:
+    return api.plan(api.build_workload(str(path), over), top=None)
+
+
+def test_pretraining_ranks_hopper_class_first_on_time(catalog: Catalog) -> None:
+    rec = _plan(EXAMPLES / "pretrain-1b.yaml")
+    first = rec["options"][0]
+    assert catalog.get(first["gpu"]).architecture in ("Hopper", "Blackwell") and first["num_gpus"] == 8
+    usable = [o for o in rec["options"] if o["usable"]]
+    assert usable and usable == rec["options"][: len(usable)]  # usable options come first
+    times = [o["time_s"] for o in usable]
+    assert times == sorted(times)
+
+
+def test_modest_chat_service_ranks_inference_cards_first_on_cost(catalog: Catalog) -> None:
+    rec = _plan(EXAMPLES / "chat-7b.yaml")
+    assert rec["mode"] == "service"
+    first = catalog.get(rec["options"][0]["gpu"])
+    # L4/L40S-class: PCIe GDDR inference cards, not HBM training parts, and not GeForce in a datacenter
+    assert first.form_factor == "PCIe" and first.memory_type.startswith("GDDR") and not first.geforce_eula
+    assert rec["options"][0]["usd_per_hour"] < 1.0
+    h100 = next(o for o in rec["options"] if o["gpu"] == "H100 SXM5 80GB" and o["num_gpus"] == 1)
+    assert h100["cost_usd"] > 3 * rec["options"][0]["cost_usd"]
+
+
+def test_resnet50_training_finds_the_a100_good_value(catalog: Catalog, tmp_path: Path) -> None:
+    f = tmp_path / "rn.yaml"
+    f.write_text("model: resnet-50\ntask: pretrain\nbatch_size: 256\noptimizer: sgd-momentum\nepochs: 90\n"
+                 "dataset_tokens: 1281167\nobjective: cost\n")  # fmt: skip
+    rec = api.plan(api.build_workload(str(f)), top=None)
+    assert rec["throughput_unit"] == "images/s"
+    dc = [o for o in rec["options"] if o["fits"] and o["num_gpus"] == 1 and o["usd_per_million_tokens"]
+          and catalog.get(o["gpu"]).memory_type.startswith("HBM")]  # fmt: skip
+    dc.sort(key=lambda o: o["usd_per_million_tokens"])
+    a100 = min(i for i, o in enumerate(dc) if o["gpu"].startswith("A100"))
+    assert a100 <= 2  # among the three cheapest datacenter (HBM) cards per image
+    best_a100 = dc[a100]["usd_per_million_tokens"]
+    h100 = next(o for o in dc if o["gpu"] == "H100 PCIe 80GB")["usd_per_million_tokens"]
+    assert best_a100 < h100
+
+
+def test_deadline_budget_and_gpu_filter(run_cli: RunCli) -> None:
+    code, out, err = run_cli("plan", str(EXAMPLES / "pretrain-1b.yaml"), "--gpus", "3090,A100", "--deadline", "2h",
+                             "--budget", "10", "--json", "--top", "50")  # fmt: skip
+    assert code == 0, err
+    rec = json.loads(out)
+    assert {o["gpu"] for o in rec["options"]} <= {"GeForce RTX 3090", "A100 SXM4 80GB"}
+    fitting = [o for o in rec["options"] if o["fits"]]
+    assert fitting and all(o["meets_deadline"] is False for o in fitting)  # 20B tokens in 2 h: impossible here
+    assert all(o["within_budget"] is False for o in fitting if o["cost_usd"] is not None)
+    for o in rec["options"]:
+        assert {"gpu", "num_gpus", "fits", "time_s", "cost_usd", "energy_kwh", "bottleneck", "why"} <= set(o)
+    code, out, _ = run_cli("plan", str(EXAMPLES / "pretrain-1b.yaml"), "--top", "3")
+    assert code == 0 and "ranked by time" in out and "misses deadline" not in out.split("\n")[3]
+    code, _, err = run_cli("plan", str(EXAMPLES / "pretrain-1b.yaml"), "--gpus", "H1000")
+    assert code == 2 and "H1000" in err
+
+
+def test_plan_speed_in_process() -> None:
+    import time
+
+    w = api.build_workload(str(EXAMPLES / "chat-7b.yaml"))
+    api.plan(w)  # warm caches
+    t0 = time.perf_counter()
+    api.plan(w)
+    # a generous regression guard (the benchmark script reports the real figure)
+    assert time.perf_counter() - t0 < 2.0
+
+
+# --- estimate contract, error bars, cost and energy ------------------------------------------
+
+
+def test_estimate_contract_training_and_inference(run_cli: RunCli) -> None:
+    code, out, err = run_cli("estimate", str(EXAMPLES / "lora-4090.yaml"), "--json", "--set", "tokens=1e8")
+    assert code == 0, err
+    rec = json.loads(out)
+    t = rec["time"]
+    assert {"step_time_s", "tokens_per_s", "mfu"} <= set(t) and rec["cost"]["usd"] > 0
+    assert t["tokens_per_s_low"] <= t["tokens_per_s"] <= t["tokens_per_s_high"]
+    assert t["time_to_train_s"] == pytest.approx(1e8 / t["tokens_per_s"])
+    assert rec["memory"]["fits"] is True and rec["energy"]["kwh"] > 0
+    code, out, err = run_cli("estimate", str(EXAMPLES / "serve-70b.yaml"), "--json")
+    assert code == 0, err
+    t = json.loads(out)["time"]
+    assert {"ttft_s", "tpot_s", "output_tokens_per_s"} <= set(t)
+    # the band is where the truth lay for past rows of this kind: it need not straddle the estimate
+    # (TensorRT-LLM prefill on Hopper ran slower than predicted in every row), but it is ordered
+    assert t["ttft_s_low"] < t["ttft_s_high"] and t["uncertainty"]["basis"]
+    b = uncertainty.band("prefill/Hopper")
+    assert b is not None and t["ttft_s_low"] == pytest.approx(t["ttft_s"] / (1 + b.err_high))
+    code, out, _ = run_cli("estimate", str(EXAMPLES / "serve-70b.yaml"))
+    assert code == 0 and "time per output token" in out and "Largest operators" in out
+
+
+def test_bands_come_from_residuals() -> None:
+    b = uncertainty.band("decode/Ampere")
+    assert b is not None and b.n >= 5 and b.err_low < 0 < b.err_high
+    lo, hi = b.range(100.0)
+    assert lo < 100.0 < hi
+    # an architecture with few rows borrows from the same measurement on every GPU
+    fallback = uncertainty.band("decode/Blackwell")
+    assert fallback is not None and "any GPU" in fallback.kind
+
+
+def test_residuals_file_is_current() -> None:
+    """The committed residuals match the bundled rows (regenerate: gpuplan validate --write-residuals ...)."""
+    fresh = api.residual_file(api.validate())
+    assert fresh["kinds"] == uncertainty.residuals()
+
+
+def test_cost_and_energy_arithmetic(catalog: Catalog) -> None:
+    g = catalog.get("H100")
+    price = Price(g.name, "test", 2.0, False, "v", "s")
+    ce = cost_and_energy(g, 8, 3600 * 10, 1.0, price, tokens=1e9, carbon_g_per_kwh=400)
+    assert ce.usd == pytest.approx(2.0 * 8 * 10)
+    assert ce.energy_kwh == pytest.approx(0.7 * 8 * 10)  # full busy -> TDP (700 W)
+    assert ce.co2_kg == pytest.approx(ce.energy_kwh * 0.4)
+    assert ce.usd_per_million_tokens == pytest.approx(160 / 1000)
+    idle = cost_and_energy(g, 1, 3600, 0.0, None)
+    assert idle.usd is None and idle.energy_kwh == pytest.approx(0.7 * IDLE_SHARE)
+
+
+def test_user_price_file(run_cli: RunCli, tmp_path: Path) -> None:
+    f = tmp_path / "p.csv"
+    f.write_text("gpu,provider,price_per_hour_usd,date_or_version,source\nL4,my lab,0.01,2026-12,own\n")
+    code, out, err = run_cli("plan", str(EXAMPLES / "chat-7b.yaml"), "--prices", str(f), "--json")
+    assert code == 0, err
+    assert json.loads(out)["options"][0]["gpu"] == "L4"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("gpu,price_per_hour_usd\nH1000,1\n")
+    code, _, err = run_cli("plan", str(EXAMPLES / "chat-7b.yaml"), "--prices", str(bad))
+    assert code == 2 and "H1000" in err and "Traceback" not in err
+
+
+def test_chart_table_and_png(run_cli: RunCli, tmp_path: Path) -> None:
+    png = tmp_path / "rel.png"
+    code, out, err = run_cli("chart", "relative", "--png", str(png))
+    assert code == 0, err
+    assert "100%" in out and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _, err = run_cli("chart", "absolute")
+    assert code == 2 and "relative" in err
+
+
+def test_validate_reports_speed_categories(run_cli: RunCli) -> None:
+    code, out, err = run_cli("validate", "--json")
+    assert code == 0, err
+    s = json.loads(out)["summary"]
+    assert s["train_throughput"]["n"] >= 100 and s["inference"]["n"] >= 100
+    # regression guards above the figures the README reports
+    assert s["inference"]["median_abs_error"] < 0.20
+    assert s["train_throughput"]["median_abs_error"] < 0.25
+    llm = [r for r in json.loads(out)["rows"] if r["kind"].startswith("training/")]
+    errs = sorted(abs(r["error"]) for r in llm)
+    assert errs[len(errs) // 2] < 0.12  # decoder LLM training rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    model=st.sampled_from(["llama-3.2-1b", "mistral-7b", "qwen3-30b-a3b", "gpt2", "bert-base", "t5-base"]),
+    gpu=st.sampled_from(["H100", "A100", "RTX 4090", "T4", "L4", "MI300X"]),
+    task=st.sampled_from(["pretrain", "finetune", "lora", "inference"]),
+    batch=st.integers(1, 64),
+    seq=st.integers(16, 4096),
+)
+def test_estimates_are_finite_and_positive(model: str, gpu: str, task: str, batch: int, seq: int) -> None:
+    cat = api.catalog()
+    g = cat.get(gpu)
+    m = load_model(model)
+    w = make_workload({"model": model, "task": task, "batch_size": batch, "seq_len": seq, "input_len": seq,
+                       "output_len": 32, "precision": "bf16"})  # fmt: skip
+    if w.is_training:
+        t = estimate_training_time(m, w, g)
+        assert math.isfinite(t.step_time_s) and t.step_time_s > 0 and 0 < t.mfu < 1
+    else:
+        it = estimate_inference_time(m, w, g)
+        assert math.isfinite(it.ttft_s) and it.ttft_s > 0 and it.output_tokens_per_s > 0
+
+
+def test_plan_options_cover_every_gpu_and_count(catalog: Catalog) -> None:
+    m = load_model("llama-3.1-8b")
+    opts = plan_options(m, _w(task="lora", batch_size=2, seq_len=2048), catalog, cheapest_prices(catalog))
+    assert len(opts) == 4 * len(list(catalog))
+    assert all((o.time_s or 0) >= 0 for o in opts)
