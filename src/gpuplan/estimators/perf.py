@@ -158,7 +158,9 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
     if prec == "bf16" and not gpu.supports("bf16") and gpu.supports("fp16"):
         # no BF16 tensor cores (pre-Ampere): people run fp16 (with loss scaling when training)
         prec = "fp16"
-        notes.append(f"{gpu.name} has no BF16 tensor cores: timed as fp16" + (" with loss scaling" if w.is_training else ""))
+        notes.append(
+            f"{gpu.name} has no BF16 tensor cores: timed as fp16" + (" with loss scaling" if w.is_training else "")
+        )
     if not w.is_training:
         fmt = w.effective_weight_dtype
         if fmt == "fp8" and gpu.supports("fp8") and prec in ("bf16", "fp16", "fp8"):
@@ -192,7 +194,15 @@ def _roof(name: str, phase: str, flops: float, nbytes: float, peak_eff: float, b
 
 
 def _gemm(
-    c: _Ctx, name: str, phase: str, m: float, n: float, k: float, count: float, w_bytes: float, weight_only: bool = False
+    c: _Ctx,
+    name: str,
+    phase: str,
+    m: float,
+    n: float,
+    k: float,
+    count: float,
+    w_bytes: float,
+    weight_only: bool = False,
 ) -> Op:
     """`count` GEMMs of (m x k) @ (k x n) reading a (k x n) weight at `w_bytes` per element."""
     e = c.gemm_eff * eff.gemm_size_factor(m, n, k)
@@ -246,9 +256,10 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     flops = 2.0 * tokens * ctx * (s.q + s.attn_out) / tp * layers
     nbytes = tokens * (2 * s.q + s.k + s.v) * c.act_b / tp * layers
     if c.w.attention_impl == "eager":
-        # materialised scores: write s x s bf16, softmax read + write in fp32, read for A.V
+        # materialised scores (the full s x s, causal or not): write them, softmax read + write in
+        # fp32, read the probabilities for A.V
         heads = max(s.heads, 1)
-        nbytes += tokens * (seq if not causal else seq) * heads / tp * (c.act_b * 2 + 8) * layers
+        nbytes += tokens * seq * heads / tp * (c.act_b * 2 + 8) * layers
     if backward:
         flops *= eff.ATTN_BWD_FLOP_RATIO
         nbytes *= 2.0
@@ -304,9 +315,12 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
             # wgrad: k x n from the inputs (k x m) and output grads (m x n)
             bwd.append(_gemm(c, f"linear {g.name} wgrad", "backward", k_in, n_out, m, count, 0.0))
     for name, i, o, n in adapters:
+        # x A (i -> r) then (x A) B (r -> o); backward: dgrad and wgrad of each (Hu et al. 2021)
         r = float(w.lora_rank)
-        fwd.append(_gemm(c, f"lora {name}", "forward", tokens, r, i, 2 * n / pp, w_bytes))
-        bwd.append(_gemm(c, f"lora {name} grads", "backward", tokens, r, i, 4 * n / pp, w_bytes))
+        fwd.append(_gemm(c, f"lora {name} A", "forward", tokens, r, i, n / pp, w_bytes))
+        fwd.append(_gemm(c, f"lora {name} B", "forward", tokens, o, r, n / pp, w_bytes))
+        bwd.append(_gemm(c, f"lora {name} A grads", "backward", tokens, r, i, 2 * n / pp, w_bytes))
+        bwd.append(_gemm(c, f"lora {name} B grads", "backward", tokens, o, r, 2 * n / pp, w_bytes))
     if qlora:
         base = sum(g.total for g in model.groups if g.linear is not None and g.role != "head") / (tp * pp)
         fwd.append(_roof("nf4 dequantise", "forward", 0.0, base * NF4_DEQUANT_BYTES, 1.0, c.bw * eff.COPY_BW_EFF))
@@ -380,9 +394,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
     mfu = per_gpu * model_flops / peak_16
     hw_flops = model_flops + (fwd_flops if w.activation_checkpointing == "full" else 0.0)
     hfu = per_gpu * hw_flops / peak_16
-    comm_ops = [
-        Op(name, "communication", 0.0, nbytes, t, "communication") for name, nbytes, t in cm.ops if t > 0
-    ]
+    comm_ops = [Op(name, "communication", 0.0, nbytes, t, "communication") for name, nbytes, t in cm.ops if t > 0]
     ops = (*fwd, *bwd, *recompute, *opt_ops, *comm_ops)
     if micro_launch > 0:
         ops = (*ops, Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, micro_launch, "launch"))
@@ -581,7 +593,9 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             op = _gemm(c, f"linear {g.name}", phase, m / touched, n_out, k_in, count * touched, per_elt, weight_only)
             ops.append(op)
             continue
-        ops.append(_gemm(c, f"linear {g.name}", phase, m, n_out, k_in, count, per_elt, weight_only and g.role != "head"))
+        ops.append(
+            _gemm(c, f"linear {g.name}", phase, m, n_out, k_in, count, per_elt, weight_only and g.role != "head")
+        )
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     peak16 = compute_peak(c.gpu, "bf16" if c.gpu.supports("bf16") else "fp16").flop_per_s
     for a_stack in stack_shapes(model):
@@ -611,8 +625,16 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
     layers_total = sum(s.layers for s in stack_shapes(model)) / pp
     if tp > 1:
         t_ar, nbytes = comm.allreduce_time(c.gpu, tp, tokens * model.hidden_size * c.act_b)
-        ops.append(Op("tensor-parallel all-reduce", "communication", 0.0, nbytes * 2 * layers_total,
-                      t_ar * 2 * layers_total, "communication"))
+        ops.append(
+            Op(
+                "tensor-parallel all-reduce",
+                "communication",
+                0.0,
+                nbytes * 2 * layers_total,
+                t_ar * 2 * layers_total,
+                "communication",
+            )
+        )
     if pp > 1:
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))

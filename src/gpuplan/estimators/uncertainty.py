@@ -85,7 +85,10 @@ def band(kind: str) -> Band | None:
     candidates = [
         (kind, table.get(kind, [])),
         (f"{what} on any GPU", [e for k, v in table.items() if k.split("/", 1)[0] == what for e in v]),
-        (f"{base_what} on any GPU", [e for k, v in table.items() if k.split("/", 1)[0].split(" (")[0] == base_what for e in v]),
+        (
+            f"{base_what} on any GPU",
+            [e for k, v in table.items() if k.split("/", 1)[0].split(" (")[0] == base_what for e in v],
+        ),
         (
             "all memory figures" if memory else "all speed figures",
             [e for k, v in table.items() if k.startswith("memory") == memory for e in v],

@@ -27,8 +27,8 @@ from gpuplan.planner.fit import (
     suggestions,
 )
 from gpuplan.planner.graphics import plan_graphics
-from gpuplan.planner.use_cases import use_cases
 from gpuplan.planner.recommend import Option, plan_options
+from gpuplan.planner.use_cases import use_cases
 from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
@@ -339,12 +339,12 @@ def _ops_record(ops: Iterable[Op]) -> list[dict[str, Any]]:
         acc[1] += o.flops
         acc[2] += o.bytes
         bound[key] = o.bound
-    out = [
-        {"name": k[0], "phase": k[1], "time_s": v[0], "flops": v[1], "bytes": v[2], "bound": bound[k]}
-        for k, v in merged.items()
-    ]
-    out.sort(key=lambda r: -float(r["time_s"]))
-    return out
+    order = sorted(merged, key=lambda k: -merged[k][0])
+    return [
+        {"name": k[0], "phase": k[1], "time_s": merged[k][0], "flops": merged[k][1], "bytes": merged[k][2],
+         "bound": bound[k]}
+        for k in order
+    ]  # fmt: skip
 
 
 def time_record(t: TrainingTime | InferenceTime, arch: str, model_kind: str = "decoder") -> dict[str, Any]:
@@ -413,7 +413,9 @@ def energy_record(ce: CostEnergy) -> dict[str, Any]:
     }
 
 
-def prices(catalog_files: Iterable[str | Path] = (), price_file: str | Path | None = None, spot: bool = False) -> dict[str, Price]:
+def prices(
+    catalog_files: Iterable[str | Path] = (), price_file: str | Path | None = None, spot: bool = False
+) -> dict[str, Price]:
     """The cheapest offer per GPU: a user's price file (same columns) overrides the bundled one."""
     cat = catalog(catalog_files)
     best = cheapest_prices(cat, spot=spot)
@@ -573,7 +575,9 @@ def plan(
         return _plan_graphics(w, cat)
     model = load_model(w.model)
     chosen = [cat.get(g) for g in gpus] if gpus else None
-    opts = plan_options(model, w, cat, prices(catalog_files, price_file, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
+    opts = plan_options(
+        model, w, cat, prices(catalog_files, price_file, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh
+    )
     shown = opts if top is None else opts[:top]
     service = not w.is_training and w.tokens is None
     return {

@@ -641,7 +641,9 @@ def plan(
     objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
     deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).")] = None,
     budget: Annotated[float | None, typer.Option(help="Budget in USD (options over it are marked).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")
+    ] = None,
     top: Annotated[int | None, typer.Option(help="Show the best N options.")] = 10,
     prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
@@ -689,7 +691,9 @@ def _print_time(c: Console, rec: dict[str, Any]) -> None:
             )
     tab.add_row("limited by", escape(t["bottleneck"]))
     cost, energy = rec["cost"], rec["energy"]
-    tab.add_row("cost", "no price listed" if cost["usd"] is None else f"${cost['usd']:,.4g} ({escape(cost['price_source'])})")
+    tab.add_row(
+        "cost", "no price listed" if cost["usd"] is None else f"${cost['usd']:,.4g} ({escape(cost['price_source'])})"
+    )
     if cost["usd_per_million_tokens"] is not None:
         tab.add_row("cost per million tokens", f"${cost['usd_per_million_tokens']:,.3g}")
     tab.add_row("energy (GPU)", f"{energy['kwh']:,.4g} kWh at {energy['avg_power_w_per_gpu']:,.0f} W/GPU")
@@ -736,7 +740,9 @@ def estimate(
 @app.command()
 def chart(
     which: Annotated[str, typer.Argument(help="The chart: relative.")],
-    png: Annotated[Path | None, typer.Option("--png", help="Also draw it as a PNG bar chart (needs matplotlib).")] = None,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Also draw it as a PNG bar chart (needs matplotlib).")
+    ] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -804,7 +810,11 @@ def validate(
         elif r["unit"] == "bytes":
             pred, pub, err = _gib(r["predicted"]), _gib(r["published"]), f"{r['error']:+.1%}"
         else:
-            pred, pub, err = f"{r['predicted']:,.4g}", f"{r['published']:,.4g} {escape(r['unit'])}", f"{r['error']:+.1%}"
+            pred, pub, err = (
+                f"{r['predicted']:,.4g}",
+                f"{r['published']:,.4g} {escape(r['unit'])}",
+                f"{r['error']:+.1%}",
+            )
         kind = r["kind"] + (f" ({r['measured_as']})" if r["unit"] == "bytes" else "")
         t.add_row(r["id"], escape(kind), pred, pub, err, escape(r["dominant"]))
     c.print(t)

@@ -149,15 +149,30 @@ def evaluate(
             break
     if chosen is None or mem is None:
         need = f"{last.per_gpu_bytes / 2**30:,.1f} GiB per GPU" if last else "no valid layout"
-        return Option(gpu, n, {}, False, last, None, None, None, None, None, "memory capacity",
-                      f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB", None, None)
+        return Option(
+            gpu,
+            n,
+            {},
+            False,
+            last,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "memory capacity",
+            f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB",
+            None,
+            None,
+        )
     try:
         if w.is_training:
             return _training_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
         return _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
     except GpuplanError as exc:
-        return Option(gpu, n, chosen, False, mem, None, None, None, None, None, "unsupported", str(exc).rstrip("."),
-                      None, None)
+        return Option(
+            gpu, n, chosen, False, mem, None, None, None, None, None, "unsupported", str(exc).rstrip("."), None, None
+        )
 
 
 def _marks(w: Workload, time_s: float | None, usd: float | None) -> tuple[bool | None, bool | None]:
@@ -182,8 +197,22 @@ def _training_option(
     busy = busy_share((o.bound, o.time_s) for o in t.ops)
     ce = cost_and_energy(gpu, n, seconds, busy, price, tokens or t.tokens_per_step, carbon)
     deadline, budget = _marks(w, t.time_to_train_s, ce.usd if tokens else None)
-    return Option(gpu, n, layout, True, mem, t, None, seconds, t.tokens_per_s, ce, t.bottleneck,
-                  _why_training(t, gpu, n, layout), deadline, budget)
+    return Option(
+        gpu,
+        n,
+        layout,
+        True,
+        mem,
+        t,
+        None,
+        seconds,
+        t.tokens_per_s,
+        ce,
+        t.bottleneck,
+        _why_training(t, gpu, n, layout),
+        deadline,
+        budget,
+    )
 
 
 def _inference_option(
@@ -199,9 +228,23 @@ def _inference_option(
     service = w.tokens is None
     cap = mem.serving.max_sequences if mem.serving else w.batch_size
     if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and cap < w.batch_size:
-        return Option(gpu, n, layout, False, mem, None, None, None, None, None, "memory capacity",
-                      f"{w.engine}'s KV cache (gpu_memory_utilization {w.gpu_memory_utilization:g}) holds "
-                      f"{cap} of the {w.batch_size} sequences", None, None)
+        return Option(
+            gpu,
+            n,
+            layout,
+            False,
+            mem,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "memory capacity",
+            f"{w.engine}'s KV cache (gpu_memory_utilization {w.gpu_memory_utilization:g}) holds "
+            f"{cap} of the {w.batch_size} sequences",
+            None,
+            None,
+        )
     it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
     busy = busy_share((o.bound, o.time_s) for o in it.decode_ops)
     rate = it.output_tokens_per_s
@@ -212,16 +255,34 @@ def _inference_option(
         why = _why_inference(it, n, True)
         latency = it.ttft_single_s + (max(w.output_len, 1) - 1) * it.tpot_s
         if too_slow:
-            why = f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); " + why
+            why = (
+                f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); "
+                + why
+            )
         budget = None if w.budget is None or ce.usd is None else ce.usd <= w.budget
-        return Option(gpu, n, layout, True, mem, None, it, latency, rate, ce, it.bottleneck, why,
-                      None, budget, too_slow)
+        return Option(
+            gpu, n, layout, True, mem, None, it, latency, rate, ce, it.bottleneck, why, None, budget, too_slow
+        )
     assert w.tokens is not None
     seconds = w.tokens / rate
     ce = cost_and_energy(gpu, n, seconds, busy, price, w.tokens, carbon)
     deadline, budget = _marks(w, seconds, ce.usd)
-    return Option(gpu, n, layout, True, mem, None, it, seconds, rate, ce, it.bottleneck,
-                  _why_inference(it, n, False), deadline, budget)
+    return Option(
+        gpu,
+        n,
+        layout,
+        True,
+        mem,
+        None,
+        it,
+        seconds,
+        rate,
+        ce,
+        it.bottleneck,
+        _why_inference(it, n, False),
+        deadline,
+        budget,
+    )
 
 
 def _rank_key(o: Option, objective: str, service: bool) -> tuple[float, ...]:

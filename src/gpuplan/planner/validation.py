@@ -358,7 +358,16 @@ def run_rows(
             predicted = 1.0 if est.fits else 0.0
             results.append(
                 Result(
-                    rid, cat, metric, predicted, published, predicted - published, "fits", "device", wl, dominant,
+                    rid,
+                    cat,
+                    metric,
+                    predicted,
+                    published,
+                    predicted - published,
+                    "fits",
+                    "device",
+                    wl,
+                    dominant,
                     f"memory/{gpu.architecture}",
                 )
             )
@@ -372,7 +381,9 @@ def run_rows(
         predicted = {"allocated": est.allocated_bytes, "reserved": est.reserved_bytes, "device": est.per_gpu_bytes}[how]
         err = (predicted - published) / published
         results.append(
-            Result(rid, cat, metric, predicted, published, err, "bytes", how, wl, dominant, f"memory/{gpu.architecture}")
+            Result(
+                rid, cat, metric, predicted, published, err, "bytes", how, wl, dominant, f"memory/{gpu.architecture}"
+            )
         )
     return results, skipped
 
@@ -398,8 +409,17 @@ def _speed_row(
     err = (pred.predicted - published) / published if published else 0.0
     results.append(
         Result(
-            rid, cat, row["metric"], pred.predicted, published, err, row["unit"], "speed", pred.workload,
-            pred.dominant, pred.kind,
+            rid,
+            cat,
+            row["metric"],
+            pred.predicted,
+            published,
+            err,
+            row["unit"],
+            "speed",
+            pred.workload,
+            pred.dominant,
+            pred.kind,
         )
     )
 

@@ -206,7 +206,8 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
         if "per_gpu" in metric or "/gpu" in unit:
             value = t.tokens_per_s_per_gpu
         elif "tflops" in metric:
-            value = t.mfu * gpu.peak_flop_per_s["bf16"] / 1e12 if gpu.peak_flop_per_s.get("bf16") else 0.0
+            bf16 = gpu.peak_flop_per_s.get("bf16")
+            value = t.mfu * bf16 / 1e12 if bf16 else 0.0
         elif "images_per_s" in metric:
             value = t.tokens_per_s
         elif "gpu_hours" in metric:
