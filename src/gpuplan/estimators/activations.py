@@ -66,8 +66,23 @@ class StackShape:
     window: float | None  # mean sliding window (None: full attention)
 
 
+_SHAPES: dict[int, tuple[ModelSpec, list[StackShape]]] = {}
+
+
 def stack_shapes(model: ModelSpec) -> list[StackShape]:
-    """The decoder and/or encoder stack of a transformer, from its parameter groups."""
+    """The decoder and/or encoder stack of a transformer, from its parameter groups (cached per
+    model object: ModelSpec is frozen, and the planner asks for the same model many times)."""
+    hit = _SHAPES.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    shapes = _stack_shapes(model)
+    if len(_SHAPES) > 64:
+        _SHAPES.clear()
+    _SHAPES[id(model)] = (model, shapes)
+    return shapes
+
+
+def _stack_shapes(model: ModelSpec) -> list[StackShape]:
     out: list[StackShape] = []
     d = model.hidden_size
     for stack in ("encoder", "decoder"):

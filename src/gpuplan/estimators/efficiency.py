@@ -104,6 +104,10 @@ KERNEL_BW_EFF: Final = 0.80
 # (PyTorch performance tuning guide: small ops are CPU-bound), so an eager step takes at least the
 # CPU time to issue its kernels.
 LAUNCH_EAGER_S: Final = 10e-6
+# Eager PyTorch issues about three ops per fused kernel's worth of math: a Llama decoder layer's
+# forward in transformers runs ~35 ops (views, transposes, rotary halves, cache updates, casts)
+# against the ~11 kernels a fused engine launches (counted from LlamaDecoderLayer.forward).
+EAGER_OPS_PER_KERNEL: Final = 3.0
 LAUNCH_GRAPH_S: Final = 2.0e-6
 
 # --- elementwise work: bytes per token per layer, as a multiple of the fused count -------------

@@ -368,7 +368,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
     t_bwd = sum(o.time_s for o in bwd)
     t_rec = sum(o.time_s for o in recompute)
     kernels = _kernels_per_layer(model) * sum(s.layers for s in shapes) / pp * (3 + (1 if recompute else 0))
-    cpu_floor = kernels * eff.LAUNCH_EAGER_S if not w.compile else kernels * eff.LAUNCH_GRAPH_S
+    cpu_floor = kernels * (eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL if not w.compile else eff.LAUNCH_GRAPH_S)
     micro = max(t_fwd + t_bwd + t_rec, cpu_floor)
     micro_launch = max(0.0, cpu_floor - (t_fwd + t_bwd + t_rec))
 
@@ -644,7 +644,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
     if w.engine in GRAPH_ENGINES:
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
-        cpu = kernels * eff.LAUNCH_EAGER_S
+        cpu = kernels * eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL
         if cpu > gpu_time:
             ops.append(Op("kernel launches (CPU-bound eager)", "launch", 0.0, 0.0, cpu - gpu_time, "launch"))
     return ops
@@ -693,8 +693,9 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     cap = ENGINE_MAX_BATCH.get(w.engine, 1024)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
-    if limit > 0:
-        cands = sorted({limit, *(2**i for i in range(int(math.log2(limit)) + 1))})
+    if limit > b:
+        # a larger batch amortises the weight reads: search upward from the workload's batch
+        cands = sorted({limit, *(2**i for i in range(int(math.log2(limit)) + 1) if 2**i > b)})
         for cand in cands:
             t, *_ = _throughput(c, cand)
             if t > best_t * 1.0001:
