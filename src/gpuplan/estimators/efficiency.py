@@ -84,8 +84,16 @@ GEMM_HALF_ROWS: Final = 16.0
 # PyTorch stacks (SDPA, transformers, llm-foundry) run. FA3 / cuDNN fused attention reach 66-75% on
 # H100 forward (FA3 paper abstract: 740 TFLOP/s). Backward does 2.5x the forward's matmul FLOPs
 # (5 matmuls against 2, recomputing P; Dao 2023, sec. 3.1).
-ATTN_FWD_EFF: Final[dict[str, float]] = {"Hopper": 0.34, "Blackwell": 0.34, "default": 0.65}
-ATTN_BWD_EFF: Final[dict[str, float]] = {"Hopper": 0.34, "Blackwell": 0.34, "default": 0.65}
+# AMD CDNA parts run FA2 ports (composable kernels); no measured share was found: they take the
+# H100 FA2 share (derived), as their MAMF share is no better.
+ATTN_FWD_EFF: Final[dict[str, float]] = {
+    "Hopper": 0.34,
+    "Blackwell": 0.34,
+    "CDNA 3": 0.34,
+    "CDNA 2": 0.34,
+    "default": 0.65,
+}
+ATTN_BWD_EFF: Final[dict[str, float]] = ATTN_FWD_EFF
 ATTN_BWD_FLOP_RATIO: Final = 2.5
 
 # --- memory bandwidth ---------------------------------------------------------------------------

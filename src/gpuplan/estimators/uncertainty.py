@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Final
 
-MIN_ROWS: Final = 5
+MIN_ROWS: Final = 8  # fewer rows than this and the 10th/90th percentiles are the extremes
 LOW_Q: Final = 0.10
 HIGH_Q: Final = 0.90
 RESIDUALS_FILE: Final = "residuals.json"

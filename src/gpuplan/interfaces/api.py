@@ -18,18 +18,7 @@ from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
-from gpuplan.planner.fit import (
-    GpuCount,
-    best_precision,
-    largest_batch,
-    longest_context,
-    smallest_gpu_count,
-    suggestions,
-)
-from gpuplan.planner.graphics import plan_graphics
 from gpuplan.planner.recommend import Option, plan_options
-from gpuplan.planner.use_cases import use_cases
-from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model, presets
@@ -481,6 +470,16 @@ def estimate(
 def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
     """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
     every catalog GPU with whether it fits and the fewest GPUs of that type that do."""
+    # imported here: only `fit` needs the inverse questions (keeps `gpuplan plan` start-up short)
+    from gpuplan.planner.fit import (
+        GpuCount,
+        best_precision,
+        largest_batch,
+        longest_context,
+        smallest_gpu_count,
+        suggestions,
+    )
+
     if w.is_graphics:
         return plan(w, catalog_files)
     cat = catalog(catalog_files)
@@ -532,6 +531,8 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]
 
 def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
     """`gpuplan validate`: predicted vs published for every row gpuplan can express."""
+    from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
+
     rows = file_rows(file) if file is not None else bundled_rows()
     results, skipped = run_rows(rows, catalog(catalog_files))
     return {
@@ -549,6 +550,8 @@ def residual_file(validation: Mapping[str, Any]) -> dict[str, Any]:
 
 def use_case_record(gpu: GPU) -> dict[str, Any]:
     """`gpus --use-cases`: suitability for compute, graphics and multi-node work, and advice."""
+    from gpuplan.planner.use_cases import use_cases
+
     u = use_cases(gpu)
     return {
         "name": u.name,
@@ -626,6 +629,8 @@ def option_record(o: Option, model_kind: str = "decoder") -> dict[str, Any]:
 
 
 def _plan_graphics(w: Workload, cat: Catalog) -> dict[str, Any]:
+    from gpuplan.planner.graphics import plan_graphics
+
     model = load_model(w.model) if w.model else None
     options, unsuitable = plan_graphics(w, cat, model)
     return {
@@ -666,6 +671,7 @@ CHART_REFERENCE_GPU: Final = "H100 SXM5 80GB"
 
 def chart_relative(catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
     """Each GPU's speed relative to H100 SXM = 100% on three reference workloads."""
+
     cat = catalog(catalog_files)
     model = load_model(CHART_MODEL)
     rows: list[dict[str, Any]] = []

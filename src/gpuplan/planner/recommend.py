@@ -109,7 +109,7 @@ def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> 
         parts.append("FSDP/ZeRO-3 to fit")
     if layout.get("activation_checkpointing") == "full":
         parts.append("needs full activation checkpointing")
-    if gpu.supports("fp8") and t.mfu > 0:
+    if gpu.supports("fp8") and layout.get("precision", "bf16") != "fp8" and t.mfu > 0:
         parts.append("fp8 would speed the matmuls")
     return "; ".join(parts)
 
@@ -167,7 +167,9 @@ def evaluate(
         )
     try:
         if w.is_training:
-            return _training_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
+            return _training_option(
+                model, cand_w, gpu, n, {**chosen, "precision": cand_w.precision}, mem, price, carbon_g_per_kwh
+            )
         return _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
     except GpuplanError as exc:
         return Option(
