@@ -24,6 +24,10 @@ run: $(VENV)/.installed
 	$(BIN)/gpuplan fit examples/lora-4090.yaml
 	$(BIN)/gpuplan fit llama-3.1-70b --task qlora --batch-size 1 --seq-len 4096 --checkpointing full
 	$(BIN)/gpuplan estimate examples/serve-70b.yaml --set weight_dtype=awq
+	$(BIN)/gpuplan estimate examples/lora-4090.yaml --set tokens=5e7
+	$(BIN)/gpuplan plan examples/pretrain-1b.yaml --top 8
+	$(BIN)/gpuplan plan examples/chat-7b.yaml --top 8
+	$(BIN)/gpuplan chart relative
 	$(BIN)/gpuplan plan examples/stream-4k.yaml
 	$(BIN)/gpuplan gpus --use-cases
 	$(BIN)/gpuplan validate

@@ -300,6 +300,9 @@ def _rank_key(o: Option, objective: str, service: bool) -> tuple[float, ...]:
             v = ce.usd_per_million_tokens if ce and ce.usd_per_million_tokens is not None else inf
     elif objective == "energy":
         v = ce.kwh_per_million_tokens if ce and ce.kwh_per_million_tokens is not None else inf
+    elif o.training is not None and o.training.time_to_train_s is None:
+        # no job size: the faster option is the one with more tokens per second, not a shorter step
+        v = 1.0 / o.throughput if o.throughput else inf
     else:
         v = o.time_s if o.time_s is not None else inf
     tie = o.time_s if o.time_s is not None else inf
