@@ -384,13 +384,14 @@ def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
     if mem["fits"] is None:
         return "No GPU given: pass --gpu to get a verdict."
     where = f"{gpu}" + (f" × {n}" if n > 1 else "")
+    need = _range(mem, "per_gpu_bytes", _gib)  # with the validation range where estimate gives one
     if mem["fits"]:
         return (
-            f"[green]✓ fits[/green] on {where}: {_gib(mem['per_gpu_bytes'])} of {_gib(mem['capacity_bytes'])} usable, "
+            f"[green]✓ fits[/green] on {where}: {need} of {_gib(mem['capacity_bytes'])} usable, "
             f"headroom {_gib(mem['headroom_bytes'])}"
         )
     return (
-        f"[red]✗ does not fit[/red] on {where}: {_gib(mem['per_gpu_bytes'])} needed, "
+        f"[red]✗ does not fit[/red] on {where}: {need} needed, "
         f"{_gib(mem['capacity_bytes'])} usable ({_gib(-mem['headroom_bytes'])} short)"
     )
 
