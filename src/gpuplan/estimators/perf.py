@@ -504,27 +504,32 @@ def _cnn_forward(c: _Ctx, batch: float, phase: str) -> list[Op]:
     ]
 
 
-def _cnn_inference(c: _Ctx) -> InferenceTime:
-    """A CNN classifies a batch of images in one forward pass (BatchNorm folded is not assumed)."""
-    b = c.w.batch_size
-    ops = _cnn_forward(c, b, "prefill")
+def _one_pass(c: _Ctx, ops: list[Op], items: float, note: str) -> InferenceTime:
+    """Inference that is one forward pass over `items` (images, or input tokens of an encoder)."""
     t = _time(ops)
+    b = c.w.batch_size
     return InferenceTime(
         ttft_s=t,
         ttft_single_s=t,
         tpot_s=0.0,
-        output_tokens_per_s=b / t,
+        output_tokens_per_s=items / t,
         request_latency_s=t,
         batch=b,
         max_batch=b,
         best_batch=b,
-        best_output_tokens_per_s=b / t,
-        prefill_tokens_per_s=b / t,
+        best_output_tokens_per_s=items / t,
+        prefill_tokens_per_s=items / t,
         bottleneck=_bound_of(ops),
         prefill_ops=tuple(ops),
         decode_ops=(),
-        notes=(*c.notes, "CNN: throughput counts images per second"),
+        notes=(*c.notes, note),
     )
+
+
+def _cnn_inference(c: _Ctx) -> InferenceTime:
+    """A CNN classifies a batch of images in one forward pass."""
+    b = c.w.batch_size
+    return _one_pass(c, _cnn_forward(c, b, "prefill"), b, "CNN: throughput counts images per second")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -537,24 +542,7 @@ def _encoder_inference(c: _Ctx) -> InferenceTime:
     w = c.w
     seq = max(w.input_len, 1) if c.model.kind == "encoder" else (c.model.max_position_embeddings or w.seq_len)
     ops = _inference_step(c, w.batch_size, seq, 0.0, "prefill")
-    t = _time(ops)
-    rate = w.batch_size * seq / t
-    return InferenceTime(
-        ttft_s=t,
-        ttft_single_s=t,
-        tpot_s=0.0,
-        output_tokens_per_s=rate,
-        request_latency_s=t,
-        batch=w.batch_size,
-        max_batch=w.batch_size,
-        best_batch=w.batch_size,
-        best_output_tokens_per_s=rate,
-        prefill_tokens_per_s=rate,
-        bottleneck=_bound_of(ops),
-        prefill_ops=tuple(ops),
-        decode_ops=(),
-        notes=(*c.notes, "encoder: one forward pass; throughput counts input tokens per second"),
-    )
+    return _one_pass(c, ops, w.batch_size * seq, "encoder: one forward pass; throughput counts input tokens per second")
 
 
 def _weight_bytes_per_element(c: _Ctx) -> tuple[float, bool, float]:

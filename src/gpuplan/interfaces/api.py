@@ -531,13 +531,14 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]
 
 def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
     """`gpuplan validate`: predicted vs published for every row gpuplan can express."""
-    from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary
+    from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary, summary_by_kind
 
     rows = file_rows(file) if file is not None else bundled_rows()
     results, skipped = run_rows(rows, catalog(catalog_files))
     return {
         "rows": [dict(result_record(r)) for r in results],
         "summary": summary(results),
+        "by_kind": summary_by_kind(results),
         "skipped": [{"id": s.id, "category": s.category, "reason": s.reason} for s in skipped],
     }
 

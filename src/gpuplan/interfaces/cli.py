@@ -825,6 +825,18 @@ def validate(
     for cat, v in rec["summary"].items():
         s.add_row(cat, str(v["n"]), f"{v['median_abs_error']:.1%}", f"{v['mean_abs_error']:.1%}")
     c.print(s)
+    k = Table(title="By kind of figure (the error bars come from these)")
+    for col in ("kind", "n", "median |error|", "mean |error|", "median error (bias)"):
+        k.add_column(col, justify="left" if col == "kind" else "right")
+    for kind, v in rec["by_kind"].items():
+        k.add_row(
+            escape(kind),
+            str(v["n"]),
+            f"{v['median_abs_error']:.1%}",
+            f"{v['mean_abs_error']:.1%}",
+            f"{v['median_error']:+.1%}",
+        )
+    c.print(k)
     if rec["skipped"]:
         c.print(f"{len(rec['skipped'])} rows not expressed:")
         by_reason: dict[str, list[str]] = {}

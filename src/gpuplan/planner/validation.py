@@ -440,6 +440,24 @@ def summary(results: Iterable[Result]) -> dict[str, dict[str, float]]:
     return out
 
 
+def summary_by_kind(results: Iterable[Result]) -> dict[str, dict[str, float]]:
+    """Per kind of figure (what was predicted, model family, architecture): n, median and mean
+    absolute error, and the median signed error (the bias)."""
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        if r.unit != "fits" and r.kind:
+            groups.setdefault(r.kind, []).append(r.error)
+    return {
+        k: {
+            "n": len(v),
+            "median_abs_error": statistics.median(abs(e) for e in v),
+            "mean_abs_error": statistics.fmean(abs(e) for e in v),
+            "median_error": statistics.median(v),
+        }
+        for k, v in sorted(groups.items())
+    }
+
+
 def result_record(r: Result) -> Mapping[str, Any]:
     return {
         "id": r.id,
