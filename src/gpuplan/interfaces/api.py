@@ -278,8 +278,9 @@ def _gpu_for(w: Workload, cat: Catalog) -> GPU | None:
 
 def memory_record(e: MemoryEstimate) -> dict[str, Any]:
     """The memory part of DESIGN.md's estimate contract, with the breakdown's notes."""
-    rec: dict[str, Any] = {
-        "per_gpu_bytes": e.per_gpu_bytes,
+    rec: dict[str, Any] = {}
+    _with_band(rec, "per_gpu_bytes", e.per_gpu_bytes, f"memory/{e.gpu.architecture}" if e.gpu else "memory/none")
+    rec |= {
         "breakdown": e.breakdown(),
         "fits": e.fits,
         "capacity_bytes": e.capacity_bytes,
@@ -431,9 +432,6 @@ def estimate(
     gpu = _gpu_for(w, cat)
     e = estimate_memory(model, w, gpu)
     mem = memory_record(e)
-    b = uncertainty.band(f"memory/{gpu.architecture}") if gpu else None
-    if b is not None:
-        mem["per_gpu_bytes_low"], mem["per_gpu_bytes_high"] = b.range(e.per_gpu_bytes)
     out: dict[str, Any] = {
         "workload": w.model_dump(exclude_none=True),
         "model": model.name,
@@ -511,12 +509,11 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]
     for g in cat:
         e = estimate_memory(model, w, g)
         need: GpuCount | None = smallest_gpu_count(model, w, g) if not e.fits else None
+        row: dict[str, Any] = {"gpu": g.name, "memory_bytes": g.memory_bytes, "fits": e.fits}
+        _with_band(row, "per_gpu_bytes", e.per_gpu_bytes, f"memory/{g.architecture}")
         rows.append(
-            {
-                "gpu": g.name,
-                "memory_bytes": g.memory_bytes,
-                "fits": e.fits,
-                "per_gpu_bytes": e.per_gpu_bytes,
+            row
+            | {
                 "headroom_bytes": e.headroom_bytes,
                 "min_gpus": w.num_gpus if e.fits else (need.num_gpus if need else None),
                 "min_gpus_layout": {} if e.fits or need is None else need.layout,
@@ -604,8 +601,8 @@ def option_record(o: Option, model_kind: str = "decoder") -> dict[str, Any]:
         "num_gpus": o.num_gpus,
         "fits": o.fits,
         "layout": o.layout,
-        "per_gpu_bytes": o.memory.per_gpu_bytes if o.memory else None,
     }
+    _with_band(rec, "per_gpu_bytes", o.memory.per_gpu_bytes if o.memory else None, f"memory/{arch}")
     kind = uncertainty.kind_of("training" if o.training else "serving throughput", model_kind, arch)
     _with_band(rec, "time_s", o.time_s, kind)
     _with_band(rec, "throughput", o.throughput, kind)

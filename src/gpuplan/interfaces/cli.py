@@ -490,7 +490,7 @@ def fit(
             t.add_row(
                 r["gpu"],
                 _gib(r["memory_bytes"]),
-                _gib(r["per_gpu_bytes"]),
+                _range(r, "per_gpu_bytes", _gib),
                 "[green]yes[/green]" if r["fits"] else "[red]no[/red]",
                 _gib(r["headroom_bytes"]) if r["fits"] else "",
                 need,
