@@ -624,6 +624,10 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             )
         )
     if pp > 1:
+        # a step's tokens pass every stage in turn (no micro-batch interleaving across steps: the
+        # llama.cpp layer split, vLLM's pipeline without concurrent batches), so the stage's
+        # operators are paid pp times, plus the hops between stages
+        ops = [Op(o.name, o.phase, o.flops * pp, o.bytes * pp, o.time_s * pp, o.bound) for o in ops]
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
     # kernel launches: graphs cost ~1.5 us per kernel on the GPU; eager PyTorch is CPU-bound

@@ -127,6 +127,14 @@ def _resolve_model(text: str) -> ModelSpec:
 
 def _resolve_gpu(text: str, catalog: Catalog) -> GPU:
     raw = re.sub(r"^\d+\s*[x×]\s*", "", text.strip())  # "8x A100 80GB": the count is num_gpus
+    if re.search(r"\bPCIe\b", raw, re.IGNORECASE) and not re.search(r"pcie", raw.split("(")[0], re.IGNORECASE):
+        # "A100 (80GB; PCIe interconnect)": the PCIe card, not the SXM module the bare name means
+        mem_ = re.search(r"(\d+)\s*GB", raw, re.IGNORECASE)
+        stem_ = raw.split("(")[0].strip()
+        for cand in ([f"{stem_} PCIe {mem_.group(1)}GB"] if mem_ else []) + [f"{stem_} PCIe"]:
+            g = catalog.find(cand)
+            if g is not None:
+                return g
     mem = re.search(r"(\d+)\s*GB", raw, re.IGNORECASE)
     base = re.sub(r"\(.*?\)", "", raw).strip()
     cands = [raw, base]

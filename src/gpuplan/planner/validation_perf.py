@@ -144,8 +144,12 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
         dp = max(n // (int(w.get("tp", 1)) * int(w.get("pp", 1))), 1)
         w["grad_accum"] = max(gb // (dp * mb), 1)
     if w.get("task") == "inference":
-        out = _num(r"\bout(?:put)?\s*[=:]?\s*(\d+)", prose) or _num(r"(\d+) (?:generated|output) tokens", prose)
-        out = out or _num(r"(\d+) output", prose)
+        out = (
+            _num(r"\bout(?:put)?(?:_len)?\s*[=:]\s*(\d+)", prose)
+            or _num(r"input \d+; output (\d+)", prose)
+            or _num(r"(\d+) (?:generated|output) tokens", prose)
+            or _num(r"(\d+) output\b", prose)
+        )
         w["output_len"] = out if out is not None else 1
         if re.search(r"1 output token|first-token", prose, re.IGNORECASE):
             w["output_len"] = 1
@@ -159,9 +163,20 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
             w["weight_dtype"] = "int4"
         if "fp16" in prec and "weight_dtype" not in w:
             w["precision"] = "fp16"
-        engine = _engine(" ".join((row_fields.get("source", ""), extra)))
+        # the framework the row names wins over the publisher's name (MLC's tables include llama.cpp and vLLM runs)
+        engine = _engine(extra) or _engine(row_fields.get("source", ""))
         if engine:
             w["engine"] = engine
+        n = int(w.get("num_gpus", 1))
+        if n > 1 and "tp" not in w and "pp" not in w:
+            # several GPUs serving one model: split by tensor parallelism where the heads allow
+            # (what the rows' "tensor parallel across GPUs" and the engines' defaults do), else layers
+            # llama.cpp splits by layers unless told otherwise (--split-mode layer, its default)
+            layer_split = w.get("engine") == "llama.cpp" or re.search(r"pipeline", prose, re.IGNORECASE)
+            if model.num_heads % n == 0 and not layer_split:
+                w["tp"] = n
+            else:
+                w["pp"] = n
     else:
         w.pop("engine", None)
         if re.search(r"fused (MLP|dense|LayerNorm)|Transformer Engine|torch\.compile|compile on", prose, re.IGNORECASE):
