@@ -5,8 +5,10 @@
 bundled validation row of that kind. It is written by `gpuplan validate --write-residuals` and a
 test checks it matches the bundled rows, so the error bars move whenever the model or the rows do.
 
-A figure's range is where the truth would lie if this prediction erred like the middle 80% of its
-kind (10th-90th percentile): truth = predicted / (1 + error). A kind with fewer than MIN_ROWS rows
+Speed residuals are kept as errors of a rate (predicted / true - 1; a time's error is turned into
+its rate's), so times and throughputs of one kind share them. A figure's range is where the truth
+would lie if this prediction erred like the middle 80% of its kind (10th-90th percentile): a
+rate's truth = predicted / (1 + error), a time's = predicted x (1 + error). A kind with fewer than MIN_ROWS rows
 borrows from the same measurement on every architecture, and then from everything.
 """
 
@@ -33,10 +35,14 @@ class Band:
     err_high: float  # 90th percentile
     median_abs: float
 
-    def range(self, predicted: float) -> tuple[float, float]:
-        """(low, high) for the true value of a `predicted` figure."""
-        a = predicted / (1.0 + self.err_high) if self.err_high > -0.99 else predicted
-        b = predicted / (1.0 + self.err_low) if self.err_low > -0.99 else predicted * 100
+    def range(self, predicted: float, time: bool = False) -> tuple[float, float]:
+        """(low, high) for the true value of a `predicted` figure. Speed residuals are errors of a
+        rate (predicted / true - 1): a rate's truth is predicted / (1 + e), a time's predicted x (1 + e)."""
+        if time:
+            a, b = predicted * (1.0 + self.err_low), predicted * (1.0 + self.err_high)
+        else:
+            a = predicted / (1.0 + self.err_high) if self.err_high > -0.99 else predicted
+            b = predicted / (1.0 + self.err_low) if self.err_low > -0.99 else predicted * 100
         return (min(a, b), max(a, b))
 
     def record(self, predicted: float) -> dict[str, Any]:

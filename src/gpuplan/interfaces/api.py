@@ -307,14 +307,15 @@ def memory_record(e: MemoryEstimate) -> dict[str, Any]:
     return rec
 
 
-def _with_band(rec: dict[str, Any], key: str, value: float | None, kind: str) -> None:
-    """rec[key] = value, plus rec[key_low] / rec[key_high] from the validation residuals of `kind`."""
+def _with_band(rec: dict[str, Any], key: str, value: float | None, kind: str, time: bool = False) -> None:
+    """rec[key] = value, plus rec[key_low] / rec[key_high] from the validation residuals of `kind`
+    (`time`: the figure is a duration, whose error runs opposite to its rate's)."""
     rec[key] = value
     if value is None:
         return
     b = uncertainty.band(kind)
     if b is not None:
-        low, high = b.range(value)
+        low, high = b.range(value, time)
         rec[f"{key}_low"], rec[f"{key}_high"] = low, high
 
 
@@ -346,15 +347,14 @@ def time_record(t: TrainingTime | InferenceTime, arch: str, model_kind: str = "d
 
     if isinstance(t, TrainingTime):
         kind = k("training")
-        _with_band(rec, "step_time_s", t.step_time_s, kind)
-        # a throughput's error runs the other way: truth = predicted / (1 + err) for tokens/s too
+        _with_band(rec, "step_time_s", t.step_time_s, kind, time=True)
         _with_band(rec, "tokens_per_s", t.tokens_per_s, kind)
         rec["tokens_per_s_per_gpu"] = t.tokens_per_s_per_gpu
         rec["tokens_per_step"] = t.tokens_per_step
         rec["mfu"] = t.mfu
         rec["hfu"] = t.hfu
         rec["model_flops_per_token"] = t.model_flops_per_token
-        _with_band(rec, "time_to_train_s", t.time_to_train_s, kind)
+        _with_band(rec, "time_to_train_s", t.time_to_train_s, kind, time=True)
         rec["train_tokens"] = t.train_tokens
         rec["bottleneck"] = t.bottleneck
         rec["compute_s"] = t.compute_s
@@ -364,9 +364,9 @@ def time_record(t: TrainingTime | InferenceTime, arch: str, model_kind: str = "d
         b = uncertainty.band(kind)
         rec["uncertainty"] = b.record(t.tokens_per_s) if b else None
     else:
-        _with_band(rec, "ttft_s", t.ttft_s, k("prefill"))
+        _with_band(rec, "ttft_s", t.ttft_s, k("prefill"), time=True)
         rec["ttft_single_request_s"] = t.ttft_single_s
-        _with_band(rec, "tpot_s", t.tpot_s, k("decode"))
+        _with_band(rec, "tpot_s", t.tpot_s, k("decode"), time=True)
         _with_band(rec, "output_tokens_per_s", t.output_tokens_per_s, k("serving throughput"))
         rec["request_latency_s"] = t.request_latency_s
         rec["batch"] = t.batch
@@ -542,7 +542,15 @@ def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path]
 
 def residual_file(validation: Mapping[str, Any]) -> dict[str, Any]:
     """The residuals file (error bars) from a `validate` result: bundled rows only, fit verdicts excluded."""
-    pairs = [(r["kind"], float(r["error"])) for r in validation["rows"] if r["unit"] != "fits" and r["kind"]]
+    pairs = []
+    for r in validation["rows"]:
+        if r["unit"] == "fits" or not r["kind"]:
+            continue
+        err = float(r["error"])
+        metric = str(r["metric"]).lower()
+        if r["unit"].strip().lower() in ("ms", "s") or "first_token" in metric or "per_output_token" in metric:
+            err = 1.0 / (1.0 + err) - 1.0  # a time's error as its rate's: predicted/true speed - 1
+        pairs.append((r["kind"], err))
     return uncertainty.residual_table(pairs)
 
 
@@ -604,7 +612,7 @@ def option_record(o: Option, model_kind: str = "decoder") -> dict[str, Any]:
     }
     _with_band(rec, "per_gpu_bytes", o.memory.per_gpu_bytes if o.memory else None, f"memory/{arch}")
     kind = uncertainty.kind_of("training" if o.training else "serving throughput", model_kind, arch)
-    _with_band(rec, "time_s", o.time_s, kind)
+    _with_band(rec, "time_s", o.time_s, kind, time=True)
     _with_band(rec, "throughput", o.throughput, kind)
     rec["cost_usd"] = o.cost.usd if o.cost else None
     rec["usd_per_hour"] = o.cost.usd_per_gpu_hour * o.num_gpus if o.cost and o.cost.usd_per_gpu_hour else None
