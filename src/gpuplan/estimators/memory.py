@@ -188,8 +188,8 @@ def _norm_bytes(model: ModelSpec, w: Workload, b: float) -> float:
 
 
 # leaf names of output projections (attention) and down projections (MLP) across the families
-_ATTN_OUT: Final = ("o_proj", "out_proj", "dense", "c_proj", "o", "output")
-_MLP_DOWN: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2")
+ATTN_OUT_LEAVES: Final = ("o_proj", "out_proj", "dense", "c_proj", "o", "output")
+MLP_DOWN_LEAVES: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2")
 
 
 def _kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
@@ -202,10 +202,10 @@ def _kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
     for g in targets:
         assert g.linear is not None
         leaf = g.name.rsplit(".", 1)[-1]
-        if g.role == "attention" and leaf not in _ATTN_OUT:
+        if g.role == "attention" and leaf not in ATTN_OUT_LEAVES:
             attn_in = True
         elif g.role in ("mlp", "expert"):
-            if leaf in _MLP_DOWN:
+            if leaf in MLP_DOWN_LEAVES:
                 down_in = True
             else:
                 mlp_in = True

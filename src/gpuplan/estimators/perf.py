@@ -26,8 +26,9 @@ from gpuplan.estimators import comm
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import StackShape, stack_shapes
 from gpuplan.estimators.lora import lora_targets
+from gpuplan.estimators.memory import ATTN_OUT_LEAVES, MLP_DOWN_LEAVES
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, ParamGroup
 from gpuplan.specs.precision import compute_peak, storage_format
 from gpuplan.specs.workload import Workload
 
@@ -81,6 +82,9 @@ NF4_DEQUANT_BYTES: Final = 2.5
 # kernels) dequantise in the inner loop; near the full fp16 rate up to batch ~16-32, then below
 # it (Frantar et al. 2024, Marlin, fig. 1). Share of the fp16 GEMM efficiency at large batch.
 WEIGHT_ONLY_COMPUTE_SHARE: Final = 0.85
+
+# Linear layers Megatron splits along their input under tensor parallelism (row-parallel).
+ROW_PARALLEL_LEAVES: Final = frozenset(ATTN_OUT_LEAVES) | frozenset(MLP_DOWN_LEAVES)
 
 
 # The roofline's corner: time = (t_compute^p + t_memory^p)^(1/p). Near the ridge a kernel reaches
@@ -155,7 +159,8 @@ class _Ctx:
     act_b: float  # activation bytes per value
     bw: float  # device bandwidth, bytes/s
     fused: bool
-    fp32_peak: float = 0.0
+    fp32_peak: float  # CUDA-core rate (GEMV)
+    peak16: float  # 16-bit tensor rate: attention runs at it whatever the GEMMs' precision
     notes: list[str] = field(default_factory=list)
 
 
@@ -195,8 +200,9 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         act_b=act_b,
         bw=gpu.memory_bandwidth_bytes_per_s,
         fused=w.compile or engine_fused,
-        notes=notes,
         fp32_peak=gpu.peak_flop_per_s.get("fp32") or peak.flop_per_s,
+        peak16=compute_peak(gpu, "bf16" if gpu.supports("bf16") else "fp16").flop_per_s,
+        notes=notes,
     )
 
 
@@ -220,17 +226,15 @@ def _gemm(
     weight_only: bool = False,
 ) -> Op:
     """`count` GEMMs of (m x k) @ (k x n) reading a (k x n) weight at `w_bytes` per element."""
-    if m < GEMV_ROWS:
-        # a matrix-vector product: CUDA-core FMAs over the streamed weights, no tensor-core tiles
-        flops = 2.0 * m * n * k * count
-        nbytes = count * (n * k * w_bytes + (m * k + m * n) * c.act_b)
-        return _roof(name, phase, flops, nbytes, c.fp32_peak * eff.FP32_CORE_EFF, c.bw * eff.KERNEL_BW_EFF)
-    e = c.gemm_eff * eff.gemm_size_factor(m, n, k)
-    if weight_only:
-        e *= WEIGHT_ONLY_COMPUTE_SHARE
     flops = 2.0 * m * n * k * count
     nbytes = count * (n * k * w_bytes + (m * k + m * n) * c.act_b)
-    return _roof(name, phase, flops, nbytes, c.peak * max(e, 1e-6), c.bw * eff.KERNEL_BW_EFF)
+    if m < GEMV_ROWS:
+        # a matrix-vector product: CUDA-core FMAs over the streamed weights, no tensor-core tiles
+        rate = c.fp32_peak * eff.FP32_CORE_EFF
+    else:
+        e = c.gemm_eff * eff.gemm_size_factor(m, n, k) * (WEIGHT_ONLY_COMPUTE_SHARE if weight_only else 1.0)
+        rate = c.peak * max(e, 1e-6)
+    return _roof(name, phase, flops, nbytes, rate, c.bw * eff.KERNEL_BW_EFF)
 
 
 def _avg_context(seq: float, window: float | None, causal: bool) -> float:
@@ -242,12 +246,16 @@ def _avg_context(seq: float, window: float | None, causal: bool) -> float:
     return window - window * window / (2 * seq)  # ramp up to the window, then flat
 
 
-def _tp_split(g_name: str, linear: tuple[int, int], tp: int) -> tuple[float, float]:
-    """(in, out) of one TP shard: column-parallel splits out, row-parallel (o/down) splits in."""
-    leaf = g_name.rsplit(".", 1)[-1]
-    if leaf in ("o_proj", "out_proj", "dense", "c_proj", "o", "wo", "down_proj", "w2", "dense_4h_to_h", "fc2"):
-        return linear[0] / tp, float(linear[1])
-    return float(linear[0]), linear[1] / tp
+def _shard_dims(g: ParamGroup, tp: int) -> tuple[float, float]:
+    """(in, out) of one TP shard of a linear group: row-parallel layers (attention output, MLP
+    down: the leaves memory.py keeps too) split their input, column-parallel ones their output;
+    the MoE router is replicated."""
+    assert g.linear is not None
+    if g.role == "router":
+        return float(g.linear[0]), float(g.linear[1])
+    if g.name.rsplit(".", 1)[-1] in ROW_PARALLEL_LEAVES:
+        return g.linear[0] / tp, float(g.linear[1])
+    return float(g.linear[0]), g.linear[1] / tp
 
 
 def _stage_share(c: _Ctx, role: str) -> float:
@@ -286,7 +294,7 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     e = eff.attention_efficiency(c.gpu, backward) * eff.size_factor(seq)
     if c.runs_as == "fp32":
         e = eff.FP32_CORE_EFF * 0.5
-    peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else compute_peak(c.gpu, "bf16").flop_per_s
+    peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else c.peak16
     return _roof("attention", phase, flops, nbytes, peak * e, c.bw * eff.KERNEL_BW_EFF)
 
 
@@ -325,7 +333,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
         if g.linear is None:
             continue
         share = _stage_share(c, g.role)
-        k_in, n_out = _tp_split(g.name, g.linear, tp) if g.role != "router" else (float(g.linear[0]), g.linear[1])
+        k_in, n_out = _shard_dims(g, tp)
         m = tokens * g.active_fraction
         count = g.count * share
         fwd.append(_gemm(c, f"linear {g.name}", "forward", m, n_out, k_in, count, w_bytes))
@@ -348,10 +356,8 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
 
     attn_fwd: list[Op] = []
     for s in shapes:
-        stack_seq = seq
-        fwd_attn = _attention_op(c, s, tokens, stack_seq, "forward")
-        attn_fwd.append(fwd_attn)
-        bwd.append(_attention_op(c, s, tokens, stack_seq, "backward", backward=True))
+        attn_fwd.append(_attention_op(c, s, tokens, seq, "forward"))
+        bwd.append(_attention_op(c, s, tokens, seq, "backward", backward=True))
         ew = _elementwise_bytes(s, c) * tokens * s.layers / pp / (tp if w.sequence_parallel else 1)
         fwd.append(_roof("norms, activations, residuals", "forward", 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
         bwd.append(_roof("norms, activations, residuals", "backward", 0.0, 2 * ew, 1.0, c.bw * eff.COPY_BW_EFF))
@@ -426,9 +432,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
         "kernel launch": micro_launch * m_batches,
     }
     bottleneck = max(parts, key=lambda k: parts[k])
-    train_tokens = w.tokens
-    if train_tokens is None and w.epochs is not None and w.dataset_tokens is not None:
-        train_tokens = w.epochs * w.dataset_tokens
+    train_tokens = w.train_tokens
     ttt = train_tokens / tokens_per_s if train_tokens else None
     notes = list(c.notes)
     if pp > 1:
@@ -492,7 +496,7 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
         "communication": dp_exposed,
     }
     ops = (*fwd, *bwd, opt, *(Op(n, "communication", 0.0, b, t, "communication") for n, b, t in cm.ops if t > 0))
-    train = w.tokens if w.tokens else (w.epochs * w.dataset_tokens if w.epochs and w.dataset_tokens else None)
+    train = w.train_tokens
     return TrainingTime(
         step_time_s=step,
         tokens_per_step=samples,
@@ -587,7 +591,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
     for g in model.groups:
         if g.linear is None:
             continue
-        k_in, n_out = _tp_split(g.name, g.linear, tp) if g.role != "router" else (float(g.linear[0]), g.linear[1])
+        k_in, n_out = _shard_dims(g, tp)
         count = g.count / pp if g.role not in ("head",) else 1.0
         m = tokens * g.active_fraction
         if g.role == "head" and (phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES):
@@ -605,7 +609,6 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             _gemm(c, f"linear {g.name}", phase, m, n_out, k_in, count, per_elt, weight_only and g.role != "head")
         )
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
-    peak16 = compute_peak(c.gpu, "bf16" if c.gpu.supports("bf16") else "fp16").flop_per_s
     for a_stack in stack_shapes(model):
         layers = a_stack.layers / pp
         kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
@@ -626,7 +629,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         else:
             nbytes = batch * attn_ctx * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers
             e = eff.attention_efficiency(c.gpu) * eff.size_factor(model.num_heads / max(model.num_kv_heads, 1) * 16)
-        ops.append(_roof("attention", phase, flops, nbytes, peak16 * e, c.bw * eff.KERNEL_BW_EFF))
+        ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * eff.KERNEL_BW_EFF))
         ew = _elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(_roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations
@@ -650,7 +653,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         ops = [Op(o.name, o.phase, o.flops * pp, o.bytes * pp, o.time_s * pp, o.bound) for o in ops]
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
-    # kernel launches: graphs cost ~1.5 us per kernel on the GPU; eager PyTorch is CPU-bound
+    # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
     kernels = _kernels_per_layer(model) * layers_total * pp + 4
     gpu_time = sum(o.time_s for o in ops)
     if w.engine in GRAPH_ENGINES:

@@ -49,15 +49,15 @@ class Option:
     layout: dict[str, Any]
     fits: bool
     memory: MemoryEstimate | None
-    training: TrainingTime | None
-    inference: InferenceTime | None
-    time_s: float | None
-    throughput: float | None  # tokens/s (images/s for CNNs), all GPUs together
-    cost: CostEnergy | None
     bottleneck: str
     why: str
-    meets_deadline: bool | None
-    within_budget: bool | None
+    training: TrainingTime | None = None
+    inference: InferenceTime | None = None
+    time_s: float | None = None
+    throughput: float | None = None  # tokens/s (images/s for CNNs), all GPUs together
+    cost: CostEnergy | None = None
+    meets_deadline: bool | None = None
+    within_budget: bool | None = None
     too_slow: bool = False
     licence_barred: bool = False
 
@@ -77,9 +77,10 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
     if w.is_training:
         base = {"num_gpus": n, "tp": 1, "pp": 1}
         if n == 1:
-            yield {**base, "zero": 0 if w.offload == "none" else w.zero}
+            one = {**base, "zero": 0 if w.offload == "none" else w.zero}  # offload keeps its ZeRO stage
+            yield one
             if w.activation_checkpointing != "full":
-                yield {**base, "zero": 0 if w.offload == "none" else w.zero, "activation_checkpointing": "full"}
+                yield {**one, "activation_checkpointing": "full"}
             return
         yield {**base, "zero": w.zero}
         if w.zero < 3:
@@ -91,14 +92,6 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
             yield {"num_gpus": n, "tp": n, "pp": 1}
         elif model.num_layers >= n:
             yield {"num_gpus": n, "tp": 1, "pp": n}
-
-
-def _train_tokens(w: Workload) -> float | None:
-    if w.tokens:
-        return w.tokens
-    if w.epochs and w.dataset_tokens:
-        return w.epochs * w.dataset_tokens
-    return None
 
 
 def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> str:
@@ -114,11 +107,13 @@ def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> 
     return "; ".join(parts)
 
 
-def _why_inference(it: InferenceTime, n: int, service: bool) -> str:
+def _why_inference(it: InferenceTime, layout: dict[str, Any], service: bool) -> str:
     ttft = it.ttft_single_s if service else it.ttft_s
     s = f"TTFT {ttft * 1e3:,.0f} ms, {it.tpot_s * 1e3:,.1f} ms/token at batch {it.batch} ({it.bottleneck}-bound)"
-    if n > 1:
-        s += f", tensor-parallel over {n}"
+    if layout.get("tp", 1) > 1:
+        s += f", tensor-parallel over {layout['tp']}"
+    if layout.get("pp", 1) > 1:
+        s += f", layers split over {layout['pp']} (pipeline)"
     if not service and it.best_batch > it.batch:
         s += f"; up to {it.best_output_tokens_per_s:,.0f} tokens/s at batch {it.best_batch} (continuous batching)"
     return s
@@ -150,20 +145,7 @@ def evaluate(
     if chosen is None or mem is None:
         need = f"{last.per_gpu_bytes / 2**30:,.1f} GiB per GPU" if last else "no valid layout"
         return Option(
-            gpu,
-            n,
-            {},
-            False,
-            last,
-            None,
-            None,
-            None,
-            None,
-            None,
-            "memory capacity",
-            f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB",
-            None,
-            None,
+            gpu, n, {}, False, last, "memory capacity", f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB"
         )
     try:
         if w.is_training:
@@ -172,9 +154,7 @@ def evaluate(
             )
         return _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
     except GpuplanError as exc:
-        return Option(
-            gpu, n, chosen, False, mem, None, None, None, None, None, "unsupported", str(exc).rstrip("."), None, None
-        )
+        return Option(gpu, n, chosen, False, mem, "unsupported", str(exc).rstrip("."))
 
 
 def _marks(w: Workload, time_s: float | None, usd: float | None) -> tuple[bool | None, bool | None]:
@@ -194,27 +174,14 @@ def _training_option(
     carbon: float | None,
 ) -> Option:
     t = estimate_training_time(model, w, gpu)
-    tokens = _train_tokens(w)
+    tokens = w.train_tokens
     seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
     busy = busy_share((o.bound, o.time_s) for o in t.ops)
     ce = cost_and_energy(gpu, n, seconds, busy, price, tokens or t.tokens_per_step, carbon)
     deadline, budget = _marks(w, t.time_to_train_s, ce.usd if tokens else None)
-    return Option(
-        gpu,
-        n,
-        layout,
-        True,
-        mem,
-        t,
-        None,
-        seconds,
-        t.tokens_per_s,
-        ce,
-        t.bottleneck,
-        _why_training(t, gpu, n, layout),
-        deadline,
-        budget,
-    )
+    why = _why_training(t, gpu, n, layout)
+    return Option(gpu, n, layout, True, mem, t.bottleneck, why, training=t, time_s=seconds,
+                  throughput=t.tokens_per_s, cost=ce, meets_deadline=deadline, within_budget=budget)  # fmt: skip
 
 
 def _inference_option(
@@ -230,23 +197,11 @@ def _inference_option(
     service = w.tokens is None
     cap = mem.serving.max_sequences if mem.serving else w.batch_size
     if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and cap < w.batch_size:
-        return Option(
-            gpu,
-            n,
-            layout,
-            False,
-            mem,
-            None,
-            None,
-            None,
-            None,
-            None,
-            "memory capacity",
+        why = (
             f"{w.engine}'s KV cache (gpu_memory_utilization {w.gpu_memory_utilization:g}) holds "
-            f"{cap} of the {w.batch_size} sequences",
-            None,
-            None,
+            f"{cap} of the {w.batch_size} sequences"
         )
+        return Option(gpu, n, layout, False, mem, "memory capacity", why)
     it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
     busy = busy_share((o.bound, o.time_s) for o in it.decode_ops)
     rate = it.output_tokens_per_s
@@ -254,37 +209,23 @@ def _inference_option(
         duration = w.deadline or 3600.0
         ce = cost_and_energy(gpu, n, duration, busy, price, rate * duration, carbon)
         too_slow = it.tpot_s > SERVICE_MAX_TPOT_S
-        why = _why_inference(it, n, True)
+        why = _why_inference(it, layout, True)
         latency = it.ttft_single_s + (max(w.output_len, 1) - 1) * it.tpot_s
         if too_slow:
             why = (
                 f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); "
                 + why
             )
-        budget = None if w.budget is None or ce.usd is None else ce.usd <= w.budget
-        return Option(
-            gpu, n, layout, True, mem, None, it, latency, rate, ce, it.bottleneck, why, None, budget, too_slow
-        )
+        _, budget = _marks(w, None, ce.usd)  # a service has no deadline to meet, only a budget
+        return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=latency,
+                      throughput=rate, cost=ce, within_budget=budget, too_slow=too_slow)  # fmt: skip
     assert w.tokens is not None
     seconds = w.tokens / rate
     ce = cost_and_energy(gpu, n, seconds, busy, price, w.tokens, carbon)
     deadline, budget = _marks(w, seconds, ce.usd)
-    return Option(
-        gpu,
-        n,
-        layout,
-        True,
-        mem,
-        None,
-        it,
-        seconds,
-        rate,
-        ce,
-        it.bottleneck,
-        _why_inference(it, n, False),
-        deadline,
-        budget,
-    )
+    why = _why_inference(it, layout, False)
+    return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=seconds,
+                  throughput=rate, cost=ce, meets_deadline=deadline, within_budget=budget)  # fmt: skip
 
 
 def _rank_key(o: Option, objective: str, service: bool) -> tuple[float, ...]:

@@ -246,6 +246,15 @@ class Workload(BaseModel):
         return self.num_gpus // (self.tp * self.pp)
 
     @property
+    def train_tokens(self) -> float | None:
+        """Tokens the training job runs over: `tokens`, or epochs x dataset_tokens (None if neither)."""
+        if self.tokens:
+            return self.tokens
+        if self.epochs and self.dataset_tokens:
+            return self.epochs * self.dataset_tokens
+        return None
+
+    @property
     def effective_weight_dtype(self) -> str:
         if self.weight_dtype is not None:
             return self.weight_dtype
