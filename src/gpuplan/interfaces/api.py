@@ -26,6 +26,7 @@ from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
 from gpuplan.specs.prices import Price, cheapest_prices, load_price_file
 from gpuplan.specs.workload import Workload, make_workload, read_workload_file
 
+PRICES_ENV: Final = "GPUPLAN_PRICES"  # a user's price CSV, like --prices
 DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FLOPs per token
 
 
@@ -415,9 +416,6 @@ def prices(
             if p.spot == spot:
                 best[p.gpu] = p  # the user's own price wins over the bundled snapshot
     return best
-
-
-PRICES_ENV: Final = "GPUPLAN_PRICES"
 
 
 def estimate(
