@@ -1,22 +1,31 @@
-"""Collective communication: ring all-reduce, all-gather, reduce-scatter and point-to-point, each
-with a bandwidth and a latency term (the alpha-beta model: Thakur, Rabenseifner & Gropp 2005,
+"""Collective communication: ring and tree all-reduce, all-gather, reduce-scatter, all-to-all and
+point-to-point, each with a bandwidth and a latency term (the alpha-beta model: Thakur, Rabenseifner & Gropp 2005,
 "Optimization of Collective Communication Operations in MPICH"; NCCL's nccl-tests PERFORMANCE.md
 defines bus bandwidth the same way: all-reduce moves 2(n-1)/n of the buffer per GPU, all-gather
 and reduce-scatter (n-1)/n).
 
 Links: NVLink/NVSwitch inside a node (the catalog's bandwidth, both directions, halved for one
-direction), else PCIe; between nodes each GPU's NIC (rails: one NIC per GPU on HGX nodes).
+direction), else PCIe; between nodes the cluster's fabric (specs/cluster.py: rails of one NIC per
+GPU on HGX/DGX nodes, or one Ethernet port per node). A group is placed as Megatron-Core places
+it (rank order tp, cp, dp, pp: tensor-parallel ranks adjacent), so a group of `n` GPUs with
+`per_node` of them in each node crosses the network when n > per_node.
+
+The functions take numpy arrays (one entry per layout) so that the layout search evaluates many
+layouts at once; scalars work too.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
+from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GB, GPU
-from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
+
+Arr = npt.NDArray[np.float64]
 
 # nccl-tests all-reduce bus bandwidth on NVLink/NVSwitch: 231.6-235 GB/s on 8x A100 (77-78% of the
 # 300 GB/s one-direction rate); 367 GB/s ring all-reduce on 8x H200 without SHARP (82% of 450);
@@ -29,20 +38,11 @@ PCIE_EFF: Final = 0.80
 # whatever the PCIe generation (8x RTX 5090 all-reduce busbw 28 GB/s, "little different from
 # 8x 4090"; RTX 4090 copy ~26 GB/s: sources in gpuplan's notes, see README "Performance model").
 NO_P2P_CAP_GBPS: Final = 27.0
-# Inter-node NIC per GPU: DGX/HGX H100/H200 8x ConnectX-7 at 400 Gb/s (NVIDIA DGX BasePOD reference
-# architecture); HGX A100 nodes 8x 200 Gb/s HDR (llm-foundry's A100 tables: "1600 Gbps node-node");
-# PCIe servers typically one 100 Gb/s Ethernet port per node. 80% achieved (nccl-tests).
-NIC_GBPS_BY_ARCH: Final = {"Ampere": 25.0, "Hopper": 50.0, "Blackwell": 50.0, "CDNA 3": 50.0, "CDNA 2": 25.0}
-NIC_GBPS_DEFAULT: Final = 12.5
-NIC_EFF: Final = 0.80
 # Per-step latency of a ring collective: 8-GPU small-message all-reduce takes ~25-45 us on A100/H100
 # NVLink (14 ring steps: ~2.5 us each) and 42 us on 8x RTX 4090 over PCIe (~3 us); across
-# InfiniBand ~15 us per hop.
+# InfiniBand see the cluster's fabric (NCCL's tuning model: 14 us per network hop).
 LATENCY_NVLINK_S: Final = 2.5e-6
 LATENCY_PCIE_S: Final = 3.0e-6
-LATENCY_NET_S: Final = 15e-6
-# GPUs per node when a group spans hosts (HGX/DGX: 8).
-GPUS_PER_NODE: Final = 8
 # Share of a collective that overlaps with compute when there is enough compute to hide it
 # behind: NCCL kernels take SMs from the GEMMs they overlap (derived; calibrated on the
 # llm-foundry FSDP rows).
@@ -57,110 +57,153 @@ def pcie_bandwidth(gpu: GPU) -> float:
     return bw
 
 
+def _arr(x: float | Arr) -> Arr:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _intra(gpu: GPU, n: Arr) -> tuple[Arr, Arr]:
+    """(bus bandwidth, per-step latency) of `n` GPUs inside one node."""
+    nvlink = gpu.nvlink_bandwidth_bytes_per_s > 0
+    use_nv = (n <= gpu.nvlink_domain) if nvlink else np.zeros_like(n, dtype=bool)
+    bw = np.where(use_nv, gpu.nvlink_bandwidth_bytes_per_s / 2 * NVLINK_EFF, pcie_bandwidth(gpu))
+    lat = np.where(use_nv, LATENCY_NVLINK_S, LATENCY_PCIE_S)
+    return bw, lat
+
+
+def members_per_node(cl: Cluster, n: float | Arr, stride: float | Arr) -> Arr:
+    """GPUs of one group in a node: a group of `n` ranks `stride` apart (Megatron-Core's rank order)."""
+    n_a, s_a = _arr(n), np.maximum(_arr(stride), 1.0)
+    fit = np.floor(cl.gpus_per_node / s_a)
+    return np.clip(fit, 1.0, np.maximum(n_a, 1.0))
+
+
+def group_link(cl: Cluster, n: float | Arr, per_node: float | Arr) -> tuple[Arr, Arr, npt.NDArray[np.bool_]]:
+    """(bus bandwidth bytes/s, per-step latency s, crosses nodes) of a group of `n` GPUs with
+    `per_node` of them in each node. Across nodes NCCL runs one ring per NIC rail, so a node's
+    NICs serving the group work in parallel, capped by the links inside the node."""
+    n_a = _arr(n)
+    k = np.minimum(_arr(per_node), n_a)
+    bw_in, lat_in = _intra(cl.gpu, np.maximum(k, 2.0))
+    crosses = n_a > k
+    nics = np.ones_like(k) if cl.fabric.per_node else k
+    net = nics * cl.fabric.gbit / 8 * GB * cl.fabric.efficiency
+    bw = np.where(crosses, np.minimum(bw_in, net), bw_in)
+    lat = np.where(crosses, cl.fabric.latency_s, lat_in)
+    return bw, lat, crosses
+
+
+def _steps(n: Arr, crosses: npt.NDArray[np.bool_]) -> Arr:
+    # rings inside a node (n - 1 steps); across nodes NCCL's trees and PAT algorithms take
+    # ~log2(n) steps each way (Sanders, Speck & Traeff 2009, two-tree; NCCL 2.23 PAT)
+    return np.where(crosses, 2.0 * np.log2(np.maximum(n, 2.0)), np.maximum(n - 1.0, 0.0))
+
+
+def allreduce(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float | Arr) -> Arr:
+    """Time of an all-reduce of `nbytes` per GPU: bandwidth term 2(n-1)/n x bytes / bus bandwidth
+    (ring and tree are both bandwidth-optimal), latency a ring's 2(n-1) steps inside a node, a
+    tree's 2 x 2 log2(n) across nodes (NCCL picks trees at scale for their latency)."""
+    n_a, b = _arr(n), _arr(nbytes)
+    bw, lat, crosses = group_link(cl, n_a, per_node)
+    t = 2.0 * (n_a - 1.0) / np.maximum(n_a, 1.0) * b / bw + 2.0 * _steps(n_a, crosses) * lat
+    return np.where((n_a > 1) & (b > 0), t, 0.0)
+
+
+def gather(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float | Arr) -> Arr:
+    """Time of an all-gather (or reduce-scatter) whose full buffer is `nbytes`: (n-1)/n moved."""
+    n_a, b = _arr(n), _arr(nbytes)
+    bw, lat, crosses = group_link(cl, n_a, per_node)
+    t = (n_a - 1.0) / np.maximum(n_a, 1.0) * b / bw + _steps(n_a, crosses) * lat
+    return np.where((n_a > 1) & (b > 0), t, 0.0)
+
+
+def all_to_all(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float | Arr) -> Arr:
+    """Time of an all-to-all where each GPU scatters `nbytes` evenly over the group: (k-1)/n of it
+    stays in the node, (n-k)/n leaves through the GPU's share of the node's NICs; both at once."""
+    n_a, b = _arr(n), _arr(nbytes)
+    k = np.minimum(_arr(per_node), n_a)
+    bw_in, lat_in = _intra(cl.gpu, np.maximum(k, 2.0))
+    nics = np.ones_like(k) if cl.fabric.per_node else k
+    net_per_gpu = nics * cl.fabric.gbit / 8 * GB * cl.fabric.efficiency / k
+    t_in = b * (k - 1.0) / np.maximum(n_a, 1.0) / bw_in
+    t_net = b * (n_a - k) / np.maximum(n_a, 1.0) / net_per_gpu
+    nodes = np.ceil(n_a / k)
+    lat = np.where(n_a > k, cl.fabric.latency_s * np.log2(np.maximum(nodes, 2.0)), lat_in)
+    return np.where((n_a > 1) & (b > 0), np.maximum(t_in, t_net) + lat, 0.0)
+
+
+def p2p(cl: Cluster, crosses: bool | npt.NDArray[np.bool_], nbytes: float | Arr) -> Arr:
+    """Time of a send/recv of `nbytes` to the next pipeline stage (in the node or across it)."""
+    b = _arr(nbytes)
+    bw_in, lat_in = _intra(cl.gpu, np.full_like(b, 2.0))
+    per_gpu_net = cl.fabric.gbit / 8 * GB * cl.fabric.efficiency / (cl.gpus_per_node if cl.fabric.per_node else 1)
+    bw = np.where(crosses, np.minimum(bw_in, per_gpu_net), bw_in)
+    lat = np.where(crosses, cl.fabric.latency_s, lat_in)
+    return np.where(b > 0, b / bw + lat, 0.0)
+
+
+# --- one group of contiguous GPUs, for callers that give a GPU and a count -------------------
+
+
+def _contiguous(gpu: GPU, n: int) -> tuple[Cluster, int]:
+    cl = implied_cluster(gpu, n)
+    return cl, min(n, cl.gpus_per_node)
+
+
 def link(gpu: GPU, n: int) -> tuple[float, float, str]:
-    """(bus bandwidth bytes/s, per-step latency s, link name) for a group of `n` GPUs."""
-    if n > GPUS_PER_NODE:
-        # NCCL runs one ring per NIC rail, so a node's NICs work in parallel: bus bandwidth is the
-        # node's aggregate NIC rate (nccl-tests on 8x400G DGX H100 nodes: ~370 GB/s all-reduce
-        # busbw), capped by the links inside the node
-        nic = NIC_GBPS_BY_ARCH.get(gpu.architecture, NIC_GBPS_DEFAULT) if gpu.multi_node else NIC_GBPS_DEFAULT
-        per_node = (nic * GPUS_PER_NODE if gpu.multi_node else nic) * GB * NIC_EFF
-        inside, _, _ = link(gpu, min(GPUS_PER_NODE, max(gpu.nvlink_domain, 2)))
-        return min(per_node, inside), LATENCY_NET_S, "network"
-    if gpu.nvlink_bandwidth_bytes_per_s > 0 and n <= gpu.nvlink_domain:
-        return gpu.nvlink_bandwidth_bytes_per_s / 2 * NVLINK_EFF, LATENCY_NVLINK_S, "NVLink"
-    return pcie_bandwidth(gpu), LATENCY_PCIE_S, "PCIe"
-
-
-def _steps(n: int) -> float:
-    # rings inside a node; trees (log n) across nodes (NCCL picks trees at scale for latency)
-    return float(n - 1) if n <= GPUS_PER_NODE else 2.0 * math.log2(n)
+    """(bus bandwidth bytes/s, per-step latency s, link name) for a group of `n` contiguous GPUs."""
+    cl, k = _contiguous(gpu, n)
+    bw, lat, crosses = group_link(cl, n, k)
+    if bool(crosses):
+        name = "network"
+    elif gpu.nvlink_bandwidth_bytes_per_s > 0 and n <= gpu.nvlink_domain:
+        name = "NVLink"
+    else:
+        name = "PCIe"
+    return float(bw), float(lat), name
 
 
 def allreduce_time(gpu: GPU, n: int, nbytes: float) -> tuple[float, float]:
-    """(time, bytes each GPU sends) of a ring all-reduce of `nbytes` over `n` GPUs."""
+    """(time, bytes each GPU sends) of an all-reduce of `nbytes` over `n` contiguous GPUs."""
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
-    bw, lat, _ = link(gpu, n)
-    moved = 2.0 * (n - 1) / n * nbytes
-    return moved / bw + 2 * _steps(n) * lat, moved
+    cl, k = _contiguous(gpu, n)
+    return float(allreduce(cl, n, k, nbytes)), 2.0 * (n - 1) / n * nbytes
 
 
 def gather_time(gpu: GPU, n: int, nbytes: float) -> tuple[float, float]:
     """(time, bytes moved per GPU) of an all-gather or reduce-scatter of a `nbytes` full buffer."""
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
-    bw, lat, _ = link(gpu, n)
-    moved = (n - 1) / n * nbytes
-    return moved / bw + _steps(n) * lat, moved
+    cl, k = _contiguous(gpu, n)
+    return float(gather(cl, n, k, nbytes)), (n - 1) / n * nbytes
 
 
 def p2p_time(gpu: GPU, nbytes: float) -> float:
-    bw, lat, _ = link(gpu, 2)
-    return nbytes / bw + lat
+    cl, _ = _contiguous(gpu, 2)
+    return float(p2p(cl, False, nbytes))
 
 
-def exposed(overlappable: float, window: float) -> float:
+def exposed(overlappable: float | Arr, window: float | Arr) -> Arr:
     """Communication time left after hiding what fits behind `window` seconds of compute."""
-    hidden = OVERLAP_EFF * min(overlappable, window)
-    return overlappable - hidden
+    o = _arr(overlappable)
+    return o - OVERLAP_EFF * np.minimum(o, _arr(window))
 
 
-@dataclass
-class TrainingComm:
-    tp_per_micro: float = 0.0  # exposed (Megatron TP all-reduces sit on the critical path)
-    pp_per_micro: float = 0.0
-    dp_overlappable: float = 0.0  # per step: gradient all-reduce / FSDP gathers behind compute
-    dp_exposed: float = 0.0  # per step: what cannot overlap (ZeRO-1/2 parameter all-gather)
-    ops: list[tuple[str, float, float]] = field(default_factory=list)  # (name, bytes per GPU, time) per step
-
-
-def training_comm(
-    model: ModelSpec, w: Workload, gpu: GPU, tokens: float, act_b: float, trainable: float, lora: bool
-) -> TrainingComm:
-    """Per-GPU communication of one training step (`tokens` per micro-batch per GPU)."""
-    out = TrainingComm()
-    tp, pp, dp = w.tp, w.pp, w.dp
-    m = w.grad_accum
-    layers = max(model.num_layers, 1) / pp
-    if tp > 1:
-        # Megatron: 2 all-reduces forward, 2 backward per layer (+2 more with full recompute) of
-        # tokens x hidden activations; sequence parallelism swaps each for a reduce-scatter plus an
-        # all-gather of the same total volume (Korthikanti et al. 2022, sec. 4.2.2)
-        per = 4 + (2 if w.activation_checkpointing == "full" else 0)
-        t, moved = allreduce_time(gpu, tp, tokens * model.hidden_size * act_b)
-        out.tp_per_micro = t * per * layers
-        out.ops.append(("tensor-parallel all-reduces", moved * per * layers * m, out.tp_per_micro * m))
-    if pp > 1:
-        t = p2p_time(gpu, tokens * model.hidden_size * act_b)
-        out.pp_per_micro = 2 * t  # activations forward, gradients backward
-        out.ops.append(("pipeline send/recv", 2 * tokens * model.hidden_size * act_b * m, out.pp_per_micro * m))
+def data_parallel_comm(
+    gpu: GPU, w: Workload, grad_bytes: float, param_bytes: float
+) -> tuple[float, float, list[tuple[str, float, float]]]:
+    """(overlappable s, exposed s, ops) per step of plain data parallelism over `w.dp` contiguous
+    GPUs (the CNN path): DDP's gradient all-reduce, or ZeRO's reduce-scatter + all-gather."""
+    dp = w.dp
     if dp <= 1:
-        return out
-    n_params = model.total_params / (tp * pp)
-    grad_b = 4.0 if w.master_weights == "fp32" else 2.0
-    grads = trainable / (tp * pp) * grad_b
-    param_b = act_b if not lora or w.task != "qlora" else 0.53  # FSDP gathers the stored (NF4) base
-    if w.zero >= 3:
-        # FSDP / ZeRO-3: all-gather parameters forward and again backward, reduce-scatter gradients
-        # (Rajbhandari et al. 2020, sec. 7.2.2: 3x the parameter volume against DDP's 2x)
-        t_ag, b_ag = gather_time(gpu, dp, n_params * param_b)
-        t_rs, b_rs = gather_time(gpu, dp, grads)
-        gathers = 2 + (1 if w.activation_checkpointing == "full" else 0)
-        out.dp_overlappable = (t_ag * gathers) * m + t_rs * m if not lora else t_ag * gathers * m + t_rs
-        # the first layer's gather of each pass cannot hide (prefetch starts with it)
-        out.dp_exposed = t_ag * gathers / max(model.num_layers, 1)
-        out.ops.append(("FSDP all-gather of parameters", b_ag * gathers * m, t_ag * gathers * m))
-        out.ops.append(("FSDP reduce-scatter of gradients", b_rs * m, t_rs * m))
-    elif w.zero in (1, 2):
-        t_rs, b_rs = gather_time(gpu, dp, grads)
-        t_ag, b_ag = gather_time(gpu, dp, n_params * act_b)
-        out.dp_overlappable = t_rs
-        out.dp_exposed = t_ag  # updated 16-bit parameters gathered after the step
-        out.ops.append(("ZeRO reduce-scatter of gradients", b_rs, t_rs))
-        out.ops.append(("ZeRO all-gather of parameters", b_ag, t_ag))
-    else:
-        t_ar, b_ar = allreduce_time(gpu, dp, grads)
-        out.dp_overlappable = t_ar  # DDP buckets all-reduce during backward (Li et al. 2020)
-        out.ops.append(("data-parallel gradient all-reduce", b_ar, t_ar))
-    return out
+        return 0.0, 0.0, []
+    if w.zero >= 1:
+        t_rs, b_rs = gather_time(gpu, dp, grad_bytes)
+        t_ag, b_ag = gather_time(gpu, dp, param_bytes)
+        return (
+            t_rs,
+            t_ag,
+            [("ZeRO reduce-scatter of gradients", b_rs, t_rs), ("ZeRO all-gather of parameters", b_ag, t_ag)],
+        )
+    t_ar, b_ar = allreduce_time(gpu, dp, grad_bytes)
+    return t_ar, 0.0, [("data-parallel gradient all-reduce", b_ar, t_ar)]

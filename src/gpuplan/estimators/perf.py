@@ -27,6 +27,8 @@ from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import StackShape, stack_shapes
 from gpuplan.estimators.lora import lora_targets
 from gpuplan.estimators.memory import ATTN_OUT_LEAVES, MLP_DOWN_LEAVES
+from gpuplan.estimators.parallel import MicroProfile, compose
+from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
 from gpuplan.specs.precision import compute_peak, storage_format
@@ -162,6 +164,7 @@ class _Ctx:
     fp32_peak: float  # CUDA-core rate (GEMV)
     peak16: float  # 16-bit tensor rate: attention runs at it whatever the GEMMs' precision
     notes: list[str] = field(default_factory=list)
+    pp: int = 1  # pipeline stages the operators are split over (training builds at 1, then composes)
 
 
 def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
@@ -203,6 +206,7 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         fp32_peak=gpu.peak_flop_per_s.get("fp32") or peak.flop_per_s,
         peak16=compute_peak(gpu, "bf16" if gpu.supports("bf16") else "fp16").flop_per_s,
         notes=notes,
+        pp=w.pp,
     )
 
 
@@ -262,7 +266,7 @@ def _stage_share(c: _Ctx, role: str) -> float:
     """Share of a group's layers on the busiest pipeline stage (the one holding the lm_head)."""
     if role in ("head", "embedding", "position"):
         return 1.0
-    return 1.0 / c.w.pp
+    return 1.0 / c.pp
 
 
 def _elementwise_bytes(s: StackShape, c: _Ctx) -> float:
@@ -280,7 +284,7 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     causal = s.stack == "decoder"
     ctx = _avg_context(seq, s.window, causal)
     tp = c.w.tp
-    layers = s.layers / c.w.pp
+    layers = s.layers / c.pp
     flops = 2.0 * tokens * ctx * (s.q + s.attn_out) / tp * layers
     nbytes = tokens * (2 * s.q + s.k + s.v) * c.act_b / tp * layers
     if c.w.attention_impl == "eager":
@@ -314,16 +318,33 @@ def _trainable_params(model: ModelSpec, w: Workload) -> tuple[float, set[str], l
     return float(trainable), frozen, adapters
 
 
-def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingTime:
+@dataclass(frozen=True)
+class MicroOps:
+    """One micro-batch's operators on one GPU with every layer on it (pp = 1), and its profile."""
+
+    fwd: tuple[Op, ...]
+    bwd: tuple[Op, ...]
+    recompute: tuple[Op, ...]
+    optimizer: tuple[Op, ...]  # at the workload's own sharding (for the breakdown)
+    profile: MicroProfile
+    notes: tuple[str, ...]
+
+
+def _once(o: Op) -> bool:
+    """Operators that run once per model, on the last pipeline stage: the head and the loss."""
+    return o.name.startswith(("linear lm_head", "linear embed", "linear wte", "loss"))
+
+
+def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
+    """The operators of one micro-batch (w.batch_size sequences) at w's tp, cp, ep, checkpointing
+    and sequence parallelism, all layers on this GPU; `parallel.compose` splits them over stages."""
     c = _context(model, w, gpu)
-    if model.kind == "cnn":
-        return _cnn_training(c)
-    tp, pp, dp = w.tp, w.pp, w.dp
+    c.pp = 1
+    tp, cp, ep = w.tp, w.cp, w.ep
     seq = float(w.seq_len)
-    tokens = w.batch_size * seq  # one micro-batch on one GPU (TP ranks share the same tokens)
+    tokens = w.batch_size * seq / cp  # this rank's share of the micro-batch (TP ranks share it)
     trainable, frozen, adapters = _trainable_params(model, w)
     qlora = w.task == "qlora"
-    lora = w.task in ("lora", "qlora")
     w_bytes = c.act_b
     shapes = stack_shapes(model)
 
@@ -332,10 +353,11 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
     for g in model.groups:
         if g.linear is None:
             continue
-        share = _stage_share(c, g.role)
         k_in, n_out = _shard_dims(g, tp)
-        m = tokens * g.active_fraction
-        count = g.count * share
+        # experts split over ep ranks: each holds count/ep of them and receives ep x the tokens
+        e = ep if g.role == "expert" else 1
+        m = tokens * g.active_fraction * e
+        count = g.count / e
         fwd.append(_gemm(c, f"linear {g.name}", "forward", m, n_out, k_in, count, w_bytes))
         # dgrad (grad of the input): m x k from m x n and the weight
         bwd.append(_gemm(c, f"linear {g.name} dgrad", "backward", m, k_in, n_out, count, w_bytes))
@@ -345,23 +367,26 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
     for name, i, o, n in adapters:
         # x A (i -> r) then (x A) B (r -> o); backward: dgrad and wgrad of each (Hu et al. 2021)
         r = float(w.lora_rank)
-        fwd.append(_gemm(c, f"lora {name} A", "forward", tokens, r, i, n / pp, w_bytes))
-        fwd.append(_gemm(c, f"lora {name} B", "forward", tokens, o, r, n / pp, w_bytes))
-        bwd.append(_gemm(c, f"lora {name} A grads", "backward", tokens, r, i, 2 * n / pp, w_bytes))
-        bwd.append(_gemm(c, f"lora {name} B grads", "backward", tokens, o, r, 2 * n / pp, w_bytes))
+        fwd.append(_gemm(c, f"lora {name} A", "forward", tokens, r, i, n, w_bytes))
+        fwd.append(_gemm(c, f"lora {name} B", "forward", tokens, o, r, n, w_bytes))
+        bwd.append(_gemm(c, f"lora {name} A grads", "backward", tokens, r, i, 2 * n, w_bytes))
+        bwd.append(_gemm(c, f"lora {name} B grads", "backward", tokens, o, r, 2 * n, w_bytes))
     if qlora:
-        base = sum(g.total for g in model.groups if g.linear is not None and g.role != "head") / (tp * pp)
+        base = sum(g.total for g in model.groups if g.linear is not None and g.role != "head") / tp
         fwd.append(_roof("nf4 dequantise", "forward", 0.0, base * NF4_DEQUANT_BYTES, 1.0, c.bw * eff.COPY_BW_EFF))
         bwd.append(_roof("nf4 dequantise", "backward", 0.0, base * NF4_DEQUANT_BYTES, 1.0, c.bw * eff.COPY_BW_EFF))
 
     attn_fwd: list[Op] = []
+    attn_bwd: list[Op] = []
     for s in shapes:
+        # under CP each rank's queries attend over the whole sequence (load-balanced causal chunks)
         attn_fwd.append(_attention_op(c, s, tokens, seq, "forward"))
-        bwd.append(_attention_op(c, s, tokens, seq, "backward", backward=True))
-        ew = _elementwise_bytes(s, c) * tokens * s.layers / pp / (tp if w.sequence_parallel else 1)
+        attn_bwd.append(_attention_op(c, s, tokens, seq, "backward", backward=True))
+        ew = _elementwise_bytes(s, c) * tokens * s.layers / (tp if w.sequence_parallel else 1)
         fwd.append(_roof("norms, activations, residuals", "forward", 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
         bwd.append(_roof("norms, activations, residuals", "backward", 0.0, 2 * ew, 1.0, c.bw * eff.COPY_BW_EFF))
     fwd += attn_fwd
+    bwd += attn_bwd
     if any(g.role == "head" and g.linear is not None for g in model.groups):
         per_logit = LOSS_BYTES_PER_LOGIT_COMPILED if w.compile else LOSS_BYTES_PER_LOGIT[w.loss_impl]
         loss_bytes = tokens * model.vocab_size / tp * per_logit
@@ -369,74 +394,125 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
 
     recompute: list[Op] = []
     if w.activation_checkpointing == "full":
-        recompute = [
-            Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound)
-            for o in fwd
-            if not o.name.startswith(("linear lm_head", "loss"))
-        ]
+        recompute = [Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound) for o in fwd if not _once(o)]
     elif w.activation_checkpointing == "selective":
         recompute = [Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound) for o in attn_fwd]
 
-    # optimizer step: once per step, over this GPU's shard of the trainable parameters
-    shard = tp * pp * (dp if w.zero >= 1 else 1)
     per_param = OPTIMIZER_BYTES.get(w.optimizer, 28.0) if w.master_weights == "fp32" else OPTIMIZER_BYTES_PURE16
-    opt_ops: list[Op] = []
+    offload_s = 0.0
     if w.offload != "none":
-        n_local = trainable / shard
-        t = n_local / CPU_ADAM_PARAMS_PER_S + n_local * 6.0 / comm.pcie_bandwidth(gpu)
-        opt_ops.append(Op("optimizer step on CPU (offload)", "optimizer", 0.0, n_local * 6.0, t, "memory"))
-    else:
-        opt_ops.append(
-            _roof(f"optimizer step ({w.optimizer})", "optimizer", 0.0, trainable / shard * per_param, 1.0, c.bw * 0.8)
-        )
+        # CPU-Adam per parameter, plus fp32 gradients out and 16-bit parameters back over PCIe
+        offload_s = 1.0 / CPU_ADAM_PARAMS_PER_S + 6.0 / comm.pcie_bandwidth(gpu)
 
-    t_fwd = sum(o.time_s for o in fwd)
-    t_bwd = sum(o.time_s for o in bwd)
-    t_rec = sum(o.time_s for o in recompute)
-    kernels = _kernels_per_layer(model) * sum(s.layers for s in shapes) / pp * (3 + (1 if recompute else 0))
-    cpu_floor = kernels * (eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL if not w.compile else eff.LAUNCH_GRAPH_S)
-    micro = max(t_fwd + t_bwd + t_rec, cpu_floor)
-    micro_launch = max(0.0, cpu_floor - (t_fwd + t_bwd + t_rec))
+    def total(ops: list[Op], once: bool) -> float:
+        return sum(o.time_s for o in ops if _once(o) == once)
 
-    # communication per micro-batch and per step
-    cm = comm.training_comm(model, w, gpu, tokens, c.act_b, trainable, lora)
-    m_batches = w.grad_accum
-    # the pipeline bubble: (pp - 1) idle micro-batch slots per step (GPipe/1F1B; Narayanan et al. 2021)
-    bubble = (pp - 1) * micro if pp > 1 else 0.0
-    tp_exposed = cm.tp_per_micro * m_batches
-    window = (t_bwd if w.zero < 3 else t_fwd + t_bwd + t_rec) * m_batches
-    dp_exposed = comm.exposed(cm.dp_overlappable, window) + cm.dp_exposed
-    opt_t = sum(o.time_s for o in opt_ops)
-    step = micro * m_batches + bubble + tp_exposed + dp_exposed + opt_t + cm.pp_per_micro * m_batches
-    tokens_per_step = tokens * m_batches * dp
+    expert = float(sum(g.total for g in model.groups if g.role == "expert"))
+    expert_trainable = expert if w.task in ("pretrain", "finetune") else 0.0
+    layers = sum(s.layers for s in shapes)
+    kernels = _kernels_per_layer(model) * layers * (3 + (1 if recompute else 0))
+    launch = eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL if not w.compile else eff.LAUNCH_GRAPH_S
+    d = model.hidden_size
+    kv = sum((s.k + s.v) * s.layers for s in shapes)
+    moe_layers = max((g.count for g in model.groups if g.role == "router"), default=0)  # one router per MoE layer
+    k_routed = max(model.experts_per_token, 1)
+    profile = MicroProfile(
+        layer_fwd_s=total(fwd, False),
+        layer_bwd_s=total(bwd, False),
+        layer_rec_s=total(recompute, False),
+        once_fwd_s=total(fwd, True),
+        once_bwd_s=total(bwd, True),
+        attn_s=sum(o.time_s for o in (*attn_fwd, *attn_bwd)) + (sum(o.time_s for o in attn_fwd) if recompute else 0.0),
+        launch_floor_s=kernels * launch,
+        tp_bytes=tokens * d * c.act_b if tp > 1 else 0.0,
+        tp_collectives=(4 + (2 if w.activation_checkpointing == "full" else 0)) * layers,
+        cp_bytes=tokens * kv / tp * c.act_b if cp > 1 else 0.0,
+        cp_passes=3.0 + (1.0 if w.activation_checkpointing == "full" else 0.0),
+        ep_bytes=tokens * k_routed * d * c.act_b if ep > 1 else 0.0,
+        ep_collectives=(4 + (2 if w.activation_checkpointing == "full" else 0)) * float(moe_layers),
+        p2p_bytes=tokens * d * c.act_b / (tp if w.sequence_parallel else 1),
+        layers=layers,
+        dense_params=float(model.total_params) - expert,
+        expert_params=expert,
+        dense_trainable=trainable - expert_trainable,
+        expert_trainable=expert_trainable,
+        grad_b=4.0 if w.master_weights == "fp32" else 2.0,
+        param_b=c.act_b if w.task != "qlora" else 0.53,  # FSDP gathers QLoRA's stored NF4 base
+        opt_bytes_per_param=per_param,
+        offload_s_per_param=offload_s,
+        opt_bw=c.bw * 0.8,
+        full_recompute=w.activation_checkpointing == "full",
+    )
+    return MicroOps(tuple(fwd), tuple(bwd), tuple(recompute), (), profile, tuple(c.notes))
+
+
+def _scaled(ops: tuple[Op, ...], pp: int, phase: str | None = None) -> list[Op]:
+    """The last stage's share of all-layer operators: layers / pp, the head and loss whole."""
+    out = []
+    for o in ops:
+        k = 1.0 if _once(o) else 1.0 / pp
+        out.append(Op(o.name, phase or o.phase, o.flops * k, o.bytes * k, o.time_s * k, o.bound))
+    return out
+
+
+def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Cluster | None = None) -> TrainingTime:
+    """One training step of workload `w` on `gpu` (or on `cluster`'s nodes; default: 8-GPU nodes)."""
+    if model.kind == "cnn":
+        return _cnn_training(_context(model, w, gpu))
+    cl = cluster or implied_cluster(gpu, w.num_gpus)
+    check_layout(model, w)
+    mo = training_ops(model, w, gpu)
+    pp, m = w.pp, w.micro_batches
+    parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding)
+    step = float(parts.step[()])
+    micro_launch = float(parts.launch[()]) / m
+    seq = float(w.seq_len)
+    tokens_per_step = w.batch_size * seq * m * w.dp
     tokens_per_s = tokens_per_step / step
     per_gpu = tokens_per_s / w.num_gpus
+    lora = w.task in ("lora", "qlora")
     fwd_flops = model.flops_per_token(int(seq))
     # model FLOPs: forward + backward = 3x forward (PaLM appendix B: 6N + 12 L H Q T); with frozen
     # weights (LoRA) there is no weight gradient, so 2x forward of the matmuls (the 4N convention
     # NeMo's LoRA figures use) plus the full attention backward
     model_flops = 3.0 * fwd_flops - (model.matmul_flops_per_token() if lora else 0.0)
-    peak_16 = c.peak  # the peak of the precision the matmuls run at (fp8 runs against the fp8 peak, as llm-foundry)
-    mfu = per_gpu * model_flops / peak_16
+    c_peak = _context(model, w, gpu).peak  # the matmuls' precision (fp8 against the fp8 peak, as llm-foundry)
+    mfu = per_gpu * model_flops / c_peak
     hw_flops = model_flops + (fwd_flops if w.activation_checkpointing == "full" else 0.0)
-    hfu = per_gpu * hw_flops / peak_16
-    comm_ops = [Op(name, "communication", 0.0, nbytes, t, "communication") for name, nbytes, t in cm.ops if t > 0]
-    ops = (*fwd, *bwd, *recompute, *opt_ops, *comm_ops)
+    hfu = per_gpu * hw_flops / c_peak
+    fwd, bwd, rec = _scaled(mo.fwd, pp), _scaled(mo.bwd, pp), _scaled(mo.recompute, pp)
+    opt_t = float(parts.optimizer[()])
+    opt_name = "optimizer step on CPU (offload)" if w.offload != "none" else f"optimizer step ({w.optimizer})"
+    opt_ops = [Op(opt_name, "optimizer", 0.0, 0.0, opt_t, "memory")]
+    comm_ops = [
+        Op(name, "communication", 0.0, 0.0, float(t[()]), "communication")
+        for name, t in (
+            ("tensor-parallel all-reduces", parts.tp),
+            ("context-parallel ring (K, V) exposed", parts.cp),
+            ("expert-parallel all-to-all", parts.ep),
+            ("pipeline send/recv", parts.pp),
+            ("pipeline bubble", parts.bubble),
+            ("data-parallel gradients/parameters exposed", parts.dp),
+        )
+        if float(t[()]) > 0
+    ]
+    ops = (*fwd, *bwd, *rec, *opt_ops, *comm_ops)
     if micro_launch > 0:
-        ops = (*ops, Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, micro_launch, "launch"))
-    parts = {
-        "compute": sum(o.time_s for o in (*fwd, *bwd, *recompute) if o.bound == "compute") * m_batches,
-        "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd, *recompute, *opt_ops) if o.bound == "memory")
-        * m_batches,
-        "communication": tp_exposed + dp_exposed + bubble,
-        "kernel launch": micro_launch * m_batches,
+        ops = (*ops, Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, micro_launch * m, "launch"))
+    exposed_comm = sum(float(t[()]) for t in (parts.tp, parts.cp, parts.ep, parts.pp, parts.dp))
+    bubble = float(parts.bubble[()])
+    split = {
+        "compute": sum(o.time_s for o in (*fwd, *bwd, *rec) if o.bound == "compute") * m,
+        "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd, *rec) if o.bound == "memory") * m + opt_t,
+        "communication": exposed_comm + bubble,
+        "kernel launch": micro_launch * m,
     }
-    bottleneck = max(parts, key=lambda k: parts[k])
+    bottleneck = max(split, key=lambda k: split[k])
     train_tokens = w.train_tokens
-    ttt = train_tokens / tokens_per_s if train_tokens else None
-    notes = list(c.notes)
+    notes = list(mo.notes)
     if pp > 1:
-        notes.append(f"pipeline bubble: (pp-1)/(micro-batches) = {pp - 1}/{m_batches} of a step")
+        notes.append(f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step")
+    notes += cl.warnings()
     return TrainingTime(
         step_time_s=step,
         tokens_per_step=tokens_per_step,
@@ -445,15 +521,41 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU) -> TrainingT
         mfu=mfu,
         hfu=hfu,
         model_flops_per_token=model_flops,
-        time_to_train_s=ttt,
+        time_to_train_s=train_tokens / tokens_per_s if train_tokens else None,
         train_tokens=train_tokens,
         bottleneck=bottleneck,
-        compute_s=micro * m_batches,
-        exposed_comm_s=tp_exposed + dp_exposed,
+        compute_s=float(parts.compute[()]),
+        exposed_comm_s=exposed_comm,
         bubble_s=bubble,
         ops=ops,
         notes=tuple(notes),
     )
+
+
+def check_layout(model: ModelSpec, w: Workload) -> None:
+    """The layout's divisibility rules (Megatron-Core's), each with a clear reason."""
+    layers = max(model.num_layers, 1)
+    if w.tp > 1 and model.num_heads % w.tp:
+        raise InvalidSettingError(f"tp={w.tp} must divide the {model.num_heads} attention heads.")
+    if w.pp > layers:
+        raise InvalidSettingError(f"pp={w.pp} is more pipeline stages than the model's {layers} layers.")
+    if w.vp > 1 and layers % (w.pp * w.vp):
+        raise InvalidSettingError(
+            f"pp x vp = {w.pp} x {w.vp} must divide the {layers} layers (each virtual stage holds whole layers)."
+        )
+    if w.vp > 1 and w.micro_batches % w.pp:
+        raise InvalidSettingError(
+            f"the interleaved schedule needs micro-batches per step ({w.micro_batches}) to be a multiple of pp={w.pp}."
+        )
+    if w.cp > 1 and w.seq_len % (2 * w.cp):
+        raise InvalidSettingError(
+            f"cp={w.cp} needs seq_len divisible by 2 x cp = {2 * w.cp} (load-balanced causal chunks)."
+        )
+    if w.ep > 1:
+        if not model.is_moe:
+            raise InvalidSettingError(f"ep={w.ep} needs a mixture-of-experts model; {model.name} is dense.")
+        if model.num_experts % w.ep:
+            raise InvalidSettingError(f"ep={w.ep} must divide the {model.num_experts} experts.")
 
 
 def _kernels_per_layer(model: ModelSpec) -> float:
@@ -482,10 +584,12 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
     shard = w.dp if w.zero >= 1 else 1
     opt = _roof("optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * 0.8)
     micro = sum(o.time_s for o in (*fwd, *bwd))
-    cm = comm.training_comm(model, w, gpu, float(w.batch_size), c.act_b, float(model.total_params), False)
-    dp_exposed = comm.exposed(cm.dp_overlappable, sum(o.time_s for o in bwd) * w.grad_accum) + cm.dp_exposed
-    step = micro * w.grad_accum + dp_exposed + opt.time_s
-    samples = w.batch_size * w.grad_accum * w.dp
+    n = float(model.total_params)
+    overlappable, dp_fixed, comm_list = comm.data_parallel_comm(gpu, w, n * 4.0, n * c.act_b)
+    # DDP all-reduces during the last micro-batch's backward
+    dp_exposed = float(comm.exposed(overlappable, sum(o.time_s for o in bwd))) + dp_fixed
+    step = micro * w.micro_batches + dp_exposed + opt.time_s
+    samples = w.batch_size * w.micro_batches * w.dp
     per_s = samples / step
     model_flops = 3.0 * model.conv_flops_per_sample
     peak = c.peak
@@ -495,7 +599,7 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
         "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd) if o.bound == "memory"),
         "communication": dp_exposed,
     }
-    ops = (*fwd, *bwd, opt, *(Op(n, "communication", 0.0, b, t, "communication") for n, b, t in cm.ops if t > 0))
+    ops = (*fwd, *bwd, opt, *(Op(k, "communication", 0.0, b, t, "communication") for k, b, t in comm_list if t > 0))
     train = w.train_tokens
     return TrainingTime(
         step_time_s=step,
@@ -508,7 +612,7 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
         time_to_train_s=train / per_s if train else None,
         train_tokens=train,
         bottleneck=max(parts, key=lambda k: parts[k]),
-        compute_s=micro * w.grad_accum,
+        compute_s=micro * w.micro_batches,
         exposed_comm_s=dp_exposed,
         bubble_s=0.0,
         ops=ops,

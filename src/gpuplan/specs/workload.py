@@ -114,6 +114,15 @@ class Workload(BaseModel):
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
     sequence_parallel: bool = False  # Megatron sequence parallelism alongside tp
+    # --- parallelism beyond DESIGN.md's tp/pp (issue 5) -----------------------------------------
+    cp: int = Field(1, ge=1, le=1024)  # context parallelism: each sequence split over cp GPUs (ring attention)
+    ep: int = Field(1, ge=1, le=1024)  # expert parallelism (MoE): experts split over ep data-parallel ranks
+    vp: int = Field(1, ge=1, le=128)  # interleaved pipeline: virtual stages (model chunks) per GPU
+    # sequences per optimizer step, all GPUs together; sets the micro-batches per step
+    # (grad_accum = global_batch / (batch_size x data-parallel size))
+    global_batch: int | None = Field(None, ge=1, le=100_000_000)
+    # where it runs: NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100 or 2x8:A100:roce (sets gpu, num_gpus)
+    cluster: str | None = None
     lora_rank: int = Field(8, ge=1, le=65_536)
     lora_dropout: float = Field(0.0, ge=0, lt=1)  # PEFT LoraConfig default 0.0
     input_len: int = Field(128, ge=0, le=10_000_000)
@@ -218,10 +227,26 @@ class Workload(BaseModel):
             raise ValueError("seq_len must be at least 1 for training.")
         if self.task == "inference" and self.input_len + self.output_len < 1:
             raise ValueError("input_len + output_len must be at least 1 token for inference.")
-        if self.num_gpus % (self.tp * self.pp):
+        mp = self.tp * self.pp * self.cp
+        if self.num_gpus % mp:
             raise ValueError(
-                f"num_gpus={self.num_gpus} must be a multiple of tp x pp = {self.tp} x {self.pp} = {self.tp * self.pp}."
+                f"num_gpus={self.num_gpus} must be a multiple of tp x pp x cp = "
+                f"{self.tp} x {self.pp} x {self.cp} = {mp}."
             )
+        if self.ep > 1 and (self.num_gpus // mp * self.cp) % self.ep:
+            raise ValueError(
+                f"ep={self.ep} must divide the data-parallel x context-parallel ranks "
+                f"({self.num_gpus // mp} x {self.cp}): experts are split across data-parallel ranks (Megatron-Core)."
+            )
+        if self.vp > 1 and self.pp == 1:
+            raise ValueError("vp (interleaved virtual stages) needs pipeline parallelism: set pp >= 2.")
+        if self.global_batch is not None and self.is_training:
+            per_step = self.batch_size * (self.num_gpus // mp)
+            if self.global_batch % per_step:
+                raise ValueError(
+                    f"global_batch={self.global_batch} must be a multiple of batch_size x data-parallel size "
+                    f"= {self.batch_size} x {self.num_gpus // mp} = {per_step}."
+                )
         if self.offload != "none" and self.zero == 0 and self.task in TRAINING_TASKS:
             # ZeRO-Offload needs ZeRO (DeepSpeed: offload_optimizer requires stage >= 1; params stage 3)
             raise ValueError(
@@ -242,8 +267,16 @@ class Workload(BaseModel):
 
     @property
     def dp(self) -> int:
-        """Data-parallel degree: GPUs left after tensor and pipeline parallelism."""
-        return self.num_gpus // (self.tp * self.pp)
+        """Data-parallel degree: GPUs left after tensor, pipeline and context parallelism."""
+        return self.num_gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per optimizer step on each data-parallel rank: from global_batch when set,
+        else grad_accum."""
+        if self.global_batch is not None:
+            return max(self.global_batch // (self.batch_size * self.dp), 1)
+        return self.grad_accum
 
     @property
     def train_tokens(self) -> float | None:

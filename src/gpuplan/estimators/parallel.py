@@ -1,0 +1,182 @@
+"""One training step of a parallel layout, composed from one micro-batch's compute profile.
+
+A micro-batch's compute on one GPU depends on the tensor-parallel size, context-parallel size,
+expert-parallel size, micro-batch size, checkpointing and sequence parallelism (`MicroProfile`,
+built by perf.py's operator roofline at pp = 1). Everything else a layout changes is composed
+here, vectorised over layouts (numpy arrays), so that `estimate_training_time` and the layout
+search run the same arithmetic:
+
+- pipeline parallelism: each stage runs 1/pp of the layers (the last stage adds the head and the
+  loss); the 1F1B bubble is (pp - 1) stage-times per step, divided by the interleaved virtual
+  stages vp (Narayanan et al. 2021, sec. 2.2); activations and gradients cross 2 x vp stage
+  boundaries per micro-batch;
+- tensor parallelism: Megatron's 4 all-reduces per layer (6 with full recompute) on the critical
+  path; sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume
+  (Korthikanti et al. 2022, sec. 4.2.2);
+- context parallelism: ring attention passes each rank's K and V around the cp ranks (cp - 1 hops)
+  forward and K, V plus their gradients backward, hidden behind the attention it overlaps
+  (Megatron-Core context_parallel; Liu et al. 2023, Ring Attention);
+- expert parallelism: token dispatch and combine all-to-alls, 2 forward and 2 backward per MoE
+  layer (Lepikhin et al. 2020, GShard; Megatron-Core's all-to-all dispatcher);
+- data parallelism over dp x cp ranks: DDP's gradient all-reduce during the last micro-batch's
+  backward; ZeRO-1/2's reduce-scatter plus the parameter all-gather after the step; ZeRO-3/FSDP's
+  parameter all-gathers forward and backward and gradient reduce-scatter in every micro-batch,
+  prefetched behind compute (Rajbhandari et al. 2020; Zhao et al. 2023, PyTorch FSDP);
+- the optimizer step over this GPU's shard of the trainable parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from gpuplan.estimators import comm
+from gpuplan.estimators.comm import Arr
+from gpuplan.specs.cluster import Cluster
+
+# DeepSpeed ZeRO-1/2 gathers the updated 16-bit parameters after the step with nothing to overlap;
+# FSDP (SHARD_GRAD_OP) and Megatron's distributed optimizer (--overlap-param-gather) gather them
+# layer by layer behind the next forward.
+ZERO12_GATHER_OVERLAPS: Final = {"fsdp": True, "deepspeed": False}
+
+
+@dataclass(frozen=True)
+class MicroProfile:
+    """One micro-batch on one GPU, all layers on it (pp = 1); seconds and bytes."""
+
+    layer_fwd_s: float
+    layer_bwd_s: float
+    layer_rec_s: float
+    once_fwd_s: float  # embedding, head and loss: on the last pipeline stage only
+    once_bwd_s: float
+    attn_s: float  # attention forward + backward (+ recompute), all layers: what ring attention hides behind
+    launch_floor_s: float  # CPU time to issue the layers' kernels (eager PyTorch), all layers
+    tp_bytes: float  # one tensor-parallel all-reduce's buffer
+    tp_collectives: float  # all-reduces per micro-batch, all layers
+    cp_bytes: float  # K and V of this rank's chunk, all layers (one ring hop)
+    cp_passes: float  # ring passes per micro-batch: forward 1, backward 2, recompute 1
+    ep_bytes: float  # one all-to-all's buffer per MoE layer
+    ep_collectives: float  # all-to-alls per micro-batch, all MoE layers
+    p2p_bytes: float  # activations crossing a pipeline stage boundary
+    layers: int
+    dense_params: float  # parameters every data-parallel rank holds (before tp x pp)
+    expert_params: float  # MoE expert parameters (split over ep too)
+    dense_trainable: float
+    expert_trainable: float
+    grad_b: float  # bytes per gradient element reduced
+    param_b: float  # bytes per parameter element gathered (ZeRO-3 / FSDP)
+    opt_bytes_per_param: float  # optimizer-step traffic per trainable parameter
+    offload_s_per_param: float  # CPU optimizer (offload) seconds per local trainable parameter; 0 if none
+    opt_bw: float  # device bandwidth the optimizer step streams at
+    full_recompute: bool
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Per layout: the step and its parts (seconds), arrays of one entry per layout."""
+
+    step: Arr
+    compute: Arr  # micro-batches' compute (max of GPU time and CPU launch time)
+    launch: Arr  # of it, what the CPU launch floor adds
+    tp: Arr
+    cp: Arr
+    ep: Arr
+    pp: Arr
+    bubble: Arr
+    dp: Arr
+    optimizer: Arr
+    # per step, what each collective costs before overlap (for the breakdown)
+    tp_raw: Arr
+    cp_raw: Arr
+    ep_raw: Arr
+    dp_raw: Arr
+
+
+def _f(x: float | int | Arr) -> Arr:
+    return np.asarray(x, dtype=np.float64)
+
+
+def compose(
+    p: MicroProfile,
+    cl: Cluster,
+    tp: int | Arr,
+    cp: int | Arr,
+    ep: int | Arr,
+    pp: int | Arr,
+    vp: int | Arr,
+    dp: int | Arr,
+    zero: int | Arr,
+    micro_batches: int | Arr,
+    sharding: str = "fsdp",
+) -> StepParts:
+    tp_a, cp_a, ep_a, pp_a, vp_a, dp_a, z, m = (_f(x) for x in (tp, cp, ep, pp, vp, dp, zero, micro_batches))
+    gpn = cl.gpus_per_node
+
+    # --- one micro-batch on the busiest (last) stage ---
+    gpu_time = (p.layer_fwd_s + p.layer_bwd_s + p.layer_rec_s) / pp_a + p.once_fwd_s + p.once_bwd_s
+    floor = p.launch_floor_s / pp_a
+    micro = np.maximum(gpu_time, floor)
+    launch = micro - gpu_time
+
+    t_tp = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives / pp_a
+    cp_link, cp_lat, _ = comm.group_link(cl, cp_a, comm.members_per_node(cl, cp_a, tp_a))
+    cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) / pp_a
+    t_cp = comm.exposed(cp_raw, p.attn_s / pp_a)
+    t_ep = comm.all_to_all(cl, ep_a, comm.members_per_node(cl, ep_a, tp_a * cp_a), p.ep_bytes) * p.ep_collectives / pp_a
+    stage_crosses = (tp_a * cp_a * dp_a >= gpn) & (cl.nodes > 1)
+    t_pp = np.where(pp_a > 1, 2.0 * vp_a * comm.p2p(cl, stage_crosses, p.p2p_bytes), 0.0)
+    stage = micro + t_tp + t_cp + t_ep + t_pp
+    bubble = np.where(pp_a > 1, (pp_a - 1.0) / vp_a * stage, 0.0)
+
+    # --- data parallelism over dp x cp ranks (context-parallel ranks hold the same weights) ---
+    dpc = dp_a * cp_a
+    edp = np.maximum(dpc / ep_a, 1.0)  # expert-data-parallel ranks
+    mp = tp_a * pp_a
+    grads_d = p.dense_trainable / mp * p.grad_b
+    grads_e = p.expert_trainable / (mp * ep_a) * p.grad_b
+    params_d = p.dense_params / mp * p.param_b
+    params_e = p.expert_params / (mp * ep_a) * p.param_b
+    k_d = comm.members_per_node(cl, dpc, tp_a)
+    k_e = comm.members_per_node(cl, edp, tp_a * ep_a)
+    bwd_last = p.layer_bwd_s / pp_a + p.once_bwd_s
+    fwd_first = p.layer_fwd_s / pp_a
+    ar = comm.allreduce(cl, dpc, k_d, grads_d) + comm.allreduce(cl, edp, k_e, grads_e)
+    rs = comm.gather(cl, dpc, k_d, grads_d) + comm.gather(cl, edp, k_e, grads_e)
+    ag = comm.gather(cl, dpc, k_d, params_d) + comm.gather(cl, edp, k_e, params_e)
+    gathers = 3.0 if p.full_recompute else 2.0
+    ag_overlaps = ZERO12_GATHER_OVERLAPS.get(sharding, True)
+    dp_z0 = comm.exposed(ar, bwd_last)
+    dp_z12 = comm.exposed(rs, bwd_last) + (comm.exposed(ag, fwd_first) if ag_overlaps else ag)
+    per_micro_z3 = ag * gathers + rs
+    dp_z3 = comm.exposed(per_micro_z3 * m, micro * m) + ag * gathers / max(p.layers, 1)
+    dp_exposed = np.where(z >= 3, dp_z3, np.where(z >= 1, dp_z12, dp_z0))
+    dp_raw = np.where(z >= 3, per_micro_z3 * m, np.where(z >= 1, rs + ag, ar))
+    dp_exposed = np.where(dpc > 1, dp_exposed, 0.0)
+    dp_raw = np.where(dpc > 1, dp_raw, 0.0)
+
+    # --- optimizer step over this GPU's shard of the trainable parameters ---
+    shard_d = np.where(z >= 1, dpc, 1.0)
+    shard_e = np.where(z >= 1, edp, 1.0)
+    local = p.dense_trainable / (mp * shard_d) + p.expert_trainable / (mp * ep_a * shard_e)
+    per_param = p.offload_s_per_param if p.offload_s_per_param > 0 else p.opt_bytes_per_param / p.opt_bw
+    opt = local * per_param
+
+    step = m * stage + bubble + dp_exposed + opt
+    return StepParts(
+        step=step,
+        compute=m * micro,
+        launch=m * launch,
+        tp=m * t_tp,
+        cp=m * t_cp,
+        ep=m * t_ep,
+        pp=m * t_pp,
+        bubble=bubble,
+        dp=dp_exposed,
+        optimizer=opt,
+        tp_raw=m * t_tp,
+        cp_raw=m * cp_raw,
+        ep_raw=m * t_ep,
+        dp_raw=dp_raw,
+    )

@@ -1,0 +1,186 @@
+"""A cluster: nodes x GPUs per node of one GPU type, joined by an inter-node fabric.
+
+Written `16x8:H100` (16 nodes of 8 H100s) with an optional fabric, `16x8:H100:roce`. Inside a
+node the GPUs talk over the catalog's NVLink/NVSwitch or PCIe; between nodes over the fabric's
+NICs. The fabric presets give each GPU's share of the node's network and the per-hop latency.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.specs.gpu import GB, GPU, Catalog
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """An inter-node network: `gbit_per_gpu` is each GPU's NIC rate (rails: one NIC per GPU) or,
+    with `per_node`, one NIC the whole node shares."""
+
+    name: str
+    gbit: float  # line rate of one NIC, Gb/s
+    per_node: bool  # one NIC per node (True) or one per GPU (rail-optimised HGX/DGX nodes)
+    efficiency: float  # achieved share of the line rate (nccl-tests bus bandwidth)
+    latency_s: float  # per hop of a collective
+    rdma: bool
+    source: str
+
+    def bytes_per_s(self, gpus_in_node: int) -> float:
+        """The network bandwidth, bytes/s, that `gpus_in_node` GPUs of one node have together."""
+        nics = 1 if self.per_node else max(gpus_in_node, 1)
+        return nics * self.gbit / 8 * GB * self.efficiency
+
+
+# NCCL's own model of a network hop (src/graph/tuning.cc, hwLat[NET]: 14 us for the Simple
+# protocol that large buffers use) sets the RDMA latency; TCP sockets add the kernel stack.
+_RDMA_LAT: Final = 14e-6
+_TCP_LAT: Final = 30e-6
+# RDMA fabrics reach ~80% of line rate in nccl-tests all-reduce bus bandwidth (8x400G DGX H100
+# nodes: ~370 of 400 GB/s per node at scale, NVIDIA DGX SuperPOD reference; 80% kept, as for NVLink)
+_RDMA_EFF: Final = 0.80
+# NCCL's socket transport over TCP reaches well under line rate (derived: NCCL's docs recommend RDMA
+# for multi-node; we take 60%).
+_TCP_EFF: Final = 0.60
+
+FABRICS: Final = {
+    f.name: f
+    for f in (
+        Fabric(
+            "ib-ndr",
+            400,
+            False,
+            _RDMA_EFF,
+            _RDMA_LAT,
+            True,
+            "NVIDIA DGX H100/H200: 8x ConnectX-7 400 Gb/s NDR, one per GPU",
+        ),
+        Fabric(
+            "ib-hdr", 200, False, _RDMA_EFF, _RDMA_LAT, True, "NVIDIA DGX A100: 8x ConnectX-6 200 Gb/s HDR, one per GPU"
+        ),
+        Fabric(
+            "ib-xdr", 800, False, _RDMA_EFF, _RDMA_LAT, True, "NVIDIA DGX B300: 8x ConnectX-8 800 Gb/s XDR, one per GPU"
+        ),
+        Fabric(
+            "roce",
+            400,
+            False,
+            _RDMA_EFF,
+            _RDMA_LAT,
+            True,
+            "RoCEv2 400 Gb/s per GPU (Meta's Llama 3 clusters, Gangidi et al. 2024)",
+        ),
+        Fabric("efa", 400, False, _RDMA_EFF, _RDMA_LAT, True, "AWS p5: 3200 Gb/s EFA per 8-GPU node"),
+        Fabric("ethernet", 100, True, _TCP_EFF, _TCP_LAT, False, "one 100 Gb/s Ethernet port per node, TCP"),
+        Fabric("ethernet-25g", 25, True, _TCP_EFF, _TCP_LAT, False, "one 25 Gb/s Ethernet port per node, TCP"),
+        Fabric("ethernet-10g", 10, True, _TCP_EFF, _TCP_LAT, False, "one 10 Gb/s Ethernet port per node, TCP"),
+    )
+}
+_FABRIC_ALIASES: Final = {
+    "ib": "ib-ndr",
+    "infiniband": "ib-ndr",
+    "ndr": "ib-ndr",
+    "hdr": "ib-hdr",
+    "xdr": "ib-xdr",
+    "rocev2": "roce",
+    "eth": "ethernet",
+    "100gbe": "ethernet",
+    "25gbe": "ethernet-25g",
+    "10gbe": "ethernet-10g",
+}
+# The fabric a GPU's usual multi-node servers ship with (DGX/HGX reference designs).
+DEFAULT_FABRIC_BY_ARCH: Final = {
+    "Ampere": "ib-hdr",
+    "Hopper": "ib-ndr",
+    "Blackwell": "ib-ndr",
+    "CDNA 3": "roce",
+    "CDNA 2": "ib-hdr",
+}
+# GPUs per node when a count spans hosts and no cluster is given (HGX/DGX boards hold 8).
+GPUS_PER_NODE: Final = 8
+
+
+def fabric(name: str) -> Fabric:
+    key = name.strip().lower()
+    key = _FABRIC_ALIASES.get(key, key)
+    if key not in FABRICS:
+        hint = did_you_mean(key, [*FABRICS, *_FABRIC_ALIASES])
+        raise InvalidSettingError(f"Unknown interconnect {name!r}.{hint} Known: {', '.join(FABRICS)}.")
+    return FABRICS[key]
+
+
+def default_fabric(gpu: GPU) -> Fabric:
+    """Multi-node-capable datacenter GPUs get their reference RDMA fabric; others plain Ethernet."""
+    if gpu.multi_node:
+        return FABRICS[DEFAULT_FABRIC_BY_ARCH.get(gpu.architecture, "ib-hdr")]
+    return FABRICS["ethernet"]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpu: GPU
+    nodes: int
+    gpus_per_node: int
+    fabric: Fabric
+    fabric_given: bool = False
+
+    @property
+    def num_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def label(self) -> str:
+        return f"{self.nodes}x{self.gpus_per_node}:{self.gpu.name}:{self.fabric.name}"
+
+    def warnings(self) -> list[str]:
+        """What a user planning on this cluster should know (cards not built for multi-node work)."""
+        out: list[str] = []
+        if self.nodes > 1 and not self.gpu.multi_node:
+            out.append(
+                f"{self.gpu.name} is not built for multi-node training (no NVLink/RDMA reference design): "
+                f"planned over {self.fabric.name} ({self.fabric.gbit:g} Gb/s{' per node' if self.fabric.per_node else ' per GPU'}), "
+                "expect communication to dominate"
+            )
+        if self.nodes > 1 and not self.fabric.rdma:
+            out.append(f"{self.fabric.name} has no RDMA: NCCL falls back to TCP sockets")
+        return out
+
+
+def parse_cluster(text: str, catalog: Catalog) -> Cluster:
+    """`NODESxGPUS:GPU[:FABRIC]` (e.g. 16x8:H100, 2x4:RTX-4090:ethernet, 8:A100) -> Cluster."""
+    spec = str(text).strip()
+    head, sep, rest = spec.partition(":")
+    m = re.fullmatch(r"(?:(\d+)\s*[x×*]\s*)?(\d+)", head.strip(), re.IGNORECASE)
+    if not sep or not m or not rest.strip():
+        raise InvalidSettingError(
+            f"A cluster is written NODESxGPUS_PER_NODE:GPU[:INTERCONNECT], e.g. 16x8:H100 or 2x4:L40S:roce. Got {spec!r}."
+        )
+    nodes = int(m.group(1) or 1)
+    per_node = int(m.group(2))
+    if nodes < 1 or per_node < 1:
+        raise InvalidSettingError(f"A cluster needs at least 1 node of at least 1 GPU. Got {spec!r}.")
+    if per_node > 16:
+        raise InvalidSettingError(
+            f"{per_node} GPUs per node: servers hold at most 16 (HGX: 8). Write it as nodes x GPUs, e.g. "
+            f"{math.ceil(per_node / 8)}x8:{rest.strip()}."
+        )
+    if nodes * per_node > 100_000:
+        raise InvalidSettingError(f"A cluster of {nodes * per_node} GPUs is beyond what gpuplan plans (100,000).")
+    # the GPU name may itself hold a colon-free suffix; the fabric is the last part if it names one
+    parts = [p.strip() for p in rest.split(":") if p.strip()]
+    fab: Fabric | None = None
+    if len(parts) > 1:
+        fab = fabric(parts[-1])
+        parts = parts[:-1]
+    gpu = catalog.get(":".join(parts))
+    return Cluster(gpu, nodes, per_node, fab or default_fabric(gpu), fab is not None)
+
+
+def implied_cluster(gpu: GPU, num_gpus: int) -> Cluster:
+    """The cluster a plain `num_gpus` means: one node up to 8 GPUs, else 8-GPU nodes."""
+    if num_gpus <= GPUS_PER_NODE:
+        return Cluster(gpu, 1, num_gpus, default_fabric(gpu))
+    return Cluster(gpu, math.ceil(num_gpus / GPUS_PER_NODE), GPUS_PER_NODE, default_fabric(gpu))
