@@ -237,10 +237,13 @@ def _activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], 
         **_kept_inputs(model, w),
     )
     seq = _tokens_per_sample(model, w)
-    tokens = w.batch_size * seq
+    tokens = w.batch_size * seq / w.cp  # context parallelism splits each sequence over cp GPUs
     # 1F1B pipeline schedule: the first stage holds min(pp, micro-batches) micro-batches of its
-    # L/pp layers (Korthikanti et al. 2022, sec. 4.2.3: ~L layers' worth in all)
-    in_flight = min(w.pp, w.grad_accum) / w.pp
+    # L/pp layers (Korthikanti et al. 2022, sec. 4.2.3: ~L layers' worth in all); the interleaved
+    # schedule holds more, x (1 + (pp - 1) / (pp x vp)) (same section)
+    in_flight = min(w.pp, w.micro_batches) / w.pp
+    if w.vp > 1:
+        in_flight *= 1 + (w.pp - 1) / (w.pp * w.vp)
     lines: list[MemoryLine] = []
     host = 0.0
     kept = 0.0
@@ -421,7 +424,7 @@ def _finish(
 
 def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     _check_parallel(model, w)
-    mp, dp = w.tp * w.pp, w.dp  # model-parallel divisor, data-parallel degree
+    mp, dp = w.tp * w.pp, w.dp * w.cp  # model-parallel divisor; ranks holding the same weights
     z = w.zero
     notes: list[str] = []
     c = _act_bytes(w.precision)  # 16-bit compute -> 2, fp32/tf32 -> 4
@@ -435,9 +438,15 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     step_temp = 0.0
     host = 0.0
 
-    def shard(stage: int) -> int:
-        """GPUs a state is split over: tp x pp, and the data-parallel group from ZeRO `stage` on."""
-        return mp * (dp if z >= stage else 1)
+    # expert parallelism splits the MoE experts over ep ranks; ZeRO then shards experts and the
+    # rest alike over the data-parallel (x context-parallel) group (Megatron-Core distributed optimizer)
+    expert_share = sum(g.total for g in groups if g.role == "expert") / max(total, 1)
+    ep_factor = 1.0 - expert_share + expert_share / w.ep
+
+    def shard(stage: int) -> float:
+        """GPUs a state is split over: tp x pp (/ the expert split), and the data-parallel group
+        from ZeRO `stage` on."""
+        return mp * dp if z >= stage else mp / ep_factor
 
     w_shard = shard(3)
 
@@ -449,7 +458,7 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
             MemoryLine(
                 f"weights ({w.precision if c == 2 else 'fp32'})",
                 weights,
-                f"{total / 1e9:.3g}B params x {c:g} B" + (f" / {w_shard} (ZeRO-3 / FSDP shards)" if z >= 3 else ""),
+                f"{total / 1e9:.3g}B params x {c:g} B" + (f" / {w_shard:g} (ZeRO-3 / FSDP shards)" if z >= 3 else ""),
                 "model",
             )
         )
@@ -568,7 +577,7 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     if w.optimizer_in_backward:
         # each parameter is updated in backward as its gradient arrives; at most the largest
         # tensor's gradient is alive (torchtune optimizer_in_bwd, PyTorch register_post_accumulate_grad_hook)
-        if w.grad_accum > 1:
+        if w.micro_batches > 1:
             raise InvalidSettingError("optimizer_in_backward needs grad_accum: 1 (there is no gradient to accumulate).")
         largest = max((g.numel for g in groups), default=0) if w.task in ("pretrain", "finetune") else 0
         g0 = grads_lines[0]
@@ -579,7 +588,7 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
         step_temp = 0.0
     act_lines, act_host = _activation_lines(model, w)
     host += act_host
-    grads_present = w.grad_accum > 1 or z >= 1 or w.optimizer_in_backward or not w.grads_set_to_none
+    grads_present = w.micro_batches > 1 or z >= 1 or w.optimizer_in_backward or not w.grads_set_to_none
     head_grads = 0.0
     if not grads_present and w.task in ("pretrain", "finetune"):
         head = sum(g.total for g in groups if g.role == "head")

@@ -123,16 +123,18 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
     w = dict(base)
     extra = row_fields.get("extra_config", "")
     prose = " ".join(row_fields.get(k, "") for k in ("task", "extra_config", "precision", "notes", "seq_len", "batch"))
-    for key, name in (("tp", "TP"), ("pp", "PP")):
+    for key, name in (("tp", "TP"), ("pp", "PP"), ("cp", "CP"), ("vp", "VP"), ("ep", "EP")):
         v = _num(rf"\b{name}\s*=\s*(\d+)", extra)
         if v:
             w[key] = v
-    cp = _num(r"\bCP\s*=\s*(\d+)", extra)
-    if cp and cp > 1:
-        raise InvalidSettingError("context parallelism (CP > 1) is not modelled yet (issue 5)")
-    vp = _num(r"\bVP\s*=\s*(\d+)", extra)
-    if vp and vp > 1:
-        raise InvalidSettingError("interleaved pipeline stages (VP > 1) are not modelled yet (issue 5)")
+    if re.search(r"sequence[_ ]parallel\s*=\s*(yes|true|on)", extra, re.IGNORECASE):
+        w["sequence_parallel"] = True
+    ckpt = re.search(r"act_ckpt\s*=\s*(full|selective|none)", extra, re.IGNORECASE)
+    if ckpt:
+        w["activation_checkpointing"] = ckpt.group(1).lower()
+    zero = _num(r"\bzero\s*=\s*(\d)", extra)
+    if zero is not None:
+        w["zero"] = zero
     mb = _num(r"micro_batch\s*=\s*(\d+)", extra)
     if w.get("task") != "inference" and not mb and row_fields.get("batch", "").lower().startswith(("global", "16m")):
         raise InvalidSettingError("the per-GPU micro-batch is not published (only the global batch)")
@@ -141,7 +143,7 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
     gb = _num(r"global_batch\s*=\s*(\d+)", extra)
     if gb and mb and "grad_accum" not in w:
         n = int(w.get("num_gpus", 1))
-        dp = max(n // (int(w.get("tp", 1)) * int(w.get("pp", 1))), 1)
+        dp = max(n // (int(w.get("tp", 1)) * int(w.get("pp", 1)) * int(w.get("cp", 1))), 1)
         w["grad_accum"] = max(gb // (dp * mb), 1)
     if w.get("task") == "inference":
         out = (
