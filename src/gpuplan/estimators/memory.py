@@ -219,7 +219,7 @@ def _kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
     }
 
 
-def _activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], float]:
+def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], float]:
     """Training activations per GPU and the host bytes activation offloading moves out."""
     if model.kind == "cnn":
         raise InvalidSettingError(
@@ -586,7 +586,7 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
             MemoryLine("gradients", largest * per_el if largest else g0.bytes, "one tensor at a time", "model")
         ]
         step_temp = 0.0
-    act_lines, act_host = _activation_lines(model, w)
+    act_lines, act_host = activation_lines(model, w)
     host += act_host
     grads_present = w.micro_batches > 1 or z >= 1 or w.optimizer_in_backward or not w.grads_set_to_none
     head_grads = 0.0

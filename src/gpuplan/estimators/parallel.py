@@ -44,33 +44,34 @@ ZERO12_GATHER_OVERLAPS: Final = {"fsdp": True, "deepspeed": False}
 
 @dataclass(frozen=True)
 class MicroProfile:
-    """One micro-batch on one GPU, all layers on it (pp = 1); seconds and bytes."""
+    """One micro-batch on one GPU, all layers on it (pp = 1); seconds and bytes. Each field may be
+    an array (one entry per layout) when many shapes are composed at once."""
 
-    layer_fwd_s: float
-    layer_bwd_s: float
-    layer_rec_s: float
-    once_fwd_s: float  # embedding, head and loss: on the last pipeline stage only
-    once_bwd_s: float
-    attn_s: float  # attention forward + backward (+ recompute), all layers: what ring attention hides behind
-    launch_floor_s: float  # CPU time to issue the layers' kernels (eager PyTorch), all layers
-    tp_bytes: float  # one tensor-parallel all-reduce's buffer
-    tp_collectives: float  # all-reduces per micro-batch, all layers
-    cp_bytes: float  # K and V of this rank's chunk, all layers (one ring hop)
-    cp_passes: float  # ring passes per micro-batch: forward 1, backward 2, recompute 1
-    ep_bytes: float  # one all-to-all's buffer per MoE layer
-    ep_collectives: float  # all-to-alls per micro-batch, all MoE layers
-    p2p_bytes: float  # activations crossing a pipeline stage boundary
-    layers: int
-    dense_params: float  # parameters every data-parallel rank holds (before tp x pp)
-    expert_params: float  # MoE expert parameters (split over ep too)
-    dense_trainable: float
-    expert_trainable: float
-    grad_b: float  # bytes per gradient element reduced
-    param_b: float  # bytes per parameter element gathered (ZeRO-3 / FSDP)
-    opt_bytes_per_param: float  # optimizer-step traffic per trainable parameter
-    offload_s_per_param: float  # CPU optimizer (offload) seconds per local trainable parameter; 0 if none
-    opt_bw: float  # device bandwidth the optimizer step streams at
-    full_recompute: bool
+    layer_fwd_s: float | Arr
+    layer_bwd_s: float | Arr
+    layer_rec_s: float | Arr
+    once_fwd_s: float | Arr  # embedding, head and loss: on the last pipeline stage only
+    once_bwd_s: float | Arr
+    attn_s: float | Arr  # attention forward + backward (+ recompute), all layers: what ring attention hides behind
+    launch_floor_s: float | Arr  # CPU time to issue the layers' kernels (eager PyTorch), all layers
+    tp_bytes: float | Arr  # one tensor-parallel all-reduce's buffer
+    tp_collectives: float | Arr  # all-reduces per micro-batch, all layers
+    cp_bytes: float | Arr  # K and V of this rank's chunk, all layers (one ring hop)
+    cp_passes: float | Arr  # ring passes per micro-batch: forward 1, backward 2, recompute 1
+    ep_bytes: float | Arr  # one all-to-all's buffer per MoE layer
+    ep_collectives: float | Arr  # all-to-alls per micro-batch, all MoE layers
+    p2p_bytes: float | Arr  # activations crossing a pipeline stage boundary
+    layers: float | Arr
+    dense_params: float | Arr  # parameters every data-parallel rank holds (before tp x pp)
+    expert_params: float | Arr  # MoE expert parameters (split over ep too)
+    dense_trainable: float | Arr
+    expert_trainable: float | Arr
+    grad_b: float | Arr  # bytes per gradient element reduced
+    param_b: float | Arr  # bytes per parameter element gathered (ZeRO-3 / FSDP)
+    opt_bytes_per_param: float | Arr  # optimizer-step traffic per trainable parameter
+    offload_s_per_param: float | Arr  # CPU optimizer (offload) seconds per local trainable parameter; 0 if none
+    opt_bw: float | Arr  # device bandwidth the optimizer step streams at
+    full_recompute: bool | Arr
 
 
 @dataclass(frozen=True)
@@ -145,12 +146,12 @@ def compose(
     ar = comm.allreduce(cl, dpc, k_d, grads_d) + comm.allreduce(cl, edp, k_e, grads_e)
     rs = comm.gather(cl, dpc, k_d, grads_d) + comm.gather(cl, edp, k_e, grads_e)
     ag = comm.gather(cl, dpc, k_d, params_d) + comm.gather(cl, edp, k_e, params_e)
-    gathers = 3.0 if p.full_recompute else 2.0
+    gathers = np.where(p.full_recompute, 3.0, 2.0)
     ag_overlaps = ZERO12_GATHER_OVERLAPS.get(sharding, True)
     dp_z0 = comm.exposed(ar, bwd_last)
     dp_z12 = comm.exposed(rs, bwd_last) + (comm.exposed(ag, fwd_first) if ag_overlaps else ag)
     per_micro_z3 = ag * gathers + rs
-    dp_z3 = comm.exposed(per_micro_z3 * m, micro * m) + ag * gathers / max(p.layers, 1)
+    dp_z3 = comm.exposed(per_micro_z3 * m, micro * m) + ag * gathers / np.maximum(p.layers, 1)
     dp_exposed = np.where(z >= 3, dp_z3, np.where(z >= 1, dp_z12, dp_z0))
     dp_raw = np.where(z >= 3, per_micro_z3 * m, np.where(z >= 1, rs + ag, ar))
     dp_exposed = np.where(dpc > 1, dp_exposed, 0.0)
@@ -160,7 +161,7 @@ def compose(
     shard_d = np.where(z >= 1, dpc, 1.0)
     shard_e = np.where(z >= 1, edp, 1.0)
     local = p.dense_trainable / (mp * shard_d) + p.expert_trainable / (mp * ep_a * shard_e)
-    per_param = p.offload_s_per_param if p.offload_s_per_param > 0 else p.opt_bytes_per_param / p.opt_bw
+    per_param = np.where(_f(p.offload_s_per_param) > 0, p.offload_s_per_param, _f(p.opt_bytes_per_param) / p.opt_bw)
     opt = local * per_param
 
     step = m * stage + bubble + dp_exposed + opt

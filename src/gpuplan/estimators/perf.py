@@ -18,7 +18,7 @@ is weight- and KV-bandwidth bound, prefill compute-bound); PaLM appendix B (MFU)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError
@@ -444,6 +444,32 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         full_recompute=w.activation_checkpointing == "full",
     )
     return MicroOps(tuple(fwd), tuple(bwd), tuple(recompute), (), profile, tuple(c.notes))
+
+
+def with_checkpointing(mo: MicroOps, checkpointing: str) -> MicroProfile:
+    """The profile of the same micro-batch under another checkpointing mode (the operators are the
+    same; recompute repeats the attention forward (selective) or every layer's forward (full))."""
+    p = mo.profile
+    attn_fwd = sum(o.time_s for o in mo.fwd if o.name == "attention")
+    layers = float(p.layers)
+    kernels = p.launch_floor_s / (4.0 if mo.recompute else 3.0)
+    was_full = bool(p.full_recompute)
+    tp_c = float(p.tp_collectives) - (2 * layers if was_full else 0.0)
+    cp_p = float(p.cp_passes) - (1.0 if was_full else 0.0)
+    moe = float(p.ep_collectives) / (6.0 if was_full else 4.0)
+    attn = float(p.attn_s) - (attn_fwd if mo.recompute else 0.0)
+    rec = {"none": 0.0, "selective": attn_fwd, "full": float(p.layer_fwd_s)}[checkpointing]
+    full = checkpointing == "full"
+    return replace(
+        p,
+        layer_rec_s=rec,
+        attn_s=attn + (attn_fwd if checkpointing != "none" else 0.0),
+        launch_floor_s=kernels * (4.0 if checkpointing != "none" else 3.0),
+        tp_collectives=tp_c + (2 * layers if full else 0.0),
+        cp_passes=cp_p + (1.0 if full else 0.0),
+        ep_collectives=moe * (6.0 if full else 4.0),
+        full_recompute=full,
+    )
 
 
 def _scaled(ops: tuple[Op, ...], pp: int, phase: str | None = None) -> list[Op]:

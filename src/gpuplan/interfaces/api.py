@@ -19,6 +19,7 @@ from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.recommend import Option, plan_options
+from gpuplan.specs.cluster import Cluster, parse_cluster
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model, presets
@@ -277,6 +278,23 @@ def _gpu_for(w: Workload, cat: Catalog) -> GPU | None:
     return cat.get(w.gpu) if w.gpu else None
 
 
+def resolve_cluster(w: Workload, cat: Catalog, spec: str | None = None) -> tuple[Workload, Cluster | None]:
+    """The workload with `gpu` and `num_gpus` taken from its cluster (the `cluster` key or `spec`),
+    and the cluster; (w, None) when neither names one. A `gpu` or `num_gpus` that contradicts the
+    cluster is an error."""
+    text = spec or w.cluster
+    if not text:
+        return w, None
+    cl = parse_cluster(text, cat)
+    if w.gpu and cat.get(w.gpu).name != cl.gpu.name:
+        raise InvalidSettingError(f"gpu: {w.gpu} contradicts the cluster {text!r} ({cl.gpu.name}); drop one of them.")
+    if "num_gpus" in w.model_fields_set and w.num_gpus not in (1, cl.num_gpus):
+        raise InvalidSettingError(
+            f"num_gpus: {w.num_gpus} contradicts the cluster {text!r} ({cl.num_gpus} GPUs); drop one of them."
+        )
+    return w.with_(gpu=cl.gpu.name, num_gpus=cl.num_gpus, cluster=cl.label), cl
+
+
 def memory_record(e: MemoryEstimate) -> dict[str, Any]:
     """The memory part of DESIGN.md's estimate contract, with the breakdown's notes."""
     rec: dict[str, Any] = {}
@@ -427,6 +445,7 @@ def estimate(
     """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract)."""
     cat = catalog(catalog_files)
     model = load_model(w.model)
+    w, cl = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
     e = estimate_memory(model, w, gpu)
     mem = memory_record(e)
@@ -444,7 +463,7 @@ def estimate(
     price = prices(catalog_files, price_file).get(gpu.name)
     t: TrainingTime | InferenceTime
     if w.is_training:
-        t = estimate_training_time(model, w, gpu)
+        t = estimate_training_time(model, w, gpu, cl)
         seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
         tokens = t.train_tokens or t.tokens_per_step
         busy = busy_share((o.bound, o.time_s) for o in t.ops)
@@ -575,12 +594,19 @@ def plan(
     price_file: str | Path | None = None,
     spot: bool = False,
     carbon_g_per_kwh: float | None = None,
+    cluster: str | None = None,
+    allow_cross_node_tp: bool = False,
 ) -> dict[str, Any]:
-    """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload."""
+    """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload; with a cluster
+    (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it."""
     cat = catalog(catalog_files)
     if w.is_graphics:
         return _plan_graphics(w, cat)
     model = load_model(w.model)
+    if (cluster or w.cluster) and w.is_training:
+        return plan_cluster(
+            w, cat, model, cluster, top or 5, price_file, spot, carbon_g_per_kwh, allow_cross_node_tp, catalog_files
+        )
     chosen = [cat.get(g) for g in gpus] if gpus else None
     opts = plan_options(
         model, w, cat, prices(catalog_files, price_file, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh
@@ -597,6 +623,76 @@ def plan(
         "options": [option_record(o, model.kind) for o in shown],
         "considered": len(opts),
         "throughput_unit": "images/s" if model.kind == "cnn" else "tokens/s",
+    }
+
+
+def plan_cluster(
+    w: Workload,
+    cat: Catalog,
+    model: ModelSpec,
+    spec: str | None,
+    top: int,
+    price_file: str | Path | None = None,
+    spot: bool = False,
+    carbon_g_per_kwh: float | None = None,
+    allow_cross_node_tp: bool = False,
+    catalog_files: Iterable[str | Path] = (),
+) -> dict[str, Any]:
+    """The best layouts of a training job on a cluster (`gpuplan plan --cluster`)."""
+    from gpuplan.planner.layouts import search_layouts
+
+    w, cl = resolve_cluster(w, cat, spec)
+    assert cl is not None
+    res = search_layouts(model, w, cl, top=top, allow_cross_node_tp=allow_cross_node_tp)
+    price = prices(catalog_files, price_file, spot).get(cl.gpu.name)
+    kind = uncertainty.kind_of("training", model.kind, cl.gpu.architecture)
+    layouts = []
+    for r in res.best:
+        t = r.time
+        seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
+        busy = busy_share((o.bound, o.time_s) for o in t.ops)
+        ce = cost_and_energy(
+            cl.gpu, cl.num_gpus, seconds, busy, price, t.train_tokens or t.tokens_per_step, carbon_g_per_kwh
+        )
+        rec: dict[str, Any] = {"layout": r.layout.label, "keys": r.layout.keys(), "dp": r.layout.dp}
+        rec["micro_batches"] = r.layout.micro_batches
+        _with_band(rec, "step_time_s", t.step_time_s, kind, time=True)
+        _with_band(rec, "tokens_per_s", t.tokens_per_s, kind)
+        rec["tokens_per_s_per_gpu"] = t.tokens_per_s_per_gpu
+        rec["mfu"] = t.mfu
+        _with_band(rec, "per_gpu_bytes", r.memory.per_gpu_bytes, f"memory/{cl.gpu.architecture}")
+        rec["comm_share"] = r.comm_share
+        rec["bubble_share"] = r.bubble_share
+        rec["bottleneck"] = t.bottleneck
+        if t.time_to_train_s is not None:
+            _with_band(rec, "time_to_train_s", t.time_to_train_s, kind, time=True)
+        rec["cost_usd"] = ce.usd
+        rec["energy_kwh"] = ce.energy_kwh
+        rec["breakdown_s"] = {o.name: o.time_s for o in t.ops if o.phase in ("communication", "optimizer", "launch")}
+        layouts.append(rec)
+    return {
+        "workload": w.model_dump(exclude_none=True),
+        "model": model.name,
+        "mode": "cluster",
+        "cluster": {
+            "spec": cl.label,
+            "gpu": cl.gpu.name,
+            "nodes": cl.nodes,
+            "gpus_per_node": cl.gpus_per_node,
+            "num_gpus": cl.num_gpus,
+            "interconnect": cl.fabric.name,
+            "interconnect_note": cl.fabric.source,
+        },
+        "global_batch": res.global_batch,
+        "layouts": layouts,
+        "search": {
+            "evaluated": res.evaluated,
+            "fitting": res.fitting,
+            "micro_batch_shapes": res.shapes,
+            "seconds": res.seconds,
+            "rejected": dict(res.rejected),
+        },
+        "notes": res.notes,
     }
 
 

@@ -649,23 +649,85 @@ def plan(
     prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
     carbon: Annotated[float | None, typer.Option("--carbon", help="Grid carbon intensity, g CO2e/kWh.")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Search parallel layouts on NODESxGPUS:GPU[:INTERCONNECT], e.g. 64x8:H100 or 2x8:A100:roce.",
+        ),
+    ] = None,
+    cross_node_tp: Annotated[
+        bool, typer.Option("--allow-cross-node-tp", help="Let tensor parallelism leave the NVLink domain.")
+    ] = False,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank GPU types and counts for a workload by time, cost or energy, with reasons."""
+    """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
+    --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
     keys: dict[str, Any] = {"objective": objective, "deadline": deadline, "budget": budget}
     keys.update(api.parse_set_options(set_ or []))
     w = api.build_workload(workload, keys)
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
-    rec = api.plan(w, catalog or [], names, top, prices, spot, carbon)
+    rec = api.plan(w, catalog or [], names, top, prices, spot, carbon, cluster, cross_node_tp)
     if as_json:
         _emit_json(rec)
         return
-    if w.is_graphics:
+    if rec.get("mode") == "cluster":
+        _print_cluster_plan(_console(), rec)
+    elif w.is_graphics:
         _print_graphics_plan(_console(), rec)
     else:
         _print_llm_plan(_console(), rec)
+
+
+def _print_cluster_plan(c: Console, rec: dict[str, Any]) -> None:
+    cl, search = rec["cluster"], rec["search"]
+    w = rec["workload"]
+    tab = Table(
+        title=f"{escape(rec['model'])} {w.get('task')} on {cl['nodes']} x {cl['gpus_per_node']} {escape(cl['gpu'])} "
+        f"({escape(cl['interconnect'])}), global batch {rec['global_batch']} x {w.get('seq_len')} tokens"
+    )
+    for col, just in (
+        ("#", "right"),
+        ("layout", "left"),
+        ("step", "right"),
+        ("tokens/s", "right"),
+        ("per GPU", "right"),
+        ("MFU", "right"),
+        ("memory/GPU", "right"),
+        ("comm", "right"),
+        ("bubble", "right"),
+    ):
+        tab.add_column(col, justify=just)  # type: ignore[arg-type]
+    for i, r in enumerate(rec["layouts"], 1):
+        tab.add_row(
+            str(i),
+            escape(r["layout"]),
+            _range(r, "step_time_s", _dur),
+            f"{r['tokens_per_s']:,.0f}",
+            f"{r['tokens_per_s_per_gpu']:,.0f}",
+            f"{r['mfu']:.1%}",
+            _gib(r["per_gpu_bytes"]),
+            f"{r['comm_share']:.0%}",
+            f"{r['bubble_share']:.0%}",
+        )
+    c.print(tab)
+    if rec["layouts"] and rec["layouts"][0].get("time_to_train_s") is not None:
+        best = rec["layouts"][0]
+        cost = f", ${best['cost_usd']:,.0f}" if best.get("cost_usd") is not None else ""
+        c.print(
+            f"Best layout trains {w.get('tokens') or 'the tokens'} in {_range(best, 'time_to_train_s', _dur)}{cost}."
+        )
+    rej = ", ".join(f"{v:,} {k}" for k, v in search["rejected"].items() if v)
+    c.print(
+        f"Searched {search['evaluated']:,} layouts ({search['fitting']:,} fit in memory; "
+        f"{search['micro_batch_shapes']:,} micro-batch shapes) in {search['seconds']:.2f} s."
+        + (f" Ruled out: {escape(rej)}." if rej else "")
+    )
+    for note in rec.get("notes", []):
+        c.print(f"[yellow]note:[/] {escape(note)}")
+    c.print("Write launch files for the best layout: gpuplan launch WORKLOAD --cluster ... --format slurm")
 
 
 def _print_time(c: Console, rec: dict[str, Any]) -> None:

@@ -1,0 +1,345 @@
+"""Search the parallel layouts of a training job on a cluster: which split of data, layers,
+tensors, sequences and experts, with which ZeRO stage, micro-batch and checkpointing, runs
+fastest within each GPU's memory.
+
+Every layout is enumerated under Megatron-Core's rules (tp divides the attention heads and the
+KV groups and stays inside an NVLink domain unless allowed; pp x vp divides the layers; cp splits
+the sequence into 2 x cp load-balanced chunks; ep divides the experts and the data-parallel x
+context-parallel ranks; ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed; Megatron's
+distributed optimizer is ZeRO-1); the interleaved schedule needs micro-batches divisible by pp;
+the global batch divides into micro-batches). A micro-batch's compute depends on only a few of
+these (tp, cp, ep, micro-batch, checkpointing, sequence parallelism): it is computed once per
+such shape by the operator roofline (perf.training_ops), and the step of every layout sharing it
+is composed in one vectorised pass (estimators/parallel.compose), the same arithmetic
+`gpuplan estimate` runs for one layout. Memory is screened the same way (the memory model's
+per-parameter state bytes and per-micro-batch activations, split by the layout), and the best
+layouts are then confirmed by the full memory estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import runtime
+from gpuplan.estimators.memory import MemoryEstimate, activation_lines, estimate_memory
+from gpuplan.estimators.parallel import MicroProfile, compose
+from gpuplan.estimators.perf import TrainingTime, estimate_training_time, training_ops, with_checkpointing
+from gpuplan.specs.cluster import Cluster
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.workload import Workload
+
+CHECKPOINTING: Final = ("none", "selective", "full")
+ZERO_STAGES: Final = (0, 1, 2, 3)
+MAX_MICRO_BATCH: Final = 64
+MAX_CP: Final = 64
+# How many of the screened layouts the full memory estimate confirms before giving up.
+CONFIRM: Final = 200
+# Memory states and the ZeRO stage from which each is sharded over the data-parallel group
+# (Rajbhandari et al. 2020: stage 1 optimizer states, 2 gradients, 3 parameters).
+_STATE_STAGE: Final = {
+    "weights": 3,
+    "frozen base weights": 3,
+    "LoRA adapters": 3,
+    "master weights": 1,
+    "gradients": 2,
+    "optimizer states": 1,
+}
+# DeepSpeed ZeRO-1/2 reduce bucket (reduce_bucket_size = 5e8 elements, deepspeed/runtime/zero/config.py)
+_ZERO_BUCKET_ELEMENTS: Final = 5e8
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int
+    pp: int
+    vp: int
+    cp: int
+    ep: int
+    dp: int
+    zero: int
+    micro_batch: int
+    micro_batches: int
+    checkpointing: str
+    sequence_parallel: bool
+
+    def keys(self) -> dict[str, object]:
+        """The workload keys that select this layout."""
+        return {
+            "tp": self.tp,
+            "pp": self.pp,
+            "vp": self.vp,
+            "cp": self.cp,
+            "ep": self.ep,
+            "zero": self.zero,
+            "batch_size": self.micro_batch,
+            "activation_checkpointing": self.checkpointing,
+            "sequence_parallel": self.sequence_parallel,
+        }
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP{self.tp}" + ("+SP" if self.sequence_parallel else ""), f"PP{self.pp}"]
+        if self.vp > 1:
+            parts.append(f"VP{self.vp}")
+        if self.cp > 1:
+            parts.append(f"CP{self.cp}")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        parts.append(f"DP{self.dp}")
+        if self.zero:
+            parts.append(f"ZeRO-{self.zero}")
+        parts.append(f"mb{self.micro_batch}x{self.micro_batches}")
+        parts.append({"none": "no ckpt", "selective": "sel. ckpt", "full": "full ckpt"}[self.checkpointing])
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class LayoutResult:
+    layout: Layout
+    workload: Workload
+    time: TrainingTime
+    memory: MemoryEstimate
+    screened_bytes: float  # the vectorised screen's per-GPU memory (before confirmation)
+    comm_share: float  # exposed communication / step
+    bubble_share: float
+
+
+@dataclass
+class SearchResult:
+    cluster: Cluster
+    global_batch: int
+    evaluated: int  # layouts whose step and memory were computed
+    fitting: int  # of them, within memory by the screen
+    shapes: int  # distinct micro-batch shapes (operator rooflines computed)
+    seconds: float  # wall time of the search (enumeration, composition, confirmation)
+    best: list[LayoutResult]
+    rejected: Counter[str] = field(default_factory=Counter)  # layouts ruled out, by rule
+    notes: list[str] = field(default_factory=list)
+
+
+def _pow2_upto(n: int) -> list[int]:
+    return [1 << i for i in range(int(math.log2(max(n, 1))) + 1)]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _state_bytes(model: ModelSpec, w: Workload) -> dict[str, tuple[float, int]]:
+    """Per-GPU bytes of each model state at tp = pp = 1 without ZeRO, and its ZeRO stage."""
+    probe = w.with_(
+        tp=1, pp=1, vp=1, cp=1, ep=1, num_gpus=1, zero=0, grad_accum=2, global_batch=None, batch_size=1,
+        activation_checkpointing="full", offload="none", cluster=None,
+    )  # fmt: skip
+    est = estimate_memory(model, probe, None)
+    out: dict[str, tuple[float, int]] = {}
+    for line in est.lines:
+        for prefix, stage in _STATE_STAGE.items():
+            if line.name.startswith(prefix):
+                out[line.name] = (line.bytes, stage)
+    return out
+
+
+def _shape(w: Workload, tp: int, cp: int, ep: int, mb: int, ckpt: str, sp: bool) -> Workload:
+    """The one-stage workload whose micro-batch has this shape (validated keys, copied unchecked:
+    the search enumerates only legal values)."""
+    return w.model_copy(
+        update={
+            "tp": tp, "cp": cp, "ep": ep, "pp": 1, "vp": 1, "num_gpus": tp * cp * ep, "zero": 0, "grad_accum": 1,
+            "global_batch": None, "batch_size": mb, "activation_checkpointing": ckpt, "sequence_parallel": sp,
+            "cluster": None,
+        }
+    )  # fmt: skip
+
+
+def search_layouts(
+    model: ModelSpec,
+    w: Workload,
+    cluster: Cluster,
+    top: int = 5,
+    allow_cross_node_tp: bool = False,
+) -> SearchResult:
+    """The `top` fastest layouts of training workload `w` on `cluster` that fit in memory."""
+    if not w.is_training:
+        raise InvalidSettingError(
+            "The layout search plans training jobs; for serving use `gpuplan plan` or `launch --format vllm`."
+        )
+    if model.kind not in ("decoder", "encoder", "encoder-decoder") or model.kind == "cnn":
+        raise InvalidSettingError(f"The layout search covers transformers; {model.name} is a {model.kind}.")
+    t0 = time.perf_counter()
+    gpu = cluster.gpu
+    n = cluster.num_gpus
+    gb = w.global_batch or w.batch_size * w.grad_accum * n
+    layers = max(model.num_layers, 1)
+    heads = max(model.num_heads, 1)
+    kv = max(model.num_kv_heads, 1)
+    rejected: Counter[str] = Counter()
+    cap = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    tp_cap = cluster.gpus_per_node if not allow_cross_node_tp else n
+    if gpu.nvlink_bandwidth_bytes_per_s > 0 and not allow_cross_node_tp:
+        tp_cap = min(tp_cap, gpu.nvlink_domain)
+
+    tps = [t for t in _pow2_upto(n) if heads % t == 0 and (kv % t == 0 or t % kv == 0)]
+    rejected["tp beyond the NVLink domain / node"] += sum(1 for t in tps if t > tp_cap)
+    tps = [t for t in tps if t <= tp_cap]
+    cps = [c for c in _pow2_upto(min(n, MAX_CP)) if w.seq_len % (2 * c) == 0 or c == 1]
+    eps = [e for e in _pow2_upto(n) if model.is_moe and model.num_experts % e == 0] or [1]
+    states = _state_bytes(model, w)
+    runtime_const = (
+        runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc) + (runtime.NCCL_BYTES if n > 1 else 0.0)
+    )
+    c_bytes = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+    pure = w.master_weights == "none" or c_bytes == 4.0
+    expert = float(sum(g.total for g in model.groups if g.role == "expert"))
+    expert_share = expert / max(model.total_params, 1)
+    per_layer_params = (model.total_params - model.embedding_params) / layers
+
+    # per shape: its profile and activations; per layout: its shape's index and its own axes
+    prof_rows: list[MicroProfile] = []
+    act_rows: list[tuple[float, float, float]] = []
+    shape_keys: list[tuple[int, int, int, int, str, bool]] = []
+    axes: dict[str, list[np.ndarray]] = {k: [] for k in ("shape", "pp", "vp", "dp", "m", "z")}
+    zeros = np.array(ZERO_STAGES, dtype=np.float64)
+    mbs = np.arange(1, MAX_MICRO_BATCH + 1, dtype=np.float64)
+    for tp, cp in itertools.product(tps, cps):
+        if n % (tp * cp):
+            continue
+        rest = n // (tp * cp)
+        # pipeline (pp, vp) pairs: pp divides the GPUs left after tp x cp and the layers
+        pairs = [
+            (pp, vp)
+            for pp in _divisors(rest)
+            if layers % pp == 0
+            for vp in ([1] if pp == 1 else _divisors(layers // pp))
+        ]
+        pp_a = np.array([p for p, _ in pairs], dtype=np.float64)
+        vp_a = np.array([v for _, v in pairs], dtype=np.float64)
+        dp_a = rest / pp_a
+        # every (micro-batch, pipeline pair, ZeRO stage) at once
+        grid = np.meshgrid(mbs, np.arange(len(pairs), dtype=np.float64), zeros, indexing="ij")
+        mb_g, z_g = grid[0].ravel(), grid[2].ravel()
+        pair_g = grid[1].ravel().astype(np.int64)
+        pp_g, vp_g, dp_g = pp_a[pair_g], vp_a[pair_g], dp_a[pair_g]
+        m_g = gb / (mb_g * dp_g)
+        ok_batch = (m_g >= 1) & (np.mod(m_g, 1.0) == 0) & ((vp_g == 1) | (np.mod(m_g, pp_g) == 0))
+        # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed); ZeRO needs dp x cp > 1
+        ok_zero = ((z_g <= 1) | (pp_g == 1)) & ((z_g == 0) | (dp_g * cp > 1))
+        for ep in eps:
+            ok_ep = np.mod(dp_g * cp, ep) == 0
+            ok = ok_batch & ok_zero & ok_ep
+            rejected["global batch does not split into micro-batches (or the interleaved schedule's pp)"] += int(
+                (~ok_batch).sum()
+            )
+            rejected["ZeRO-2/3 with pipeline parallelism, or ZeRO without data parallelism"] += int(
+                (ok_batch & ~ok_zero).sum()
+            )
+            rejected["ep does not divide dp x cp"] += int((ok_batch & ok_zero & ~ok_ep).sum())
+            if not ok.any():
+                continue
+            for mb in np.unique(mb_g[ok]).astype(int):
+                sel = ok & (mb_g == mb)
+                for sp in (False, True) if tp > 1 else (False,):
+                    shape = _shape(w, tp, cp, ep, int(mb), "none", sp)
+                    mo = training_ops(model, shape, gpu)
+                    for ckpt in CHECKPOINTING:
+                        prof_rows.append(with_checkpointing(mo, ckpt))
+                        acts = {
+                            x.name: x.bytes
+                            for x in activation_lines(model, _shape(w, tp, cp, ep, int(mb), ckpt, sp))[0]
+                        }
+                        act_rows.append(
+                            (
+                                acts.get("activations", 0.0),
+                                acts.get("embedding and final norm", 0.0) + acts.get("logits and loss", 0.0),
+                                acts.get("recomputed layer", 0.0),
+                            )
+                        )
+                        shape_keys.append((tp, cp, ep, int(mb), ckpt, sp))
+                        k = int(sel.sum())
+                        axes["shape"].append(np.full(k, len(shape_keys) - 1))
+                        axes["pp"].append(pp_g[sel])
+                        axes["vp"].append(vp_g[sel])
+                        axes["dp"].append(dp_g[sel])
+                        axes["m"].append(m_g[sel])
+                        axes["z"].append(z_g[sel])
+    best: list[LayoutResult] = []
+    evaluated = fitting = 0
+    if shape_keys:
+        sh = np.concatenate(axes["shape"])
+        pp_s, vp_s, dp_s, m_s, z_s = (np.concatenate(axes[k]) for k in ("pp", "vp", "dp", "m", "z"))
+        keys = np.array([k[:4] for k in shape_keys], dtype=np.float64)
+        tp_s, cp_s, ep_s = keys[sh, 0], keys[sh, 1], keys[sh, 2]
+        fields = {
+            f.name: np.array([getattr(r, f.name) for r in prof_rows], dtype=np.float64)[sh]
+            for f in dataclasses.fields(MicroProfile)
+        }
+        prof = MicroProfile(**fields)
+        parts = compose(prof, cluster, tp_s, cp_s, ep_s, pp_s, vp_s, dp_s, z_s, m_s, w.sharding)
+        # --- memory screen: the memory model's pieces split by the layout ---
+        acts_a = np.array(act_rows, dtype=np.float64)[sh]
+        a_layers, a_once, a_rec = acts_a[:, 0], acts_a[:, 1], acts_a[:, 2]
+        in_flight = np.minimum(pp_s, m_s) / pp_s * np.where(vp_s > 1, 1 + (pp_s - 1) / (pp_s * vp_s), 1.0)
+        act = a_layers * in_flight + a_once + a_rec
+        ep_factor = 1.0 - expert_share + expert_share / ep_s
+        dpc = dp_s * cp_s
+        mp = tp_s * pp_s
+        mem_states = np.zeros_like(pp_s)
+        grads = np.zeros_like(pp_s)
+        for name, (b0, stage) in states.items():
+            b = np.full_like(pp_s, b0)
+            if name.startswith("gradients") and not pure:
+                # mixed precision keeps fp32 gradients without ZeRO, 16-bit ones with it (memory.py)
+                b = np.where(z_s >= 1, b0 * c_bytes / 4.0, b0)
+            local = np.where(z_s >= stage, b / (mp * dpc), b * ep_factor / mp)
+            mem_states += local
+            if name.startswith("gradients"):
+                grads = local
+        buffers = np.where((z_s == 0) & (dpc > 1), grads, 0.0)
+        buffers += np.where(z_s >= 3, 2 * per_layer_params * c_bytes / tp_s, 0.0)
+        buffers += np.where(
+            (z_s >= 1) & (z_s <= 2), np.minimum(_ZERO_BUCKET_ELEMENTS, model.total_params / mp) * c_bytes, 0.0
+        )
+        mem = (mem_states + buffers + act) * (1 + runtime.ALLOCATOR_SLACK_FRACTION) + runtime_const
+        fits = mem <= cap
+        evaluated, fitting = len(pp_s), int(fits.sum())
+        order = np.argsort(np.where(fits, parts.step, np.inf), kind="stable")
+        for rank in order[: min(CONFIRM, fitting)]:
+            tp, cp, ep, mb, ckpt, sp = shape_keys[int(sh[rank])]
+            pp, vp, z, m = int(pp_s[rank]), int(vp_s[rank]), int(z_s[rank]), int(m_s[rank])
+            lay = Layout(tp, pp, vp, cp, ep, n // (tp * cp * pp), z, mb, m, ckpt, sp)
+            wl = w.with_(gpu=gpu.name, num_gpus=n, global_batch=gb, grad_accum=1, cluster=None, **lay.keys())
+            memory = estimate_memory(model, wl, gpu)
+            if not memory.fits:
+                rejected["over memory on the full estimate"] += 1
+                continue
+            t = estimate_training_time(model, wl, gpu, cluster)
+            comm = t.exposed_comm_s / t.step_time_s
+            best.append(LayoutResult(lay, wl, t, memory, float(mem[rank]), comm, t.bubble_s / t.step_time_s))
+            if len(best) >= top:
+                break
+        best.sort(key=lambda r: r.time.step_time_s)
+    notes = cluster.warnings()
+    if not best:
+        notes.append(
+            "no layout fits: add GPUs, lower the micro-batch or sequence length, or use a GPU with more memory"
+        )
+    return SearchResult(
+        cluster=cluster,
+        global_batch=gb,
+        evaluated=evaluated,
+        fitting=fitting,
+        shapes=len(shape_keys),
+        seconds=time.perf_counter() - t0,
+        best=best,
+        rejected=rejected,
+        notes=notes,
+    )
