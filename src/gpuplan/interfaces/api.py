@@ -6,6 +6,7 @@ come from here, in SI units.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any, Final
 
 import yaml
 
-from gpuplan.errors import InvalidSettingError
+from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
@@ -25,7 +26,7 @@ from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model, presets
 from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
 from gpuplan.specs.prices import Price, cheapest_prices, load_price_file
-from gpuplan.specs.workload import Workload, make_workload, read_workload_file
+from gpuplan.specs.workload import Workload, make_workload, read_user_text, read_workload_file
 
 PRICES_ENV: Final = "GPUPLAN_PRICES"  # a user's price CSV, like --prices
 DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FLOPs per token
@@ -816,4 +817,74 @@ def chart_relative(catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
             "the H100's 16-bit figure, so the H100's own 8-bit gain shows.",
         },
         "rows": rows,
+    }
+
+
+# --- launch files ------------------------------------------------------------------------------
+
+
+def _workload_from_plan(path: Path) -> tuple[Workload, str | None]:
+    """A workload (with the best layout's keys) from `gpuplan plan --json` output."""
+    text = read_user_text(path, "plan file", "Pass a workload YAML or the JSON `gpuplan plan --json` prints.")
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidSettingError(f"{path.name} is not valid JSON (line {exc.lineno}): {exc.msg}.") from None
+    if not isinstance(rec, dict) or not isinstance(rec.get("workload"), dict):
+        raise InvalidSettingError(f"{path.name} is not a `gpuplan plan --json` document (no 'workload').")
+    keys = dict(rec["workload"])
+    spec: str | None = None
+    if rec.get("mode") == "cluster" and rec.get("layouts"):
+        keys.update(rec["layouts"][0]["keys"])
+        keys["global_batch"] = rec.get("global_batch")
+        spec = rec["cluster"]["spec"]
+        keys.pop("cluster", None)
+        keys.pop("num_gpus", None)
+        keys.pop("gpu", None)
+    elif rec.get("options"):
+        best = next((o for o in rec["options"] if o.get("usable")), rec["options"][0])
+        keys.update({"gpu": best["gpu"], "num_gpus": best["num_gpus"]})
+        keys.update({k: v for k, v in (best.get("layout") or {}).items() if k in Workload.model_fields})
+    else:
+        raise InvalidSettingError(f"{path.name} holds no plan options or layouts to launch.")
+    return make_workload(keys), spec
+
+
+def launch(
+    source: str,
+    fmt: str,
+    overrides: Mapping[str, Any] | None = None,
+    cluster: str | None = None,
+    script: str = "train.py",
+    script_args: Sequence[str] = (),
+    catalog_files: Iterable[str | Path] = (),
+    partition: str | None = None,
+    gres: str | None = None,
+    time_limit: str | None = None,
+) -> dict[str, Any]:
+    """`gpuplan launch`: the launch file for a workload (or a plan's best option) in `fmt`."""
+    from gpuplan.interfaces.launch import FORMATS, plan_launch, render
+
+    if fmt not in FORMATS:
+        hint = did_you_mean(fmt, FORMATS)
+        raise InvalidSettingError(f"Unknown launch format {fmt!r}.{hint} Known: {', '.join(FORMATS)}.")
+    cat = catalog(catalog_files)
+    if source.lower().endswith(".json"):
+        w, spec = _workload_from_plan(Path(source))
+        if overrides:
+            w = w.with_(**{k: v for k, v in overrides.items() if v is not None})
+        cluster = cluster or spec
+    else:
+        w = build_workload(source, overrides)
+    w, cl = resolve_cluster(w, cat, cluster)
+    model = load_model(w.model)
+    lp = plan_launch(model, w.model, w, cl, script, tuple(script_args))
+    opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
+    text = render(lp, fmt, **opts)
+    return {
+        "format": fmt,
+        "text": text,
+        "layout": lp.layout_label,
+        "workload": lp.w.model_dump(exclude_none=True),
+        "cluster": lp.cluster.label,
     }

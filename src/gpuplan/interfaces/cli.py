@@ -914,6 +914,44 @@ def version() -> None:
     sys.stdout.write(f"gpuplan {__version__}\n")
 
 
+@app.command()
+def launch(
+    workload: Annotated[str, typer.Argument(help="Workload YAML, or the JSON `gpuplan plan --json` printed.")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm")
+    ],
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100.")
+    ] = None,
+    script: Annotated[str, typer.Option(help="Training script torchrun starts.")] = "train.py",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the file here instead of stdout.")] = None,
+    partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
+    gres_type: Annotated[
+        str | None, typer.Option("--gres-type", help="Slurm GPU type name at your site (default from the GPU).")
+    ] = None,
+    time_limit: Annotated[
+        str | None, typer.Option("--time", help="Slurm --time (default: the estimate with a margin).")
+    ] = None,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
+    keys = api.parse_set_options(set_ or [])
+    rec = api.launch(workload, fmt, keys, cluster, script, (), catalog or [], partition, gres_type, time_limit)
+    if as_json:
+        _emit_json(rec)
+        return
+    if out is not None:
+        try:
+            out.write_text(rec["text"], encoding="utf-8")
+        except OSError as exc:
+            raise GpuplanError(f"Cannot write {str(out)!r}: {exc.strerror or exc}.") from None
+        sys.stderr.write(f"gpuplan: wrote {out} ({rec['format']}, layout {rec['layout']})\n")
+        return
+    sys.stdout.write(rec["text"])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
     try:

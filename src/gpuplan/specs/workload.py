@@ -302,8 +302,8 @@ class Workload(BaseModel):
         return "fp32" if self.precision == "tf32" else self.precision
 
     def with_(self, **changes: Any) -> Workload:
-        """A copy with some keys changed, validated again."""
-        data = self.model_dump()
+        """A copy with some keys changed, validated again; keys the user never set stay unset."""
+        data = self.model_dump(exclude_unset=True)
         data.update(changes)
         return make_workload(data)
 

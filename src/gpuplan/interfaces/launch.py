@@ -1,0 +1,565 @@
+"""Launch files for the engines people run, written from a workload and its chosen layout.
+
+Formats: a torchrun command line (Megatron-LM flags when the layout needs tensor, pipeline,
+context or expert parallelism), an accelerate config (multi-GPU, DeepSpeed or FSDP), a DeepSpeed
+JSON config, FSDP settings (as an accelerate FSDP config), a Slurm sbatch script, a SkyPilot task
+and a `vllm serve` command. Keys and flags are the tools' own (accelerate's ClusterConfig,
+DeepSpeed's config, SkyPilot's task schema, vLLM's EngineArgs, torch.distributed.run's parser,
+Megatron-LM's arguments.py); the tests check them against the installed tools.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.specs.cluster import Cluster, implied_cluster
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import find_preset
+from gpuplan.specs.workload import Workload
+
+FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm")
+RDZV_PORT: Final = 29500
+# Slurm --time: the estimate's pessimistic end (the validation band's slow side) x 1.15, plus
+# 15 minutes for start-up, data loading and checkpoints (a margin, not a measurement).
+TIME_MARGIN: Final = 1.15
+TIME_SETUP_S: Final = 15 * 60
+NO_BAND_MARGIN: Final = 1.25  # the slow end when no validation band covers the job (a margin)
+DEFAULT_TIME_S: Final = 4 * 3600  # when there is nothing to estimate from (no tokens)
+
+# transformers decoder-layer classes for FSDP's transformer auto-wrap, by config model_type
+# (transformers' modeling_*.py class names).
+LAYER_CLASS: Final = {
+    "llama": "LlamaDecoderLayer",
+    "mistral": "MistralDecoderLayer",
+    "mixtral": "MixtralDecoderLayer",
+    "qwen2": "Qwen2DecoderLayer",
+    "qwen2_moe": "Qwen2MoeDecoderLayer",
+    "qwen3": "Qwen3DecoderLayer",
+    "qwen3_moe": "Qwen3MoeDecoderLayer",
+    "gemma": "GemmaDecoderLayer",
+    "gemma2": "Gemma2DecoderLayer",
+    "phi3": "Phi3DecoderLayer",
+    "falcon": "FalconDecoderLayer",
+    "gpt2": "GPT2Block",
+    "gpt_neox": "GPTNeoXLayer",
+    "gptj": "GPTJBlock",
+    "mpt": "MptBlock",
+    "bloom": "BloomBlock",
+    "deepseek_v3": "DeepseekV3DecoderLayer",
+    "t5": "T5Block",
+    "mt5": "MT5Block",
+    "bert": "BertLayer",
+    "roberta": "RobertaLayer",
+}
+LLAMA_LIKE: Final = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+# SkyPilot accelerator names (skypilot-catalog v6 AcceleratorName column, the names
+# `sky show-gpus` lists), by gpuplan catalog name.
+SKYPILOT_NAMES: Final = {
+    "H100 SXM5 80GB": "H100",
+    "H100 PCIe 80GB": "H100",
+    "H200 SXM 141GB": "H200",
+    "B200": "B200",
+    "A100 SXM4 80GB": "A100-80GB",
+    "A100 PCIe 80GB": "A100-80GB",
+    "A100 SXM4 40GB": "A100",
+    "A100 PCIe 40GB": "A100",
+    "L40S": "L40S",
+    "L40": "L40",
+    "L4": "L4",
+    "A40": "A40",
+    "A10": "A10",
+    "A10G": "A10G",
+    "T4": "T4",
+    "V100 SXM2 16GB": "V100",
+    "V100 SXM2 32GB": "V100-32GB",
+    "V100 PCIe 16GB": "V100",
+    "GeForce RTX 4090": "RTX4090",
+    "GeForce RTX 3090": "RTX3090",
+    "RTX A6000": "RTXA6000",
+    "RTX 6000 Ada": "RTX6000-Ada",
+    "MI300X": "MI300X",
+}
+# vLLM --quantization for a weight format (vllm/model_executor/layers/quantization: fp8 quantises
+# a 16-bit checkpoint on the fly; awq/gptq need such a checkpoint; bitsandbytes for nf4/int8).
+VLLM_QUANT: Final = {
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "awq": "awq",
+    "gptq": "gptq",
+    "int4": "awq",
+    "nf4": "bitsandbytes",
+}
+VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    model: ModelSpec
+    model_id: str  # what the engines load: a hub id or a local path
+    w: Workload  # with the layout's keys
+    cluster: Cluster
+    layout_label: str
+    training: TrainingTime | None
+    inference: InferenceTime | None
+    memory: MemoryEstimate
+    script: str
+    script_args: tuple[str, ...]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML with multi-line strings (SkyPilot's setup/run scripts) as literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _yaml(obj: dict[str, Any]) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False)
+
+
+def model_id(model: ModelSpec, name: str) -> str:
+    p = find_preset(name)
+    return p.hf_id if p is not None and p.hf_id else name
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-")[:60] or "job"
+
+
+def gres_type(cl: Cluster) -> str:
+    """A Slurm GRES type name for the GPU: the catalog's short name, lower case ("h100", "a100",
+    "rtx4090"); sites name their own, so `--gres-type` overrides it."""
+    name = cl.gpu.name.lower().replace("geforce ", "")
+    first = re.sub(r"[^a-z0-9]", "", name.split()[0] if not name.startswith("rtx ") else "".join(name.split()[:2]))
+    return first or "gpu"
+
+
+def _fmt_time(seconds: float) -> str:
+    """Slurm's D-HH:MM:SS."""
+    s = math.ceil(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return f"{d}-{h:02d}:{m:02d}:{s:02d}"
+
+
+def _megatron_args(lp: LaunchPlan) -> list[str]:
+    """Megatron-LM pretrain_gpt.py flags (megatron/training/arguments.py) for the model and layout."""
+    w, m = lp.w, lp.model
+    a = [
+        f"--tensor-model-parallel-size {w.tp}",
+        f"--pipeline-model-parallel-size {w.pp}",
+    ]
+    if w.vp > 1:
+        a.append(f"--num-layers-per-virtual-pipeline-stage {m.num_layers // (w.pp * w.vp)}")
+    if w.cp > 1:
+        a.append(f"--context-parallel-size {w.cp}")
+    if w.ep > 1:
+        a.append(f"--expert-model-parallel-size {w.ep}")
+    if w.sequence_parallel:
+        a.append("--sequence-parallel")
+    if w.zero >= 1:
+        a.append("--use-distributed-optimizer")
+    a += [
+        f"--num-layers {m.num_layers}",
+        f"--hidden-size {m.hidden_size}",
+        f"--num-attention-heads {m.num_heads}",
+        f"--seq-length {w.seq_len}",
+        f"--max-position-embeddings {max(w.seq_len, m.max_position_embeddings or 0)}",
+        f"--micro-batch-size {w.batch_size}",
+        f"--global-batch-size {w.batch_size * w.micro_batches * w.dp}",
+    ]
+    if m.intermediate_size:
+        a.append(f"--ffn-hidden-size {m.intermediate_size}")
+    if m.num_kv_heads and m.num_kv_heads != m.num_heads:
+        a += ["--group-query-attention", f"--num-query-groups {m.num_kv_heads}"]
+    if m.is_moe:
+        a += [f"--num-experts {m.num_experts}", f"--moe-router-topk {m.experts_per_token}"]
+    if m.model_type in LLAMA_LIKE:
+        # Llama-style blocks: SwiGLU MLP, RMSNorm, rotary positions, no biases, untied head
+        a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
+        if not m.raw.get("tie_word_embeddings", False):
+            a.append("--untie-embeddings-and-output-weights")
+    if w.activation_checkpointing == "selective":
+        a.append("--recompute-granularity selective")
+    elif w.activation_checkpointing == "full":
+        a += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}.get(w.precision, ""))
+    if w.train_tokens:
+        iters = math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))
+        a.append(f"--train-iters {iters}")
+    return [x for x in a if x]
+
+
+def _uses_megatron(w: Workload) -> bool:
+    return max(w.tp, w.pp, w.cp, w.ep, w.vp) > 1
+
+
+def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> list[str]:
+    cl = lp.cluster
+    argv = ["torchrun"]
+    if sky:
+        argv += [
+            "--nnodes=$SKYPILOT_NUM_NODES",
+            "--nproc-per-node=$SKYPILOT_NUM_GPUS_PER_NODE",
+            "--node-rank=$SKYPILOT_NODE_RANK",
+            "--master-addr=$MASTER_ADDR",
+            f"--master-port={RDZV_PORT}",
+        ]
+    elif cl.nodes == 1:
+        argv += ["--standalone", f"--nproc-per-node={cl.gpus_per_node}"]
+    else:
+        endpoint = "$HEAD_NODE" if slurm else "$MASTER_ADDR"
+        argv += [
+            f"--nnodes={cl.nodes}",
+            f"--nproc-per-node={cl.gpus_per_node}",
+            f"--rdzv-id={'$SLURM_JOB_ID' if slurm else 'gpuplan'}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={endpoint}:{RDZV_PORT}",
+        ]
+    return argv
+
+
+def _script(lp: LaunchPlan) -> list[str]:
+    args = list(lp.script_args)
+    if lp.script.endswith("pretrain_gpt.py") or (_uses_megatron(lp.w) and lp.script == "train.py"):
+        return ["pretrain_gpt.py", *_megatron_args(lp), *args]
+    return [lp.script, *args]
+
+
+def _shell_join(parts: list[str]) -> str:
+    """Words joined with line continuations; $VARS left for the shell to expand."""
+    out = []
+    for p in parts:
+        out.append(p if re.fullmatch(r"[\w@%+=:,./$-]+( [\w@%+=:,./$-]+)?", p) else shlex.quote(p))
+    return " \\\n  ".join(out)
+
+
+def _header(lp: LaunchPlan) -> list[str]:
+    w = lp.w
+    lines = [
+        f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
+        f"layout: {lp.layout_label}",
+    ]
+    if lp.training:
+        t = lp.training
+        lines.append(
+            f"estimate: step {t.step_time_s:.3g} s, {t.tokens_per_s:,.0f} tokens/s, MFU {t.mfu:.1%}, "
+            f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
+        )
+    if lp.inference:
+        i = lp.inference
+        lines.append(
+            f"estimate: TTFT {i.ttft_s * 1e3:.0f} ms, {i.tpot_s * 1e3:.1f} ms/token, "
+            f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
+        )
+    return lines
+
+
+def torchrun(lp: LaunchPlan) -> str:
+    cmd = _torchrun_argv(lp) + _script(lp)
+    head = "\n".join(f"# {x}" for x in _header(lp))
+    env = "" if lp.cluster.nodes == 1 else "# run on every node with MASTER_ADDR set to the first node's address\n"
+    return f"{head}\n{env}{_shell_join(cmd)}\n"
+
+
+def deepspeed_config(lp: LaunchPlan) -> dict[str, Any]:
+    """A DeepSpeed config (deepspeed/runtime/config.py and zero/config.py keys)."""
+    w = lp.w
+    zero: dict[str, Any] = {"stage": w.zero, "overlap_comm": True, "contiguous_gradients": True}
+    if w.zero >= 1:
+        zero["reduce_scatter"] = True
+        zero["reduce_bucket_size"] = 5e8
+    if w.zero >= 2:
+        zero["allgather_partitions"] = True
+        zero["allgather_bucket_size"] = 5e8
+    if w.zero == 3:
+        zero["stage3_prefetch_bucket_size"] = 5e8
+        zero["stage3_param_persistence_threshold"] = 1e6
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    if w.offload in ("optimizer", "optimizer+params"):
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if w.offload == "optimizer+params":
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    cfg: dict[str, Any] = {
+        "train_batch_size": w.batch_size * w.micro_batches * w.dp,
+        "train_micro_batch_size_per_gpu": w.batch_size,
+        "gradient_accumulation_steps": w.micro_batches,
+        "gradient_clipping": 1.0,
+        "zero_optimization": zero,
+        "bf16": {"enabled": w.precision in ("bf16", "fp8")},
+        "fp16": {"enabled": w.precision == "fp16", "loss_scale": 0, "initial_scale_power": 16},
+        "steps_per_print": 100,
+        "wall_clock_breakdown": False,
+    }
+    if w.activation_checkpointing != "none":
+        cfg["activation_checkpointing"] = {"partition_activations": w.tp > 1, "contiguous_memory_optimization": False}
+    return cfg
+
+
+def deepspeed(lp: LaunchPlan) -> str:
+    return json.dumps(deepspeed_config(lp), indent=2) + "\n"
+
+
+def _accelerate_base(lp: LaunchPlan, distributed_type: str) -> dict[str, Any]:
+    w, cl = lp.w, lp.cluster
+    mp = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}.get(w.precision, "no")
+    cfg: dict[str, Any] = {
+        "compute_environment": "LOCAL_MACHINE",
+        "distributed_type": distributed_type,
+        "mixed_precision": mp,
+        "downcast_bf16": "no",
+        "num_machines": cl.nodes,
+        "num_processes": cl.num_gpus,
+        "machine_rank": 0,
+        "gpu_ids": "all",
+        "rdzv_backend": "static" if cl.nodes == 1 else "c10d",
+        "same_network": True,
+        "main_training_function": "main",
+        "use_cpu": False,
+    }
+    if cl.nodes > 1:
+        cfg["main_process_ip"] = "MASTER_ADDR"
+        cfg["main_process_port"] = RDZV_PORT
+    return cfg
+
+
+def _fsdp_section(lp: LaunchPlan) -> dict[str, Any]:
+    w, m = lp.w, lp.model
+    strategy = {3: "FULL_SHARD", 2: "SHARD_GRAD_OP", 1: "SHARD_GRAD_OP", 0: "NO_SHARD"}[w.zero]
+    sec: dict[str, Any] = {
+        "fsdp_version": 1,
+        "fsdp_sharding_strategy": strategy,
+        "fsdp_backward_prefetch": "BACKWARD_PRE",
+        "fsdp_forward_prefetch": False,
+        "fsdp_offload_params": w.offload == "optimizer+params",
+        "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+        "fsdp_sync_module_states": True,
+        "fsdp_cpu_ram_efficient_loading": True,
+        "fsdp_use_orig_params": True,
+        "fsdp_activation_checkpointing": w.activation_checkpointing != "none",
+    }
+    layer = LAYER_CLASS.get(m.model_type)
+    if layer:
+        sec["fsdp_auto_wrap_policy"] = "TRANSFORMER_BASED_WRAP"
+        sec["fsdp_transformer_layer_cls_to_wrap"] = layer
+    else:
+        sec["fsdp_auto_wrap_policy"] = "SIZE_BASED_WRAP"
+        sec["fsdp_min_num_params"] = 100_000_000
+    return sec
+
+
+def _check_data_parallel_only(lp: LaunchPlan, fmt: str) -> None:
+    if _uses_megatron(lp.w):
+        raise InvalidSettingError(
+            f"The layout {lp.layout_label} uses tensor/pipeline/context/expert parallelism, which {fmt} does not "
+            "provide; use --format torchrun or slurm (Megatron-LM flags), or set tp/pp/cp/ep to 1."
+        )
+
+
+def accelerate(lp: LaunchPlan) -> str:
+    """accelerate's config file: MULTI_GPU (DDP), DEEPSPEED (ZeRO-1/2, offload) or FSDP (ZeRO-3)."""
+    _check_data_parallel_only(lp, "accelerate")
+    w = lp.w
+    if w.zero == 3 and w.offload == "none":
+        cfg = _accelerate_base(lp, "FSDP")
+        cfg["fsdp_config"] = _fsdp_section(lp)
+    elif w.zero >= 1 or w.offload != "none":
+        cfg = _accelerate_base(lp, "DEEPSPEED")
+        ds: dict[str, Any] = {
+            "zero_stage": w.zero,
+            "gradient_accumulation_steps": w.micro_batches,
+            "gradient_clipping": 1.0,
+            "offload_optimizer_device": "cpu" if w.offload != "none" else "none",
+            "offload_param_device": "cpu" if w.offload == "optimizer+params" else "none",
+            "zero3_init_flag": w.zero == 3,
+        }
+        if w.zero == 3:
+            ds["zero3_save_16bit_model"] = True
+        if lp.cluster.nodes > 1:
+            ds["deepspeed_multinode_launcher"] = "standard"
+        cfg["deepspeed_config"] = ds
+    else:
+        cfg = _accelerate_base(lp, "MULTI_GPU" if lp.cluster.num_gpus > 1 else "NO")
+    return "# " + "\n# ".join(_header(lp)) + "\n" + _yaml(cfg)
+
+
+def fsdp(lp: LaunchPlan) -> str:
+    """FSDP settings, as accelerate's FSDP config (the sharding strategy from the ZeRO stage)."""
+    _check_data_parallel_only(lp, "FSDP")
+    cfg = _accelerate_base(lp, "FSDP")
+    cfg["fsdp_config"] = _fsdp_section(lp)
+    return "# " + "\n# ".join(_header(lp)) + "\n" + _yaml(cfg)
+
+
+def _job_seconds(lp: LaunchPlan) -> tuple[float, str]:
+    t = lp.training
+    if t is not None and t.time_to_train_s is not None:
+        from gpuplan.estimators import uncertainty
+
+        band = uncertainty.band(uncertainty.kind_of("training", lp.model.kind, lp.cluster.gpu.architecture))
+        high = band.range(t.time_to_train_s, time=True)[1] if band else t.time_to_train_s * NO_BAND_MARGIN
+        secs = high * TIME_MARGIN + TIME_SETUP_S
+        return (
+            secs,
+            f"estimate {t.time_to_train_s / 3600:,.1f} h; slow end {high / 3600:,.1f} h x {TIME_MARGIN} + 15 min",
+        )
+    return DEFAULT_TIME_S, "no `tokens` to estimate from: 4 h default"
+
+
+def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None, time_limit: str | None = None) -> str:
+    cl = lp.cluster
+    secs, why = _job_seconds(lp)
+    limit = time_limit or _fmt_time(secs)
+    cpus = 8 if cl.gpus_per_node <= 4 else 16
+    lines = ["#!/bin/bash"]
+    lines += [f"# {x}" for x in _header(lp)]
+    lines.append(f"# --time: {why}")
+    lines += [
+        f"#SBATCH --job-name=gpuplan-{_slug(lp.model.name)}",
+        f"#SBATCH --nodes={cl.nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gres=gpu:{gres or gres_type(cl)}:{cl.gpus_per_node}",
+        f"#SBATCH --cpus-per-task={cpus}",
+        f"#SBATCH --time={limit}",
+        "#SBATCH --output=%x-%j.out",
+    ]
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    lines += [
+        "",
+        "set -euo pipefail",
+        'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export HEAD_NODE",
+    ]
+    if cl.nodes > 1 and cl.fabric.rdma:
+        lines.append("export NCCL_IB_DISABLE=0  # RDMA fabric: " + cl.fabric.name)
+    elif cl.nodes > 1:
+        lines.append("export NCCL_IB_DISABLE=1  # no RDMA: NCCL over TCP sockets")
+    lines.append("")
+    lines.append("srun " + _shell_join(_torchrun_argv(lp, slurm=True) + _script(lp)))
+    return "\n".join(lines) + "\n"
+
+
+def skypilot(lp: LaunchPlan) -> str:
+    cl = lp.cluster
+    name = SKYPILOT_NAMES.get(cl.gpu.name)
+    if name is None:
+        raise InvalidSettingError(
+            f"SkyPilot lists no accelerator for {cl.gpu.name}; pick one of {', '.join(sorted(set(SKYPILOT_NAMES.values())))}."
+        )
+    run = ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)']
+    run.append(" ".join(_torchrun_argv(lp, sky=True) + _script(lp)))
+    task: dict[str, Any] = {
+        "name": f"gpuplan-{_slug(lp.model.name)}",
+        "resources": {"accelerators": f"{name}:{cl.gpus_per_node}"},
+        "num_nodes": cl.nodes,
+        "workdir": ".",
+        "setup": "pip install -r requirements.txt\n",
+        "run": "\n".join(run) + "\n",
+    }
+    return "# " + "\n# ".join(_header(lp)) + "\n" + _yaml(task)
+
+
+def vllm_argv(lp: LaunchPlan) -> list[str]:
+    w = lp.w
+    argv = ["vllm", "serve", lp.model_id, f"--tensor-parallel-size={w.tp}"]
+    if w.pp > 1:
+        argv.append(f"--pipeline-parallel-size={w.pp}")
+    argv.append(f"--max-model-len={w.input_len + w.output_len}")
+    argv.append(f"--gpu-memory-utilization={w.gpu_memory_utilization:g}")
+    argv.append(f"--max-num-seqs={w.batch_size}")
+    argv.append(f"--dtype={'float16' if w.precision == 'fp16' else 'bfloat16'}")
+    q = VLLM_QUANT.get(w.effective_weight_dtype)
+    if q:
+        argv.append(f"--quantization={q}")
+    kv = VLLM_KV.get(w.effective_kv_dtype)
+    if kv:
+        argv.append(f"--kv-cache-dtype={kv}")
+    return argv
+
+
+def vllm(lp: LaunchPlan) -> str:
+    if lp.w.is_training:
+        raise InvalidSettingError("vllm serves models: --format vllm needs task: inference.")
+    head = "\n".join(f"# {x}" for x in _header(lp))
+    multi = (
+        "# several nodes: start a Ray cluster across them first (vLLM's multi-node serving)\n"
+        if lp.cluster.nodes > 1
+        else ""
+    )
+    return f"{head}\n{multi}{_shell_join(vllm_argv(lp))}\n"
+
+
+def plan_launch(
+    model: ModelSpec,
+    name: str,
+    w: Workload,
+    cluster: Cluster | None,
+    script: str = "train.py",
+    script_args: tuple[str, ...] = (),
+    search: bool = True,
+) -> LaunchPlan:
+    """The launch plan: the workload's own layout when it sets one, else the best searched layout
+    (training on a cluster or several GPUs) or the fewest GPUs that hold an inference job."""
+    from gpuplan.planner.layouts import Layout, search_layouts
+
+    if w.gpu is None and cluster is None:
+        raise InvalidSettingError("A launch file needs a GPU: set gpu: NAME (and num_gpus) or cluster: NODESxGPUS:GPU.")
+    if cluster is None:
+        from gpuplan.specs.gpu import bundled_catalog
+
+        gpu = bundled_catalog().get(w.gpu or "")
+        cluster = implied_cluster(gpu, w.num_gpus)
+    layout_keys = {"tp", "pp", "cp", "ep", "vp", "zero", "sequence_parallel"}
+    fixed = bool(layout_keys & w.model_fields_set)
+    label: str
+    if w.is_training and search and not fixed and cluster.num_gpus > 1:
+        res = search_layouts(model, w, cluster, top=1)
+        if not res.best:
+            raise InvalidSettingError(f"No layout of {model.name} fits on {cluster.label}: " + "; ".join(res.notes))
+        best = res.best[0]
+        w, label = best.workload, best.layout.label
+    else:
+        w = w.with_(gpu=cluster.gpu.name, num_gpus=cluster.num_gpus)
+        if w.is_training:
+            label = Layout(
+                w.tp, w.pp, w.vp, w.cp, w.ep, w.dp, w.zero, w.batch_size, w.micro_batches,
+                w.activation_checkpointing, w.sequence_parallel,
+            ).label  # fmt: skip
+        else:
+            label = f"TP{w.tp} PP{w.pp}" + (f" DP{w.dp} (replicas)" if w.dp > 1 else "")
+    mem = estimate_memory(model, w, cluster.gpu)
+    training = estimate_training_time(model, w, cluster.gpu, cluster) if w.is_training else None
+    inference = None if w.is_training else estimate_inference_time(model, w, cluster.gpu)
+    return LaunchPlan(model, model_id(model, name), w, cluster, label, training, inference, mem, script, script_args)
+
+
+def render(lp: LaunchPlan, fmt: str, **slurm_opts: str | None) -> str:
+    if fmt not in FORMATS:
+        raise InvalidSettingError(f"Unknown launch format {fmt!r}. Known: {', '.join(FORMATS)}.")
+    if fmt == "slurm":
+        return slurm(lp, **slurm_opts)
+    return {
+        "torchrun": torchrun,
+        "accelerate": accelerate,
+        "deepspeed": deepspeed,
+        "fsdp": fsdp,
+        "skypilot": skypilot,
+        "vllm": vllm,
+    }[fmt](lp)
