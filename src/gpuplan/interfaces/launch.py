@@ -193,7 +193,7 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
     if m.model_type in LLAMA_LIKE:
         # Llama-style blocks: SwiGLU MLP, RMSNorm, rotary positions, no biases, untied head
         a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
-        if not m.raw.get("tie_word_embeddings", False):
+        if not m.tie_word_embeddings:
             a.append("--untie-embeddings-and-output-weights")
     if w.activation_checkpointing == "selective":
         a.append("--recompute-granularity selective")
