@@ -52,7 +52,9 @@ nodes=()   # "name type count"
 for i in $(seq 1 "$MULTI"); do nodes+=("$(printf 'h100-%02d' "$i") h100 8"); done
 for i in $(seq 1 "$MULTI"); do nodes+=("$(printf 'a100-%02d' "$i") a100 8"); done
 nodes+=("l40s-01 l40s 8" "l4-01 l4 4")
-for i in "${!nodes[@]}"; do nodes[i]="${nodes[i]} 127.0.10.$((i + 1))"; done   # "name type count address"
+for i in "${!nodes[@]}"; do   # "name type count address port"
+  nodes[i]="${nodes[i]} 127.0.10.$((i + 1)) $((SLURMD_PORT + i))"
+done
 h100_nodes=$(printf 'h100-[01-%02d]' "$MULTI"); [ "$MULTI" = 1 ] && h100_nodes=h100-01
 a100_nodes=${h100_nodes//h100/a100}
 
@@ -63,11 +65,9 @@ conf_new="$D/slurm.conf.new"
 ClusterName=gpuplan
 SlurmctldHost=$(hostname -s)(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 AuthType=auth/munge
 AuthInfo=socket=$D/munge/munge.socket
-CommunicationParameters=NoInAddrAny
 StateSaveLocation=$D/state
 SlurmdSpoolDir=$D/spool/%n
 SlurmctldPidFile=$D/run/slurmctld.pid
@@ -83,6 +83,7 @@ MpiDefault=none
 MailProg=/bin/true
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=8000
 GresTypes=gpu
 ReturnToService=2
 SlurmdParameters=config_overrides
@@ -92,8 +93,8 @@ InactiveLimit=0
 SlurmdTimeout=300
 EOF
   for spec in "${nodes[@]}"; do
-    read -r name type count addr <<<"$spec"
-    echo "NodeName=$name NodeAddr=$addr CPUs=128 RealMemory=2000000 Gres=gpu:$type:$count Feature=$type State=UNKNOWN"
+    read -r name type count addr port <<<"$spec"
+    echo "NodeName=$name NodeAddr=$addr Port=$port CPUs=128 RealMemory=2000000 Gres=gpu:$type:$count Feature=$type State=UNKNOWN"
   done
   echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   echo "PartitionName=h100 Nodes=$h100_nodes MaxTime=INFINITE State=UP"
@@ -112,7 +113,7 @@ gres_new="$D/gres.conf.new"
 } >"$gres_new"
 
 hosts_mark="# gpuplan-slurm $D"   # /etc/hosts lines for the node names end with this
-hosts_want=$(for spec in "${nodes[@]}"; do read -r name _ _ addr <<<"$spec"; echo "$addr $name $hosts_mark"; done)
+hosts_want=$(for spec in "${nodes[@]}"; do read -r name _ _ addr _ <<<"$spec"; echo "$addr $name $hosts_mark"; done)
 
 alive() {  # alive PIDFILE COMM: the pid file names a live process with that command name
   local pid
@@ -184,7 +185,7 @@ scontrol ping >/dev/null 2>&1 || { show_logs; die "slurmctld does not answer"; }
 # to gethostname()'s address, so the slurmd do not collide on SlurmdPort, and jobs see their node's
 # name (`hostname`, `scontrol show hostnames` -> resolvable, like a rendezvous host on a cluster).
 for spec in "${nodes[@]}"; do
-  read -r name _ _ addr <<<"$spec"
+  read -r name _ _ addr _ <<<"$spec"
   unshare --uts sh -c 'hostname "$1" && exec slurmd -N "$1"' slurmd-launch "$name" ||
     { show_logs; die "slurmd -N $name did not start"; }
 done

@@ -12,7 +12,9 @@ search run the same arithmetic:
   boundaries per micro-batch;
 - tensor parallelism: Megatron's 4 all-reduces per layer (6 with full recompute) on the critical
   path; sequence parallelism swaps each for a reduce-scatter + all-gather of the same volume
-  (Korthikanti et al. 2022, sec. 4.2.2);
+  (Korthikanti et al. 2022, sec. 4.2.2); with --tp-comm-overlap they are chunked behind the GEMMs
+  (Transformer Engine userbuffers; Wang et al. 2023, "Overlap communication with dependent
+  computation via decomposition");
 - context parallelism: ring attention passes each rank's K and V around the cp ranks (cp - 1 hops)
   forward and K, V plus their gradients backward, hidden behind the attention it overlaps
   (Megatron-Core context_parallel; Liu et al. 2023, Ring Attention);
@@ -72,6 +74,7 @@ class MicroProfile:
     offload_s_per_param: float | Arr  # CPU optimizer (offload) seconds per local trainable parameter; 0 if none
     opt_bw: float | Arr  # device bandwidth the optimizer step streams at
     full_recompute: bool | Arr
+    tp_overlap: bool | Arr = False  # tensor-parallel collectives overlap the GEMMs (--tp-comm-overlap)
 
 
 @dataclass(frozen=True)
@@ -121,13 +124,17 @@ def compose(
     micro = np.maximum(gpu_time, floor)
     launch = micro - gpu_time
 
-    t_tp = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives / pp_a
+    tp_raw = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives / pp_a
+    t_tp = np.where(p.tp_overlap, comm.exposed(tp_raw, gpu_time), tp_raw)
     cp_link, cp_lat, _ = comm.group_link(cl, cp_a, comm.members_per_node(cl, cp_a, tp_a))
     cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) / pp_a
     t_cp = comm.exposed(cp_raw, p.attn_s / pp_a)
     t_ep = comm.all_to_all(cl, ep_a, comm.members_per_node(cl, ep_a, tp_a * cp_a), p.ep_bytes) * p.ep_collectives / pp_a
     stage_crosses = (tp_a * cp_a * dp_a >= gpn) & (cl.nodes > 1)
-    t_pp = np.where(pp_a > 1, 2.0 * vp_a * comm.p2p(cl, stage_crosses, p.p2p_bytes), 0.0)
+    pp_raw = np.where(pp_a > 1, 2.0 * vp_a * comm.p2p(cl, stage_crosses, p.p2p_bytes), 0.0)
+    # the interleaved schedule batches its sends and receives behind the next chunk's compute
+    # (Megatron-LM overlap_p2p_comm, on unless --no-overlap-p2p-communication); 1F1B waits on them
+    t_pp = np.where(vp_a > 1, comm.exposed(pp_raw, gpu_time), pp_raw)
     stage = micro + t_tp + t_cp + t_ep + t_pp
     bubble = np.where(pp_a > 1, (pp_a - 1.0) / vp_a * stage, 0.0)
 
@@ -176,7 +183,7 @@ def compose(
         bubble=bubble,
         dp=dp_exposed,
         optimizer=opt,
-        tp_raw=m * t_tp,
+        tp_raw=m * tp_raw,
         cp_raw=m * cp_raw,
         ep_raw=m * t_ep,
         dp_raw=dp_raw,

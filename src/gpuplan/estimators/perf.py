@@ -353,8 +353,11 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     for g in model.groups:
         if g.linear is None:
             continue
-        k_in, n_out = _shard_dims(g, tp)
-        # experts split over ep ranks: each holds count/ep of them and receives ep x the tokens
+        # experts split over ep ranks: each holds count/ep of them and receives ep x the tokens;
+        # when ep exceeds the data-parallel x context-parallel ranks, Megatron-Core folds the
+        # expert group over the tensor-parallel ranks too and the experts are not TP-split (ETP 1)
+        folded = g.role == "expert" and ep > w.dp * w.cp
+        k_in, n_out = _shard_dims(g, 1 if folded else tp)
         e = ep if g.role == "expert" else 1
         m = tokens * g.active_fraction * e
         count = g.count / e
@@ -442,6 +445,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         offload_s_per_param=offload_s,
         opt_bw=c.bw * 0.8,
         full_recompute=w.activation_checkpointing == "full",
+        tp_overlap=w.tp_comm_overlap,
     )
     return MicroOps(tuple(fwd), tuple(bwd), tuple(recompute), (), profile, tuple(c.notes))
 
@@ -565,9 +569,12 @@ def check_layout(model: ModelSpec, w: Workload) -> None:
         raise InvalidSettingError(f"tp={w.tp} must divide the {model.num_heads} attention heads.")
     if w.pp > layers:
         raise InvalidSettingError(f"pp={w.pp} is more pipeline stages than the model's {layers} layers.")
-    if w.vp > 1 and layers % (w.pp * w.vp):
+    # Megatron-Core may count the embedding and the loss as one pipeline unit each
+    # (account_for_embedding/loss_in_pipeline_split): layers + 2 units then split evenly
+    if w.vp > 1 and layers % (w.pp * w.vp) and (layers + 2) % (w.pp * w.vp):
         raise InvalidSettingError(
-            f"pp x vp = {w.pp} x {w.vp} must divide the {layers} layers (each virtual stage holds whole layers)."
+            f"pp x vp = {w.pp} x {w.vp} must divide the {layers} layers (or layers + 2 with the embedding and "
+            "loss counted as stages): each virtual stage holds whole layers."
         )
     if w.vp > 1 and w.micro_batches % w.pp:
         raise InvalidSettingError(

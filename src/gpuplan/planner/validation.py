@@ -50,7 +50,7 @@ COLUMNS: Final = (
     "unit",
     "notes",
 )
-BUNDLED_FILES: Final = ("published.csv", "memory-more.csv", "perf-more.csv")
+BUNDLED_FILES: Final = ("published.csv", "memory-more.csv", "perf-more.csv", "multinode.csv")
 
 _UNITS: Final = {"gb": 1e9, "gib": 2**30, "mb": 1e6, "mib": 2**20, "tb": 1e12, "bytes": 1.0, "b": 1.0}
 

@@ -135,6 +135,18 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
     zero = _num(r"\bzero\s*=\s*(\d)", extra)
     if zero is not None:
         w["zero"] = zero
+    elif w.get("zero") == 3 and "fsdp" not in extra.lower():
+        w.pop("zero")  # "FSDP" named only in the notes ("DDP (FSDP=0)"): no sharding
+    source = row_fields.get("source", "") + row_fields.get("source_ref", "")
+    if re.search(r"NeMo|Megatron-Bridge|dgxc", source):
+        # NeMo / Megatron-Bridge performance recipes: Megatron's distributed optimizer (ZeRO-1);
+        # with TP, sequence parallelism and Transformer Engine's TP communication overlap on
+        # (NeMo's llm recipes: sequence_parallel=True, tp_comm_overlap=True on H100/B200)
+        if "zero" not in w and "fsdp" not in extra.lower():
+            w["zero"] = 1
+        if int(w.get("tp", 1)) > 1 and not re.search(r"sequence_parallel\s*=\s*no", extra, re.IGNORECASE):
+            w["sequence_parallel"] = True
+            w["tp_comm_overlap"] = True
     mb = _num(r"micro_batch\s*=\s*(\d+)", extra)
     if w.get("task") != "inference" and not mb and row_fields.get("batch", "").lower().startswith(("global", "16m")):
         raise InvalidSettingError("the per-GPU micro-batch is not published (only the global batch)")
@@ -220,11 +232,19 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
     if work.is_training:
         t = estimate_training_time(model, work, gpu)
         dom = f"{t.bottleneck}; MFU {t.mfu:.0%}"
-        if "per_gpu" in metric or "/gpu" in unit:
+        if "tflops" in metric:
+            # achieved TFLOP/s per GPU counted as the source counts them: Megatron-LM's formula
+            # (Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh) per iteration, the
+            # recompute pass included) where the row says so, else PaLM's model FLOPs
+            notes = row_fields.get("notes", "")
+            if re.search(r"96\s*\*\s*B\s*\*\s*s", notes):
+                h, n_l, s_ = model.hidden_size, model.num_layers, float(work.seq_len)
+                per_token = 96.0 * n_l * h * h * (1 + s_ / (6 * h) + model.vocab_size / (16 * n_l * h))
+            else:
+                per_token = t.model_flops_per_token
+            value = t.tokens_per_s_per_gpu * per_token / 1e12
+        elif "per_gpu" in metric or "/gpu" in unit:
             value = t.tokens_per_s_per_gpu
-        elif "tflops" in metric:
-            bf16 = gpu.peak_flop_per_s.get("bf16")
-            value = t.mfu * bf16 / 1e12 if bf16 else 0.0
         elif "images_per_s" in metric:
             value = t.tokens_per_s
         elif "gpu_hours" in metric:

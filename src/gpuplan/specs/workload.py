@@ -118,6 +118,9 @@ class Workload(BaseModel):
     cp: int = Field(1, ge=1, le=1024)  # context parallelism: each sequence split over cp GPUs (ring attention)
     ep: int = Field(1, ge=1, le=1024)  # expert parallelism (MoE): experts split over ep data-parallel ranks
     vp: int = Field(1, ge=1, le=128)  # interleaved pipeline: virtual stages (model chunks) per GPU
+    # Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers, with sequence parallelism):
+    # tensor-parallel collectives split into chunks that overlap the GEMMs around them
+    tp_comm_overlap: bool = False
     # sequences per optimizer step, all GPUs together; sets the micro-batches per step
     # (grad_accum = global_batch / (batch_size x data-parallel size))
     global_batch: int | None = Field(None, ge=1, le=100_000_000)
@@ -233,11 +236,13 @@ class Workload(BaseModel):
                 f"num_gpus={self.num_gpus} must be a multiple of tp x pp x cp = "
                 f"{self.tp} x {self.pp} x {self.cp} = {mp}."
             )
-        if self.ep > 1 and (self.num_gpus // mp * self.cp) % self.ep:
+        if self.ep > 1 and (self.num_gpus // self.pp) % self.ep:
             raise ValueError(
-                f"ep={self.ep} must divide the data-parallel x context-parallel ranks "
-                f"({self.num_gpus // mp} x {self.cp}): experts are split across data-parallel ranks (Megatron-Core)."
+                f"ep={self.ep} must divide the GPUs of one pipeline stage ({self.num_gpus // self.pp}): experts are "
+                "split across data-parallel ranks, folded over tensor/context-parallel ones (Megatron-Core)."
             )
+        if self.tp_comm_overlap and not (self.sequence_parallel and self.tp > 1):
+            raise ValueError("tp_comm_overlap needs tp > 1 with sequence_parallel: true (Megatron-Core requires both).")
         if self.vp > 1 and self.pp == 1:
             raise ValueError("vp (interleaved virtual stages) needs pipeline parallelism: set pp >= 2.")
         if self.global_batch is not None and self.is_training:
