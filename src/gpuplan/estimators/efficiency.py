@@ -93,7 +93,10 @@ ATTN_FWD_EFF: Final[dict[str, float]] = {
     "CDNA 2": 0.34,
     "default": 0.65,
 }
-ATTN_BWD_EFF: Final[dict[str, float]] = ATTN_FWD_EFF
+# The backward kernel runs below the forward one: FA2 paper figs. 4-5 (A100, head dim 128,
+# causal): backward ~150-190 TFLOP/s against forward ~190-225, a ratio of ~0.83.
+ATTN_BWD_SHARE: Final = 0.83
+ATTN_BWD_EFF: Final[dict[str, float]] = {k: v * ATTN_BWD_SHARE for k, v in ATTN_FWD_EFF.items()}
 ATTN_BWD_FLOP_RATIO: Final = 2.5
 
 # --- memory bandwidth ---------------------------------------------------------------------------
