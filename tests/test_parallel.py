@@ -17,11 +17,11 @@ from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.parallel import compose
 from gpuplan.estimators.perf import estimate_training_time, training_ops, with_checkpointing
 from gpuplan.interfaces import api
-from gpuplan.planner.layouts import search_layouts
+from gpuplan.planner.layouts import SearchResult, search_layouts
 from gpuplan.specs.cluster import FABRICS, implied_cluster, parse_cluster
 from gpuplan.specs.gpu import GB, Catalog
 from gpuplan.specs.models import load_model
-from gpuplan.specs.workload import make_workload
+from gpuplan.specs.workload import Workload, make_workload
 
 # --- clusters -------------------------------------------------------------------------------------
 
@@ -108,7 +108,7 @@ def test_collectives_are_vectorised(catalog: Catalog) -> None:
 # --- the composed step --------------------------------------------------------------------------
 
 
-def _w(**k: object) -> object:
+def _w(**k: object) -> Workload:
     base = {"model": "llama-3.1-8b", "task": "pretrain", "seq_len": 4096, "precision": "bf16"}
     base.update(k)
     return make_workload(base)
@@ -117,11 +117,11 @@ def _w(**k: object) -> object:
 def test_checkpointing_profiles_match_direct_build(catalog: Catalog) -> None:
     """The search derives checkpointing variants from one operator build; they equal a direct build."""
     model, gpu = load_model("llama-3.1-8b"), catalog.get("H100")
-    mo = training_ops(model, _w(tp=2, num_gpus=2, sequence_parallel=True), gpu)  # type: ignore[arg-type]
+    mo = training_ops(model, _w(tp=2, num_gpus=2, sequence_parallel=True), gpu)
     for ckpt in ("none", "selective", "full"):
         direct = training_ops(
             model,
-            _w(tp=2, num_gpus=2, sequence_parallel=True, activation_checkpointing=ckpt),  # type: ignore[arg-type]
+            _w(tp=2, num_gpus=2, sequence_parallel=True, activation_checkpointing=ckpt),
             gpu,
         ).profile
         derived = with_checkpointing(mo, ckpt)
@@ -133,8 +133,8 @@ def test_bubble_and_interleaving(catalog: Catalog) -> None:
     """1F1B bubble: (pp-1) stage times per step; interleaving divides it by vp (Narayanan et al. 2021)."""
     model, gpu = load_model("llama-3.1-70b"), catalog.get("H100")
     w1 = _w(model="llama-3.1-70b", num_gpus=64, tp=8, pp=4, global_batch=64, zero=1)
-    w2 = w1.with_(vp=5)  # type: ignore[attr-defined]
-    t1 = estimate_training_time(model, w1, gpu)  # type: ignore[arg-type]
+    w2 = w1.with_(vp=5)
+    t1 = estimate_training_time(model, w1, gpu)
     t2 = estimate_training_time(model, w2, gpu)
     assert t1.bubble_s > 0
     assert t2.bubble_s == pytest.approx(t1.bubble_s / 5, rel=0.05)
@@ -143,8 +143,8 @@ def test_bubble_and_interleaving(catalog: Catalog) -> None:
 
 def test_context_parallel_halves_the_tokens_per_gpu(catalog: Catalog) -> None:
     model, gpu = load_model("llama-3.1-8b"), catalog.get("H100")
-    a = training_ops(model, _w(seq_len=8192, num_gpus=1), gpu).profile  # type: ignore[arg-type]
-    b = training_ops(model, _w(seq_len=8192, num_gpus=2, cp=2), gpu).profile  # type: ignore[arg-type]
+    a = training_ops(model, _w(seq_len=8192, num_gpus=1), gpu).profile
+    b = training_ops(model, _w(seq_len=8192, num_gpus=2, cp=2), gpu).profile
     assert b.layer_fwd_s == pytest.approx(a.layer_fwd_s / 2, rel=0.03)
     assert b.cp_bytes > 0 and a.cp_bytes == 0
 
@@ -152,21 +152,21 @@ def test_context_parallel_halves_the_tokens_per_gpu(catalog: Catalog) -> None:
 def test_expert_parallel_moves_tokens_and_splits_experts(catalog: Catalog) -> None:
     model, gpu = load_model("mixtral-8x7b"), catalog.get("H100")
     w = _w(model="mixtral-8x7b", num_gpus=8, ep=8, zero=1, global_batch=64)
-    t = estimate_training_time(model, w, gpu)  # type: ignore[arg-type]
+    t = estimate_training_time(model, w, gpu)
     assert any(o.name == "expert-parallel all-to-all" and o.time_s > 0 for o in t.ops)
-    m1 = estimate_memory(model, w.with_(ep=1), gpu)  # type: ignore[attr-defined]
-    m8 = estimate_memory(model, w, gpu)  # type: ignore[arg-type]
+    m1 = estimate_memory(model, w.with_(ep=1), gpu)
+    m8 = estimate_memory(model, w, gpu)
     assert m8.per_gpu_bytes < m1.per_gpu_bytes
 
 
 def test_layout_rules(catalog: Catalog) -> None:
     model, gpu = load_model("llama-3.1-8b"), catalog.get("H100")
     with pytest.raises(InvalidSettingError, match="tp=3 must divide"):
-        estimate_training_time(model, _w(tp=3, num_gpus=3), gpu)  # type: ignore[arg-type]
+        estimate_training_time(model, _w(tp=3, num_gpus=3), gpu)
     with pytest.raises(InvalidSettingError, match="mixture-of-experts"):
-        estimate_training_time(model, _w(ep=2, num_gpus=2), gpu)  # type: ignore[arg-type]
+        estimate_training_time(model, _w(ep=2, num_gpus=2), gpu)
     with pytest.raises(InvalidSettingError, match="multiple of pp"):
-        estimate_training_time(model, _w(pp=4, vp=2, num_gpus=4, global_batch=6), gpu)  # type: ignore[arg-type]
+        estimate_training_time(model, _w(pp=4, vp=2, num_gpus=4, global_batch=6), gpu)
     with pytest.raises(GpuplanError, match="global_batch=10 must be a multiple"):
         _w(num_gpus=4, global_batch=10)
     with pytest.raises(GpuplanError, match="vp"):
@@ -179,17 +179,17 @@ def test_layout_rules(catalog: Catalog) -> None:
 
 
 @pytest.fixture(scope="module")
-def search70b() -> object:
+def search70b() -> SearchResult:
     cat = api.catalog()
     cl = parse_cluster("16x8:H100", cat)
     w = _w(model="llama-2-70b", num_gpus=cl.num_gpus, global_batch=256)
-    return search_layouts(load_model("llama-2-70b"), w, cl, top=5)  # type: ignore[arg-type]
+    return search_layouts(load_model("llama-2-70b"), w, cl, top=5)
 
 
-def test_search_finds_fitting_layouts(search70b: object) -> None:
+def test_search_finds_fitting_layouts(search70b: SearchResult) -> None:
     res = search70b
-    assert res.evaluated > 5000  # type: ignore[attr-defined]
-    best = res.best  # type: ignore[attr-defined]
+    assert res.evaluated > 5000
+    best = res.best
     assert len(best) == 5
     steps = [b.time.step_time_s for b in best]
     assert steps == sorted(steps)
@@ -205,12 +205,12 @@ def test_search_finds_fitting_layouts(search70b: object) -> None:
         assert not (lay.tp == lay.pp == lay.cp == 1 and lay.zero == 0)
 
 
-def test_search_step_equals_the_estimate(search70b: object) -> None:
+def test_search_step_equals_the_estimate(search70b: SearchResult) -> None:
     """The search composes the same arithmetic `gpuplan estimate` runs for one layout."""
     cat = api.catalog()
     cl = parse_cluster("16x8:H100", cat)
     model = load_model("llama-2-70b")
-    for b in search70b.best:  # type: ignore[attr-defined]
+    for b in search70b.best:
         mo = training_ops(model, b.workload.with_(pp=1, vp=1, num_gpus=b.layout.tp * b.layout.cp * b.layout.ep,
                                                    zero=0, global_batch=None), cl.gpu)  # fmt: skip
         lay = b.layout
@@ -221,7 +221,7 @@ def test_search_step_equals_the_estimate(search70b: object) -> None:
 def test_search_respects_small_clusters(catalog: Catalog) -> None:
     """8x RTX 4090 over PCIe without P2P, 8B pretraining: a sharded layout that fits in 24 GB."""
     cl = parse_cluster("1x8:RTX 4090", catalog)
-    res = search_layouts(load_model("llama-3.1-8b"), _w(num_gpus=8, global_batch=64), cl, top=3)  # type: ignore[arg-type]
+    res = search_layouts(load_model("llama-3.1-8b"), _w(num_gpus=8, global_batch=64), cl, top=3)
     assert res.best
     for b in res.best:
         assert b.memory.per_gpu_bytes <= cl.gpu.memory_bytes
@@ -230,7 +230,7 @@ def test_search_respects_small_clusters(catalog: Catalog) -> None:
 
 def test_search_says_when_nothing_fits(catalog: Catalog) -> None:
     cl = parse_cluster("1x2:T4", catalog)
-    res = search_layouts(load_model("llama-2-70b"), _w(model="llama-2-70b", num_gpus=2, global_batch=8), cl)  # type: ignore[arg-type]
+    res = search_layouts(load_model("llama-2-70b"), _w(model="llama-2-70b", num_gpus=2, global_batch=8), cl)
     assert res.best == [] and any("no layout fits" in n for n in res.notes)
 
 
