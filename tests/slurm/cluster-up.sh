@@ -99,6 +99,7 @@ SlurmdTimeout=300
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
+EnforcePartLimits=ALL
 EOF
   for spec in "${nodes[@]}"; do
     read -r name type gpus addr port <<<"$spec"
