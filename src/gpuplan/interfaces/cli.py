@@ -716,9 +716,9 @@ def _print_cluster_plan(c: Console, rec: dict[str, Any]) -> None:
     if rec["layouts"] and rec["layouts"][0].get("time_to_train_s") is not None:
         best = rec["layouts"][0]
         cost = f", ${best['cost_usd']:,.0f}" if best.get("cost_usd") is not None else ""
-        c.print(
-            f"Best layout trains {w.get('tokens') or 'the tokens'} in {_range(best, 'time_to_train_s', _dur)}{cost}."
-        )
+        toks = w.get("tokens")
+        what = f"{toks:,.3g} tokens" if toks else "its tokens"
+        c.print(f"The best layout trains {what} in {_range(best, 'time_to_train_s', _dur)}{cost}.")
     rej = ", ".join(f"{v:,} {k}" for k, v in search["rejected"].items() if v)
     c.print(
         f"Searched {search['evaluated']:,} layouts ({search['fitting']:,} fit in memory; "
@@ -727,7 +727,9 @@ def _print_cluster_plan(c: Console, rec: dict[str, Any]) -> None:
     )
     for note in rec.get("notes", []):
         c.print(f"[yellow]note:[/] {escape(note)}")
-    c.print("Write launch files for the best layout: gpuplan launch WORKLOAD --cluster ... --format slurm")
+    c.print(
+        "Launch files for the best layout: gpuplan launch WORKLOAD.yaml --format torchrun|slurm|skypilot (--cluster if the file names none)"
+    )
 
 
 def _print_time(c: Console, rec: dict[str, Any]) -> None:
