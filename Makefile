@@ -27,6 +27,8 @@ run: $(VENV)/.installed
 	$(BIN)/gpuplan estimate examples/lora-4090.yaml --set tokens=5e7
 	$(BIN)/gpuplan plan examples/pretrain-1b.yaml --top 8
 	$(BIN)/gpuplan plan examples/chat-7b.yaml --top 8
+	$(BIN)/gpuplan plan examples/pretrain-70b-cluster.yaml --top 5
+	$(BIN)/gpuplan launch examples/pretrain-70b-cluster.yaml --format slurm
 	$(BIN)/gpuplan chart relative
 	$(BIN)/gpuplan plan examples/stream-4k.yaml
 	$(BIN)/gpuplan gpus --use-cases
