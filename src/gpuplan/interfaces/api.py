@@ -838,9 +838,7 @@ def _workload_from_plan(path: Path) -> tuple[Workload, str | None]:
         keys.update(rec["layouts"][0]["keys"])
         keys["global_batch"] = rec.get("global_batch")
         spec = rec["cluster"]["spec"]
-        keys.pop("cluster", None)
-        keys.pop("num_gpus", None)
-        keys.pop("gpu", None)
+        keys.update({"cluster": spec, "num_gpus": rec["cluster"]["num_gpus"], "gpu": rec["cluster"]["gpu"]})
     elif rec.get("options"):
         best = next((o for o in rec["options"] if o.get("usable")), rec["options"][0])
         keys.update({"gpu": best["gpu"], "num_gpus": best["num_gpus"]})
