@@ -20,7 +20,7 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["sbatch_accepts", "sbatch_run", "slurm_available", "slurm_conf", "require_slurm"]
+__all__ = ["require_slurm", "sbatch_accepts", "sbatch_run", "slurm_available", "slurm_conf"]
 
 # How far ahead sbatch_accepts sets --begin: long enough that the job never starts before it is
 # cancelled. (Not --hold: a held job skips sbatch's feasibility check, so even an unknown GPU type

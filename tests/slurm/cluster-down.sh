@@ -12,14 +12,22 @@ is() {  # is PIDFILE COMM: the pid file names a live process with that command n
   local pid
   [ -s "$1" ] && pid=$(cat "$1") && [ -r "/proc/$pid/comm" ] && [ "$(cat "/proc/$pid/comm")" = "$2" ]
 }
-stop() {  # stop PIDFILE COMM: SIGTERM, wait up to 10 s, then SIGKILL
-  local pid
-  is "$1" "$2" || return 0
-  pid=$(cat "$1")
-  kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  echo "cluster-down: $2 ($pid) ignored SIGTERM; killing it" >&2
-  kill -KILL "$pid" 2>/dev/null
+stop() {  # stop COMM PIDFILE...: SIGTERM each such daemon, wait up to 15 s for all, then SIGKILL
+  local comm=$1 f pids=() pid
+  shift
+  for f in "$@"; do is "$f" "$comm" && pids+=("$(cat "$f")"); done
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null
+  for _ in $(seq 150); do
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; pid=; done
+    [ -z "$pid" ] && return 0
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null && echo "cluster-down: $comm ($pid) ignored SIGTERM; killing it" >&2 &&
+      kill -KILL "$pid" 2>/dev/null
+  done
+  return 0
 }
 
 # Cancel the jobs first: their processes would outlive a stopped slurmd.
@@ -32,9 +40,9 @@ if is "$D/run/slurmctld.pid" slurmctld; then
   fi
 fi
 
-for f in "$D"/run/slurmd-*.pid; do [ -e "$f" ] && stop "$f" slurmd; done
-stop "$D/run/slurmctld.pid" slurmctld
-stop "$D/munge/munged.pid" munged
+stop slurmd "$D"/run/slurmd-*.pid   # all at once: each takes about 2 s to exit
+stop slurmctld "$D/run/slurmctld.pid"
+stop munged "$D/munge/munged.pid"
 
 mark="# gpuplan-slurm $D"
 if grep -qF -- "$mark" /etc/hosts 2>/dev/null; then
@@ -44,6 +52,6 @@ if grep -qF -- "$mark" /etc/hosts 2>/dev/null; then
   rm -f "$hosts_new"
 fi
 
-[ "${1:-}" = --purge ] && rm -rf "$D"
+[ "${1:-}" = --purge ] && [ -e "$D/.gpuplan-slurm" ] && rm -rf "$D"
 echo "cluster-down: stopped the Slurm under $D"
 exit 0

@@ -3,28 +3,35 @@
 # that submit gpuplan's sbatch scripts. Run as root. Everything lives under $GPUPLAN_SLURM_DIR
 # (default /tmp/gpuplan-slurm); stop it with cluster-down.sh.
 #
-# Nodes, one slurmd each, all on this machine (so multi-node jobs are accepted *and* can run):
-#   h100-01..NN  8 x gres gpu:h100 each   (NN = $GPUPLAN_SLURM_MULTI_NODES, default 4)
-#   a100-01..NN  8 x gres gpu:a100 each
-#   l40s-01      8 x gres gpu:l40s
-#   l4-01        4 x gres gpu:l4
+# GPU types ($GPUPLAN_SLURM_GPUS, "type:gpus_per_node:live_nodes" each), default
+#   h100:8:4 a100:8:4 h200:8:1 b200:8:1 v100:8:1 l40s:8:1 l4:4:1
+# Each type has $GPUPLAN_SLURM_NODES nodes (default 128), named TYPE-001, TYPE-002, ...; the first
+# live_nodes of them run a slurmd on this machine, so jobs on up to that many nodes really run
+# (srun across nodes included). The others are State=FUTURE: never started, not shown by sinfo,
+# but counted when Slurm checks a submission, so a 64-node job is accepted (and stays pending,
+# Reason ReqNodeNotAvail) while one asking for more nodes, GPUs, CPUs or memory than a node or the
+# cluster has is rejected (EnforcePartLimits=ALL, as many sites set).
 # Every node claims 128 CPUs and 2,000,000 MB of memory (SlurmdParameters=config_overrides),
 # whatever this machine has; jobs get 8000 MB per CPU unless they ask (--mem...).
-# Partitions: gpu (the default, all nodes) and one per GPU type: h100, a100, l40s, l4.
+# Partitions: gpu (the default, all nodes) and one per GPU type, named after it (h100, a100, ...),
+# with MaxTime=$GPUPLAN_SLURM_MAX_TIME (default INFINITE).
 # The fake GPUs are links to /dev/null: a job sees CUDA_VISIBLE_DEVICES, but no device.
 #
-# Several slurmd on one host without a --enable-multiple-slurmd build: each node has its own
+# Several slurmd on one host without a --enable-multiple-slurmd build: each live node has its own
 # slurmd port (NodeName ... Port=), all slurmd listen on every address, and slurmctld reaches
-# each through its NodeAddr 127.0.10.N. Each node name is added to /etc/hosts (127.0.10.N; removed
-# by cluster-down.sh) and, where `unshare --uts` is allowed, its slurmd runs with that hostname, so
-# a job's `hostname` and `scontrol show hostnames $SLURM_JOB_NODELIST` look like a real cluster's.
+# each through its NodeAddr 127.0.10.N. Live node names are added to /etc/hosts (127.0.10.N;
+# removed by cluster-down.sh) and, where `unshare --uts` is allowed, each slurmd runs with its
+# node's hostname, so a job's `hostname` and `scontrol show hostnames $SLURM_JOB_NODELIST` look
+# like a real cluster's.
 #
 # Idempotent: when this same cluster is already up it only reports; otherwise it (re)starts it
 # from a clean state (no jobs). Ends by printing `export SLURM_CONF=...`.
 set -euo pipefail
 
 D=${GPUPLAN_SLURM_DIR:-/tmp/gpuplan-slurm}
-MULTI=${GPUPLAN_SLURM_MULTI_NODES:-4}
+GPUS=${GPUPLAN_SLURM_GPUS:-h100:8:4 a100:8:4 h200:8:1 b200:8:1 v100:8:1 l40s:8:1 l4:4:1}
+NODES=${GPUPLAN_SLURM_NODES:-128}
+MAX_TIME=${GPUPLAN_SLURM_MAX_TIME:-INFINITE}   # partitions' MaxTime (sites often cap it at 1-7 days)
 CTLD_PORT=${GPUPLAN_SLURM_PORT:-16817}   # slurmctld; slurmd use the next ports. Not Slurm's 6817+,
                                          # so a system Slurm on this host is left alone
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +39,17 @@ export SLURM_CONF="$D/slurm.conf" PATH="$PATH:/usr/sbin:/sbin"
 
 die() { echo "cluster-up: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it starts munged, slurmctld and slurmd)"
-[[ "$MULTI" =~ ^[1-9][0-9]?$ ]] || die "GPUPLAN_SLURM_MULTI_NODES must be 1..99, not '$MULTI'"
+# the directory is wiped in parts on each start: only ever one that is empty or already ours
+[[ "$D" == /?* ]] || die "GPUPLAN_SLURM_DIR must be an absolute path, not '$D'"
+if [ -d "$D" ] && [ -n "$(ls -A "$D")" ] && [ ! -e "$D/.gpuplan-slurm" ] &&
+   ! grep -qs 'tests/slurm/cluster-up.sh' "$D/slurm.conf"; then
+  die "$D is not empty and was not made by cluster-up.sh (no .gpuplan-slurm in it): set GPUPLAN_SLURM_DIR"
+fi
+[[ "$NODES" =~ ^[1-9][0-9]{0,2}$ ]] || die "GPUPLAN_SLURM_NODES must be 1..999, not '$NODES'"
+for g in $GPUS; do
+  [[ "$g" =~ ^[a-z0-9]+:[1-9][0-9]?:[0-9]+$ ]] && [ "${g##*:}" -le "$NODES" ] ||
+    die "GPUPLAN_SLURM_GPUS: '$g' is not type:gpus_per_node:live_nodes (live_nodes <= $NODES)"
+done
 [[ "$CTLD_PORT" =~ ^[0-9]+$ ]] && [ "$CTLD_PORT" -ge 1024 ] && [ "$CTLD_PORT" -le 65000 ] ||
   die "GPUPLAN_SLURM_PORT must be 1024..65000, not '$CTLD_PORT'"
 
@@ -57,15 +74,26 @@ if [ "$missing" = 1 ]; then
 fi
 
 # --- the cluster's shape --------------------------------------------------------------------------
-nodes=()   # "name type gpus address port"
-for i in $(seq 1 "$MULTI"); do nodes+=("$(printf 'h100-%02d' "$i") h100 8"); done
-for i in $(seq 1 "$MULTI"); do nodes+=("$(printf 'a100-%02d' "$i") a100 8"); done
-nodes+=("l40s-01 l40s 8" "l4-01 l4 4")
-for i in "${!nodes[@]}"; do nodes[i]="${nodes[i]} 127.0.10.$((i + 1)) $((CTLD_PORT + 1 + i))"; done
-h100_nodes=$(printf 'h100-[01-%02d]' "$MULTI")
-a100_nodes=$(printf 'a100-[01-%02d]' "$MULTI")
+nodes=()        # live nodes: "name type gpus address port"
+future=()       # the other nodes of each type: "hostlist type gpus"
+partitions=()   # "type hostlist"
+n=0
+for g in $GPUS; do
+  IFS=: read -r type gpus live <<<"$g"
+  for i in $(seq 1 "$live"); do
+    n=$((n + 1))
+    nodes+=("$(printf '%s-%03d' "$type" "$i") $type $gpus 127.0.10.$n $((CTLD_PORT + n))")
+  done
+  if [ "$live" -lt "$NODES" ]; then
+    future+=("$(printf '%s-[%03d-%03d]' "$type" $((live + 1)) "$NODES") $type $gpus")
+  fi
+  partitions+=("$type $(printf '%s-[001-%03d]' "$type" "$NODES")")
+done
+[ "$n" -ge 1 ] || die "GPUPLAN_SLURM_GPUS has no live node"
+[ "$n" -le 250 ] || die "more than 250 live nodes"
 
 mkdir -p "$D"
+touch "$D/.gpuplan-slurm"
 conf_new="$D/slurm.conf.new"
 {
   cat <<EOF
@@ -106,15 +134,19 @@ EOF
     echo "NodeName=$name NodeAddr=$addr Port=$port CPUs=128 RealMemory=2000000" \
          "Gres=gpu:$type:$gpus Feature=$type State=UNKNOWN"
   done
-  echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
-  echo "PartitionName=h100 Nodes=$h100_nodes MaxTime=INFINITE State=UP"
-  echo "PartitionName=a100 Nodes=$a100_nodes MaxTime=INFINITE State=UP"
-  echo "PartitionName=l40s Nodes=l40s-01 MaxTime=INFINITE State=UP"
-  echo "PartitionName=l4 Nodes=l4-01 MaxTime=INFINITE State=UP"
+  for spec in "${future[@]}"; do
+    read -r names type gpus <<<"$spec"
+    echo "NodeName=$names CPUs=128 RealMemory=2000000 Gres=gpu:$type:$gpus Feature=$type State=FUTURE"
+  done
+  echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=$MAX_TIME State=UP"
+  for spec in "${partitions[@]}"; do
+    read -r type names <<<"$spec"
+    echo "PartitionName=$type Nodes=$names MaxTime=$MAX_TIME State=UP"
+  done
 } >"$conf_new"
 
 gres_new="$D/gres.conf.new"   # slurmd reads gres.conf from SLURM_CONF's directory
-for spec in "${nodes[@]}"; do
+for spec in "${nodes[@]}" "${future[@]}"; do
   read -r name type gpus _ <<<"$spec"
   # gres/gpu silently drops a GPU without File=, so each fake GPU gets a device file
   echo "NodeName=$name Name=gpu Type=$type File=$D/dev/nvidia[0-$((gpus - 1))]"
@@ -156,14 +188,14 @@ if cmp -s "$conf_new" "$D/slurm.conf" && cmp -s "$gres_new" "$D/gres.conf" &&
 fi
 
 # --- (re)start from a clean state -----------------------------------------------------------------
+bash "$HERE/cluster-down.sh" >/dev/null 2>&1 || true   # whatever of it still runs (about 5 s)
 t0=$SECONDS
-bash "$HERE/cluster-down.sh" >/dev/null 2>&1 || true
 rm -rf "$D/state" "$D/spool" "$D/run" "$D/log"
 mkdir -p "$D"/{state,spool,log,run,munge,dev}
 mv "$conf_new" "$D/slurm.conf"
 mv "$gres_new" "$D/gres.conf"
 for spec in "${nodes[@]}"; do read -r name _ <<<"$spec"; mkdir -p "$D/spool/$name"; done
-for i in $(seq 0 7); do ln -sfn /dev/null "$D/dev/nvidia$i"; done
+for i in $(seq 0 99); do ln -sfn /dev/null "$D/dev/nvidia$i"; done
 
 # Node names resolve to their own addresses. /etc/hosts is rewritten in place, not renamed over:
 # in a container it is often a bind mount.
