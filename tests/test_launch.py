@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -182,3 +183,47 @@ def test_cluster_contradictions() -> None:
     w = api.build_workload("llama-3.1-8b", {"task": "pretrain", "gpu": "A100", "cluster": "2x8:H100"})
     with pytest.raises(InvalidSettingError, match="contradicts the cluster"):
         api.resolve_cluster(w, cat)
+
+
+# --- a real Slurm (tests/slurm/cluster-up.sh; CI starts it) -------------------------------------
+
+
+def test_sbatch_scripts_are_accepted_by_slurm() -> None:
+    """gpuplan's sbatch scripts pass a real slurmctld's checks: 64 nodes of 8 H100s, and a
+    single-node A100 job; a script asking for a GPU type the site lacks is rejected."""
+    from slurm_helpers import require_slurm, sbatch_accepts
+
+    require_slurm()
+    text = api.launch(CLUSTER, "slurm", time_limit="2-00:00:00")["text"]
+    assert sbatch_accepts(text)
+    one = api.launch("llama-3.2-1b", "slurm", {"task": "pretrain", "cluster": "1x8:A100", "zero": 3, "tokens": 1e8})
+    assert sbatch_accepts(one["text"])
+    with pytest.raises(AssertionError, match="sbatch rejected"):
+        sbatch_accepts(api.launch(CLUSTER, "slurm", gres="nosuchgpu")["text"])
+
+
+def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated single-node script runs to completion under Slurm: srun starts torchrun, which
+    starts one process per GPU of the node."""
+    import sys
+
+    from slurm_helpers import require_slurm, sbatch_run
+
+    require_slurm()
+    script = tmp_path / "hello.py"
+    script.write_text(
+        "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], flush=True)\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    rec = api.launch(
+        "llama-3.2-1b",
+        "slurm",
+        {"task": "pretrain", "cluster": "1x4:L4", "zero": 3, "batch_size": 1, "seq_len": 1024},
+        script=str(script),
+        time_limit="0-00:10:00",
+    )
+    state, output = sbatch_run(rec["text"], timeout=120)
+    assert state == "COMPLETED", output
+    assert sorted(line for line in output.splitlines() if line.startswith("rank")) == [
+        f"rank {r} of 4" for r in range(4)
+    ]

@@ -34,7 +34,9 @@ RDZV_PORT: Final = 29500
 TIME_MARGIN: Final = 1.15
 TIME_SETUP_S: Final = 15 * 60
 NO_BAND_MARGIN: Final = 1.25  # the slow end when no validation band covers the job (a margin)
-DEFAULT_TIME_S: Final = 4 * 3600  # when there is nothing to estimate from (no tokens)
+DEFAULT_TIME_S: Final = 4 * 3600
+# Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
+SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
 
 # transformers decoder-layer classes for FSDP's transformer auto-wrap, by config model_type
 # (transformers' modeling_*.py class names).
@@ -430,6 +432,11 @@ def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None,
     lines = ["#!/bin/bash"]
     lines += [f"# {x}" for x in _header(lp)]
     lines.append(f"# --time: {why}")
+    if time_limit is None and secs > SITE_MAX_TIME_S:
+        lines.append(
+            "# longer than most partitions allow (1-7 days): set --time to your limit and chain jobs that resume "
+            "from checkpoints (sbatch --dependency=afterany:JOBID)"
+        )
     lines += [
         f"#SBATCH --job-name=gpuplan-{_slug(lp.model.name)}",
         f"#SBATCH --nodes={cl.nodes}",
