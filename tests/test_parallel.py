@@ -246,3 +246,10 @@ def test_multi_gpu_validation_error() -> None:
     assert len(multi) >= 60
     assert statistics.median(multi) <= 0.15
     assert not math.isnan(statistics.mean(multi))
+
+
+def test_cluster_key_sets_the_gpu_count() -> None:
+    w = _w(model="llama-2-70b", cluster="4x8:H100", tp=8, pp=4)
+    assert w.num_gpus == 32 and w.dp == 1
+    w2, cl = api.resolve_cluster(w, api.catalog())
+    assert cl is not None and w2.gpu == "H100 SXM5 80GB" and cl.fabric.name == "ib-ndr"

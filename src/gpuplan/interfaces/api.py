@@ -500,6 +500,7 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]
         return plan(w, catalog_files)
     cat = catalog(catalog_files)
     model = load_model(w.model)
+    w, _ = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
     if gpu is not None:
         e = estimate_memory(model, w, gpu)

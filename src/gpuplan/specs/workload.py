@@ -222,6 +222,16 @@ class Workload(BaseModel):
             return [s.strip() for s in v]
         raise ValueError(f"must be 'default', 'all-linear' or a list of module names. Got {v!r}.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cluster_size(cls, data: Any) -> Any:
+        """A cluster (NODESxGPUS:GPU) sets num_gpus when the workload does not give it."""
+        if isinstance(data, dict) and isinstance(data.get("cluster"), str) and data.get("num_gpus") is None:
+            m = re.match(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:", data["cluster"])
+            if m:
+                data = {**data, "num_gpus": int(m.group(1) or 1) * int(m.group(2))}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
         if not self.model and self.task not in ("streaming", "vdi", "render"):
