@@ -167,8 +167,14 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         f"--tensor-model-parallel-size {w.tp}",
         f"--pipeline-model-parallel-size {w.pp}",
     ]
-    if w.vp > 1:
+    if w.vp > 1 and m.num_layers % (w.pp * w.vp) == 0:
         a.append(f"--num-layers-per-virtual-pipeline-stage {m.num_layers // (w.pp * w.vp)}")
+    elif w.vp > 1:  # layers + embedding + loss split evenly (check_layout allowed it)
+        a += [
+            f"--num-virtual-stages-per-pipeline-rank {w.vp}",
+            "--account-for-embedding-in-pipeline-split",
+            "--account-for-loss-in-pipeline-split",
+        ]
     if w.cp > 1:
         a.append(f"--context-parallel-size {w.cp}")
     if w.ep > 1:
