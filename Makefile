@@ -19,6 +19,14 @@ $(VENV)/.installed-test: pyproject.toml $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,reference]'
 	touch $@ $(VENV)/.installed
 
+# vllm and skypilot, to check launch files with their own parsers: vllm pins a CUDA torch and
+# skypilot an old click, so both come without their dependencies, plus the pure-Python modules
+# their parsers import (torch stays the CPU 2.13.0: tests/launch-tools-constraints.txt)
+$(VENV)/.installed-launch-tools: $(VENV)/.installed-test tests/launch-tools-requirements.txt
+	PIP_CONSTRAINT=tests/launch-tools-constraints.txt $(BIN)/python -m pip install -q --no-deps vllm==0.34.0 xgrammar==0.2.8 skypilot==0.14.1
+	PIP_CONSTRAINT=tests/launch-tools-constraints.txt $(BIN)/python -m pip install -q -r tests/launch-tools-requirements.txt
+	touch $@
+
 run: $(VENV)/.installed
 	$(BIN)/gpuplan compare H100 A100 L4 L40 V100
 	$(BIN)/gpuplan fit examples/lora-4090.yaml
@@ -41,7 +49,7 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck $(VENV)/.installed-launch-tools
 	$(BIN)/pytest -q
 
 clean:

@@ -227,3 +227,66 @@ def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.Mo
     assert sorted(line for line in output.splitlines() if line.startswith("rank")) == [
         f"rank {r} of 4" for r in range(4)
     ]
+
+
+# --- the tools' own parsers and config classes (tests/tool_schemas.py) -----------------------------
+
+_SHELL_VARS = {
+    "$MASTER_ADDR": "10.0.0.1",
+    "$HEAD_NODE": "node-001",
+    "$SLURM_JOB_ID": "42",
+    "$SKYPILOT_NUM_NODES": "64",
+    "$SKYPILOT_NUM_GPUS_PER_NODE": "8",
+    "$SKYPILOT_NODE_RANK": "0",
+}
+
+
+def _argv(text: str, start: str) -> list[str]:
+    """The command line beginning with `start` in a launch file, shell variables filled in as the
+    launcher would."""
+    for k, v in _SHELL_VARS.items():
+        text = text.replace(k, v)
+    words = shlex.split(text.replace("\\\n", " "), comments=True)
+    return words[words.index(start) :]
+
+
+def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
+    from tool_schemas import (
+        check_accelerate_yaml,
+        check_deepspeed_json,
+        check_skypilot_yaml,
+        check_torchrun,
+        check_vllm_serve,
+    )
+
+    # FSDP on 2 x 8 A100
+    check_accelerate_yaml(api.launch(fsdp_job, "accelerate")["text"])
+    check_accelerate_yaml(api.launch(fsdp_job, "fsdp")["text"])
+    check_deepspeed_json(api.launch(fsdp_job, "deepspeed")["text"], world_size=16)
+    check_torchrun(_argv(api.launch(fsdp_job, "torchrun")["text"], "torchrun"))
+    # ZeRO-2 with optimizer offload on 4 GPUs: accelerate's DeepSpeed plugin and DeepSpeed's config
+    ds = _write(
+        tmp_path,
+        "ds.yaml",
+        {"model": "llama-3.1-8b", "task": "finetune", "gpu": "A100", "num_gpus": 4, "zero": 2, "offload": "optimizer"},
+    )
+    check_accelerate_yaml(api.launch(ds, "accelerate")["text"])
+    check_deepspeed_json(api.launch(ds, "deepspeed")["text"], world_size=4)
+    # plain DDP on one node
+    ddp = _write(tmp_path, "ddp.yaml", {"model": "llama-3.2-1b", "task": "pretrain", "gpu": "H100", "num_gpus": 8})
+    assert check_accelerate_yaml(api.launch(ddp, "accelerate", {"zero": 0})["text"]).distributed_type == "MULTI_GPU"
+    # the 64-node Megatron layout: torchrun's own flags, in the plain, Slurm and SkyPilot forms
+    check_torchrun(_argv(api.launch(CLUSTER, "torchrun")["text"], "torchrun"))
+    check_torchrun(_argv(api.launch(CLUSTER, "slurm")["text"], "torchrun"))
+    task = api.launch(CLUSTER, "skypilot")["text"]
+    check_skypilot_yaml(task)
+    check_torchrun(_argv(yaml.safe_load(task)["run"], "torchrun"))
+    # vllm serve, fp8 weights and KV cache, 4-way tensor parallel
+    serve = _write(
+        tmp_path,
+        "serve.yaml",
+        {"model": "llama-3.1-70b", "task": "inference", "gpu": "H100", "num_gpus": 4, "tp": 4,
+         "weight_dtype": "fp8", "kv_dtype": "fp8", "input_len": 2048, "output_len": 512},
+    )  # fmt: skip
+    ns = check_vllm_serve(_argv(api.launch(serve, "vllm")["text"], "vllm"))
+    assert ns.tensor_parallel_size == 4 and ns.kv_cache_dtype == "fp8"
