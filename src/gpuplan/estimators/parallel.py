@@ -91,11 +91,6 @@ class StepParts:
     bubble: Arr
     dp: Arr
     optimizer: Arr
-    # per step, what each collective costs before overlap (for the breakdown)
-    tp_raw: Arr
-    cp_raw: Arr
-    ep_raw: Arr
-    dp_raw: Arr
 
 
 def _f(x: float | int | Arr) -> Arr:
@@ -160,9 +155,7 @@ def compose(
     per_micro_z3 = ag * gathers + rs
     dp_z3 = comm.exposed(per_micro_z3 * m, micro * m) + ag * gathers / np.maximum(p.layers, 1)
     dp_exposed = np.where(z >= 3, dp_z3, np.where(z >= 1, dp_z12, dp_z0))
-    dp_raw = np.where(z >= 3, per_micro_z3 * m, np.where(z >= 1, rs + ag, ar))
     dp_exposed = np.where(dpc > 1, dp_exposed, 0.0)
-    dp_raw = np.where(dpc > 1, dp_raw, 0.0)
 
     # --- optimizer step over this GPU's shard of the trainable parameters ---
     shard_d = np.where(z >= 1, dpc, 1.0)
@@ -183,8 +176,4 @@ def compose(
         bubble=bubble,
         dp=dp_exposed,
         optimizer=opt,
-        tp_raw=m * tp_raw,
-        cp_raw=m * cp_raw,
-        ep_raw=m * t_ep,
-        dp_raw=dp_raw,
     )
