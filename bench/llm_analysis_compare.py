@@ -11,8 +11,8 @@ files written). Layouts it rejects (an assertion, e.g. no whole number of gradie
 are counted as failures.
 
 llm-analysis is not a gpuplan dependency, so this script runs only in an environment that has it, e.g.
-    python3 -m venv /tmp/la-venv && /tmp/la-venv/bin/pip install llm-analysis
-    /tmp/la-venv/bin/python bench/llm_analysis_compare.py [--max-layouts N] [--json]
+    python3 -m venv .venv-llm-analysis && .venv-llm-analysis/bin/pip install llm-analysis
+    .venv-llm-analysis/bin/python bench/llm_analysis_compare.py [--max-layouts N] [--json]
 It does not import gpuplan. Nothing is extrapolated: the figures are for the layouts evaluated.
 
 What llm-analysis's numbers mean (v0.2.2): latency_per_iter = FLOPs per micro batch x accumulation
@@ -183,7 +183,7 @@ def main() -> int:
     if analysis is None:
         print(
             "llm_analysis is not importable in this Python; this comparison needs it. Install it in a "
-            "scratch venv (python3 -m venv /tmp/la-venv && /tmp/la-venv/bin/pip install llm-analysis) "
+            "scratch venv (python3 -m venv .venv-llm-analysis && .venv-llm-analysis/bin/pip install llm-analysis) "
             "and run this script with that venv's python.",
             file=sys.stderr,
         )
