@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.prices import Price
+
+if TYPE_CHECKING:
+    from gpuplan.estimators.perf import TrainingTime
 
 IDLE_SHARE: Final = 0.2  # H100 loaded-idle 140-145 W of 700 W
 MEMORY_BOUND_WEIGHT: Final = 0.3  # H200 decode at 137-300 W of 700 W: ~0.2 + 0.8 x 0.3 at the top
@@ -82,3 +85,13 @@ def cost_and_energy(
         usd_per_million_tokens=usd * per_m if usd is not None and per_m is not None else None,
         kwh_per_million_tokens=kwh * per_m if per_m is not None else None,
     )
+
+
+def training_job(
+    t: TrainingTime, gpu: GPU, num_gpus: int, price: Price | None, carbon_g_per_kwh: float | None = None
+) -> tuple[float, CostEnergy]:
+    """(seconds, cost and energy) of a training job: the time to train its tokens, else one step."""
+    seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
+    busy = busy_share((o.bound, o.time_s) for o in t.ops)
+    tokens = t.train_tokens or t.tokens_per_step
+    return seconds, cost_and_energy(gpu, num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)

@@ -325,8 +325,8 @@ class MicroOps:
     fwd: tuple[Op, ...]
     bwd: tuple[Op, ...]
     recompute: tuple[Op, ...]
-    optimizer: tuple[Op, ...]  # at the workload's own sharding (for the breakdown)
     profile: MicroProfile
+    peak: float  # the matmuls' dense peak, FLOP/s (MFU's denominator)
     notes: tuple[str, ...]
 
 
@@ -447,7 +447,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         full_recompute=w.activation_checkpointing == "full",
         tp_overlap=w.tp_comm_overlap,
     )
-    return MicroOps(tuple(fwd), tuple(bwd), tuple(recompute), (), profile, tuple(c.notes))
+    return MicroOps(tuple(fwd), tuple(bwd), tuple(recompute), profile, c.peak, tuple(c.notes))
 
 
 def with_checkpointing(mo: MicroOps, checkpointing: str) -> MicroProfile:
@@ -506,7 +506,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     # weights (LoRA) there is no weight gradient, so 2x forward of the matmuls (the 4N convention
     # NeMo's LoRA figures use) plus the full attention backward
     model_flops = 3.0 * fwd_flops - (model.matmul_flops_per_token() if lora else 0.0)
-    c_peak = _context(model, w, gpu).peak  # the matmuls' precision (fp8 against the fp8 peak, as llm-foundry)
+    c_peak = mo.peak  # the matmuls' precision (fp8 against the fp8 peak, as llm-foundry)
     mfu = per_gpu * model_flops / c_peak
     hw_flops = model_flops + (fwd_flops if w.activation_checkpointing == "full" else 0.0)
     hfu = per_gpu * hw_flops / c_peak

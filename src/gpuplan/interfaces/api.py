@@ -16,7 +16,7 @@ import yaml
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.estimators import uncertainty
-from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
+from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.recommend import Option, plan_options
@@ -465,9 +465,7 @@ def estimate(
     t: TrainingTime | InferenceTime
     if w.is_training:
         t = estimate_training_time(model, w, gpu, cl)
-        seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
-        tokens = t.train_tokens or t.tokens_per_step
-        busy = busy_share((o.bound, o.time_s) for o in t.ops)
+        seconds, ce = training_job(t, gpu, w.num_gpus, price, carbon_g_per_kwh)
     else:
         cap = e.serving.max_sequences if e.serving else w.batch_size
         t = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size))
@@ -475,7 +473,7 @@ def estimate(
         tokens = w.tokens or w.batch_size * max(w.output_len, 1)
         seconds = tokens / rate if rate > 0 else t.request_latency_s
         busy = busy_share((o.bound, o.time_s) for o in t.decode_ops)
-    ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
+        ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
     out["time"] = time_record(t, gpu.architecture, model.kind)
     out["time"]["job_s"] = seconds
     out["cost"] = cost_record(ce)
@@ -651,11 +649,7 @@ def plan_cluster(
     layouts = []
     for r in res.best:
         t = r.time
-        seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
-        busy = busy_share((o.bound, o.time_s) for o in t.ops)
-        ce = cost_and_energy(
-            cl.gpu, cl.num_gpus, seconds, busy, price, t.train_tokens or t.tokens_per_step, carbon_g_per_kwh
-        )
+        _, ce = training_job(t, cl.gpu, cl.num_gpus, price, carbon_g_per_kwh)
         rec: dict[str, Any] = {"layout": r.layout.label, "keys": r.layout.keys(), "dp": r.layout.dp}
         rec["micro_batches"] = r.layout.micro_batches
         _with_band(rec, "step_time_s", t.step_time_s, kind, time=True)

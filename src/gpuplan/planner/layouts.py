@@ -173,7 +173,7 @@ def search_layouts(
         raise InvalidSettingError(
             "The layout search plans training jobs; for serving use `gpuplan plan` or `launch --format vllm`."
         )
-    if model.kind not in ("decoder", "encoder", "encoder-decoder") or model.kind == "cnn":
+    if model.kind not in ("decoder", "encoder", "encoder-decoder"):
         raise InvalidSettingError(f"The layout search covers transformers; {model.name} is a {model.kind}.")
     t0 = time.perf_counter()
     gpu = cluster.gpu

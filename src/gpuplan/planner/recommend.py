@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gpuplan.errors import GpuplanError
-from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy
+from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.specs.gpu import GPU, Catalog
@@ -174,11 +174,8 @@ def _training_option(
     carbon: float | None,
 ) -> Option:
     t = estimate_training_time(model, w, gpu)
-    tokens = w.train_tokens
-    seconds = t.time_to_train_s if t.time_to_train_s is not None else t.step_time_s
-    busy = busy_share((o.bound, o.time_s) for o in t.ops)
-    ce = cost_and_energy(gpu, n, seconds, busy, price, tokens or t.tokens_per_step, carbon)
-    deadline, budget = _marks(w, t.time_to_train_s, ce.usd if tokens else None)
+    seconds, ce = training_job(t, gpu, n, price, carbon)
+    deadline, budget = _marks(w, t.time_to_train_s, ce.usd if w.train_tokens else None)
     why = _why_training(t, gpu, n, layout)
     return Option(gpu, n, layout, True, mem, t.bottleneck, why, training=t, time_s=seconds,
                   throughput=t.tokens_per_s, cost=ce, meets_deadline=deadline, within_budget=budget)  # fmt: skip
