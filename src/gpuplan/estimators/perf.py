@@ -241,6 +241,14 @@ def _gemm(
     return _roof(name, phase, flops, nbytes, rate, c.bw * eff.KERNEL_BW_EFF)
 
 
+def compute_roof(model: ModelSpec, w: Workload, gpu: GPU) -> tuple[str, float]:
+    """(precision the GEMMs run at, its dense peak FLOP/s) for this workload on this GPU: the
+    estimate's own choice (bf16 as fp16 without BF16 tensor cores, fp8 weights as W8A8 where FP8
+    tensor cores exist), the compute roof of a roofline plot. Attention runs at the 16-bit rate."""
+    c = _context(model, w, gpu)
+    return c.runs_as, max(c.peak, c.peak16)
+
+
 def _avg_context(seq: float, window: float | None, causal: bool) -> float:
     """Mean keys a query attends to: (s+1)/2 under a causal mask, s without; a window caps it."""
     if not causal:

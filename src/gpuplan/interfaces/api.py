@@ -14,15 +14,22 @@ from typing import Any, Final
 
 import yaml
 
-from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.errors import InvalidSettingError, ModelConfigError, did_you_mean
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
-from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
-from gpuplan.planner.recommend import Option, plan_options
+from gpuplan.estimators.perf import (
+    InferenceTime,
+    Op,
+    TrainingTime,
+    compute_roof,
+    estimate_inference_time,
+    estimate_training_time,
+)
+from gpuplan.planner.recommend import Option, pareto_front, plan_options
 from gpuplan.specs.cluster import Cluster, parse_cluster
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, model_from_config
 from gpuplan.specs.models import find_preset, load_model, presets
 from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
 from gpuplan.specs.prices import Price, cheapest_prices, load_price_file
@@ -163,8 +170,9 @@ def compare_gpus(names: Sequence[str], catalog_files: Iterable[str | Path] = ())
     return [cat.get(n) for n in names]
 
 
-def get_model(name_or_path: str) -> ModelSpec:
-    return load_model(name_or_path)
+def get_model(name_or_path: str, files: bool = True) -> ModelSpec:
+    """A preset, a local config.json (unless `files` is False) or a hub id."""
+    return load_model(name_or_path, files)
 
 
 def default_context(spec: ModelSpec) -> int:
@@ -225,6 +233,15 @@ def model_record(spec: ModelSpec, context_len: int | None = None) -> dict[str, A
             "published_params_source": preset.published_params_source,
         },
     }
+
+
+def model_from_json(config: Any, name: str | None = None) -> ModelSpec:
+    """A model from a config.json's parsed content (pasted or uploaded, e.g. in the web app). It is
+    read as data only, as `load_model` reads a file: no code from the model's repository runs."""
+    if not isinstance(config, Mapping):
+        raise ModelConfigError(f"A config.json must hold a JSON object. Got {type(config).__name__}.")
+    label = (name or "").strip() or str(config.get("_name_or_path") or "") or "custom model"
+    return model_from_config(config, label)
 
 
 def list_models() -> list[dict[str, Any]]:
@@ -442,10 +459,12 @@ def estimate(
     catalog_files: Iterable[str | Path] = (),
     price_file: str | Path | None = None,
     carbon_g_per_kwh: float | None = None,
+    model: ModelSpec | None = None,
 ) -> dict[str, Any]:
-    """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract)."""
+    """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract).
+    `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
     cat = catalog(catalog_files)
-    model = load_model(w.model)
+    model = model or load_model(w.model)
     w, cl = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
     e = estimate_memory(model, w, gpu)
@@ -481,9 +500,10 @@ def estimate(
     return out
 
 
-def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+def fit(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec | None = None) -> dict[str, Any]:
     """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
-    every catalog GPU with whether it fits and the fewest GPUs of that type that do."""
+    every catalog GPU with whether it fits (and its breakdown at num_gpus) and the fewest GPUs of
+    that type that do. `model` stands in for the workload's `model` name."""
     # imported here: only `fit` needs the inverse questions (keeps `gpuplan plan` start-up short)
     from gpuplan.planner.fit import (
         GpuCount,
@@ -495,9 +515,9 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]
     )
 
     if w.is_graphics:
-        return plan(w, catalog_files)
+        return plan(w, catalog_files, model=model)
     cat = catalog(catalog_files)
-    model = load_model(w.model)
+    model = model or load_model(w.model)
     w, _ = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
     if gpu is not None:
@@ -528,6 +548,8 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]
         need: GpuCount | None = smallest_gpu_count(model, w, g) if not e.fits else None
         row: dict[str, Any] = {"gpu": g.name, "memory_bytes": g.memory_bytes, "fits": e.fits}
         _with_band(row, "per_gpu_bytes", e.per_gpu_bytes, f"memory/{g.architecture}")
+        row["capacity_bytes"] = e.capacity_bytes
+        row["breakdown"] = e.breakdown()
         rows.append(
             row
             | {
@@ -596,13 +618,15 @@ def plan(
     carbon_g_per_kwh: float | None = None,
     cluster: str | None = None,
     allow_cross_node_tp: bool = False,
+    model: ModelSpec | None = None,
 ) -> dict[str, Any]:
     """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload; with a cluster
-    (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it."""
+    (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
+    option says whether it is on the time-cost Pareto front (`pareto`)."""
     cat = catalog(catalog_files)
     if w.is_graphics:
-        return _plan_graphics(w, cat)
-    model = load_model(w.model)
+        return _plan_graphics(w, cat, model)
+    model = model or load_model(w.model)
     if (cluster or w.cluster) and w.is_training:
         return plan_cluster(
             w, cat, model, cluster, top or 5, price_file, spot, carbon_g_per_kwh, allow_cross_node_tp, catalog_files
@@ -613,6 +637,11 @@ def plan(
     )
     shown = opts if top is None else opts[:top]
     service = not w.is_training and w.tokens is None
+    records = [option_record(o, model.kind) for o in shown]
+    # the front is taken over the usable options: a cheap one that misses the deadline is no choice
+    front = pareto_front([_time_cost(r) if r["usable"] else None for r in records])
+    for r, on in zip(records, front, strict=True):
+        r["pareto"] = on
     return {
         "workload": w.model_dump(exclude_none=True),
         "model": model.name,
@@ -620,10 +649,19 @@ def plan(
         "mode": "training" if w.is_training else ("service" if service else "batch inference"),
         "deadline_s": w.deadline,
         "budget_usd": w.budget,
-        "options": [option_record(o, model.kind) for o in shown],
+        "options": records,
         "considered": len(opts),
         "throughput_unit": "images/s" if model.kind == "cnn" else "tokens/s",
     }
+
+
+def _time_cost(r: Mapping[str, Any]) -> tuple[float, float] | None:
+    """An option's (time, cost) point for the Pareto front: for a service, request latency against
+    the cost of serving for the deadline (an hour when none is given)."""
+    t, usd = r.get("time_s"), r.get("cost_usd")
+    if t is None or usd is None:
+        return None
+    return float(t), float(usd)
 
 
 def plan_cluster(
@@ -724,10 +762,10 @@ def option_record(o: Option, model_kind: str = "decoder") -> dict[str, Any]:
     return rec
 
 
-def _plan_graphics(w: Workload, cat: Catalog) -> dict[str, Any]:
+def _plan_graphics(w: Workload, cat: Catalog, model: ModelSpec | None = None) -> dict[str, Any]:
     from gpuplan.planner.graphics import plan_graphics
 
-    model = load_model(w.model) if w.model else None
+    model = model or (load_model(w.model) if w.model else None)
     options, unsuitable = plan_graphics(w, cat, model)
     return {
         "workload": w.model_dump(exclude_none=True),
@@ -752,6 +790,56 @@ def _plan_graphics(w: Workload, cat: Catalog) -> dict[str, Any]:
             for o in options
         ],
         "unsuitable": [{"gpu": u.gpu.name, "fits": False, "why": u.reason} for u in unsuitable],
+    }
+
+
+# --- the roofline ------------------------------------------------------------------------------
+
+
+def roofline(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec | None = None) -> dict[str, Any]:
+    """The workload's operators on the roofline of its GPU (Williams, Waterman & Patterson,
+    CACM 2009): each operator's arithmetic intensity (FLOPs per byte of memory traffic) against
+    the FLOP/s it achieves in gpuplan's estimate, under the roofs min(peak, intensity x bandwidth).
+    Operators without both FLOPs and bytes (communication, launch gaps) are listed apart."""
+    if w.is_graphics:
+        raise InvalidSettingError(f"A roofline needs a training or inference workload. Got task {w.task!r}.")
+    cat = catalog(catalog_files)
+    model = model or load_model(w.model)
+    w, cl = resolve_cluster(w, cat)
+    gpu = _gpu_for(w, cat)
+    if gpu is None:
+        raise InvalidSettingError("A roofline needs a GPU: set 'gpu' (e.g. gpu: H100).")
+    if w.is_training:
+        groups = [("step", estimate_training_time(model, w, gpu, cl).ops)]
+    else:
+        it = estimate_inference_time(model, w, gpu)
+        groups = [("prefill", it.prefill_ops), ("decode", it.decode_ops)]
+    runs_as, peak_flop_per_s = compute_roof(model, w, gpu)
+    bandwidth = gpu.memory_bandwidth_bytes_per_s
+    points: list[dict[str, Any]] = []
+    off: list[dict[str, Any]] = []
+    for stage, ops in groups:
+        for o in _ops_record(ops):
+            rec = {"stage": stage, **o}
+            if o["flops"] > 0 and o["bytes"] > 0 and o["time_s"] > 0:
+                intensity = o["flops"] / o["bytes"]
+                rec["intensity_flop_per_byte"] = intensity
+                rec["achieved_flop_per_s"] = o["flops"] / o["time_s"]
+                rec["roof_flop_per_s"] = min(peak_flop_per_s, intensity * bandwidth)
+                points.append(rec)
+            else:
+                off.append(rec)
+    return {
+        "gpu": gpu.name,
+        "model": model.name,
+        "task": w.task,
+        "precision": w.precision,
+        "peak_flop_per_s": peak_flop_per_s,
+        "peak_runs_as": runs_as,
+        "memory_bandwidth_bytes_per_s": bandwidth,
+        "ridge_flop_per_byte": peak_flop_per_s / bandwidth,
+        "points": points,
+        "not_on_roofline": off,
     }
 
 

@@ -954,6 +954,28 @@ def launch(
     sys.stdout.write(rec["text"])
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default: only this machine).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    catalog: CatalogOpt = None,
+    prices: Annotated[Path | None, typer.Option(help="Your own price CSV (same columns as the bundled one).")] = None,
+) -> None:
+    """Start the local web app: plan in the browser, with charts (works offline)."""
+    from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
+
+    if not web.is_loopback(host):
+        sys.stderr.write(
+            f"gpuplan: warning: listening on {host}: anyone who can reach this address can use the app "
+            "(it has no login).\n"
+        )
+    sys.stderr.write(f"gpuplan: the web app is at http://{'localhost' if web.is_loopback(host) else host}:{port}/ "
+                     "(Ctrl-C stops it)\n")  # fmt: skip
+    web.serve(host, port, catalog or [], prices)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
     try:

@@ -17,7 +17,7 @@ What "time" means depends on the job:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -266,4 +266,14 @@ def plan_options(
             out.append(o)
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))
+    return out
+
+
+def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool]:
+    """For each (time, cost) point, whether no other point is at least as good in both and better
+    in one (both minimised); None (no time or no price) is never on the front. Ties are kept."""
+    valid = [(i, p) for i, p in enumerate(points) if p is not None]
+    out = [False] * len(points)
+    for i, (t, c) in valid:
+        out[i] = not any((t2 <= t and c2 <= c) and (t2 < t or c2 < c) for _, (t2, c2) in valid)
     return out

@@ -189,8 +189,16 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~")) and " " not in name
 
 
-def resolve_model_config(name_or_path: str) -> tuple[str, dict[str, Any]]:
-    """(display name, config dict) for a preset name, a local path or a hub id."""
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long or otherwise impossible as a path is no file
+        return False
+
+
+def resolve_model_config(name_or_path: str, files: bool = True) -> tuple[str, dict[str, Any]]:
+    """(display name, config dict) for a preset name, a local path (unless `files` is False, as
+    for the web app, which reads no file a request names) or a hub id."""
     name_or_path = name_or_path.strip()
     if not name_or_path:
         raise UnknownModelError("No model given; pass a preset name, a config.json path or a hub id.")
@@ -198,23 +206,27 @@ def resolve_model_config(name_or_path: str) -> tuple[str, dict[str, Any]]:
     if preset is not None:
         return preset.name, preset_config(preset)
     path = Path(name_or_path).expanduser()
-    if path.exists():
+    if files and _exists(path):
         label = path.parent.name if path.is_file() and path.name == "config.json" else path.stem
         if path.is_dir():
             label = path.name
         return label or str(path), read_config_file(path)
-    if name_or_path.endswith(".json") or (os.sep in name_or_path and not _looks_like_hub_id(name_or_path)):
+    if files and (name_or_path.endswith(".json") or (os.sep in name_or_path and not _looks_like_hub_id(name_or_path))):
         raise UnknownModelError(f"No such file: {name_or_path!r}.")
     if _looks_like_hub_id(name_or_path):
         return name_or_path, _hub_config(name_or_path)
     hint = did_you_mean(name_or_path, [p for p in presets()] + [a for p in presets().values() for a in p.aliases])
+    what = (
+        "a local config.json or a hub id (org/name)" if files else "a hub id (org/name); paste its config.json instead"
+    )
     raise UnknownModelError(
-        f"Unknown model {name_or_path!r}: not a bundled preset, a local config.json or a hub id (org/name)."
+        f"Unknown model {name_or_path!r}: not a bundled preset, {what}."
         + (hint or " Run `gpuplan models` for the presets.")
     )
 
 
-def load_model(name_or_path: str) -> ModelSpec:
-    """The ModelSpec of a preset name, a local config.json (file or folder) or a hub id."""
-    name, config = resolve_model_config(name_or_path)
+def load_model(name_or_path: str, files: bool = True) -> ModelSpec:
+    """The ModelSpec of a preset name, a local config.json (file or folder; unless `files` is
+    False) or a hub id."""
+    name, config = resolve_model_config(name_or_path, files)
     return model_from_config(config, name)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.specs.precision import storage_format
@@ -77,7 +77,7 @@ _DURATION_S: Final = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 360
 
 def parse_duration_s(value: str | float | int) -> float:
     """'24h', '90 min', '2d' or a number of seconds -> seconds."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"expected a duration such as '24h' or '2d'. Got {value!r}.")
     if isinstance(value, int | float):
         seconds = float(value)
@@ -135,7 +135,10 @@ class Workload(BaseModel):
     tokens: float | None = Field(None, gt=0)
     master_weights: Literal["fp32", "none"] = "fp32"
     objective: Literal["time", "cost", "energy"] = "time"
-    deadline: float | None = None  # seconds (YAML may say '24h')
+    # seconds (YAML may say '24h'): the schema says so, for the web API's OpenAPI document
+    deadline: Annotated[
+        float | None, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}]})
+    ] = None
     budget: float | None = Field(None, gt=0)  # USD
 
     # --- keys beyond DESIGN.md's list, with defaults that match what people usually run ----------
@@ -165,7 +168,7 @@ class Workload(BaseModel):
     gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
     # graphics workloads (issue 8): kept here so one file describes any job
     resolution: str | None = None  # 720p | 1080p | 1440p | 4k
-    fps: float | None = Field(None, gt=0, le=1000)
+    fps: float | None = Field(None, ge=1, le=1000)  # frames per second
     streams: int | None = Field(None, ge=1, le=1_000_000)  # streaming / ai-video: concurrent streams
     users: int | None = Field(None, ge=1, le=1_000_000)  # vdi: concurrent users
     frames: int | None = Field(None, ge=1)  # render: frames to render
@@ -324,17 +327,26 @@ class Workload(BaseModel):
 
 
 def _pretty_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
+    return describe_error(exc.errors()[0])
+
+
+def describe_error(err: Mapping[str, Any], known_keys: Iterable[str] | None = None) -> str:
+    """One line for one pydantic error (an entry of `ValidationError.errors()`), naming the key,
+    what it must be and the value received; `known_keys` (default: the workload's) for the hint."""
     loc = ".".join(str(p) for p in err.get("loc", ())) or "workload"
     msg = str(err.get("msg", "invalid value"))
     msg = msg.removeprefix("Value error, ")
     if err.get("type") == "extra_forbidden":
-        hint = did_you_mean(loc, list(Workload.model_fields))
-        return f"Unknown workload key {loc!r}.{hint} Known keys: {', '.join(Workload.model_fields)}."
+        keys = list(known_keys) if known_keys is not None else list(Workload.model_fields)
+        hint = did_you_mean(loc, keys)
+        return f"Unknown workload key {loc!r}.{hint} Known keys: {', '.join(keys)}."
     if err.get("type") == "missing":
         return f"The workload needs {loc!r} (e.g. model: llama-3.1-8b)."
     value = err.get("input")
-    got = "" if "Got" in msg or isinstance(value, dict) else f" Got {value!r}."
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    got = "" if "Got" in msg or isinstance(value, dict) else f" Got {shown}."
+    if loc == "workload":  # a rule across keys: its message names them
+        return msg.rstrip(".") + "."
     return f"The {loc!r} key: {msg}.{got}".replace("..", ".")
 
 

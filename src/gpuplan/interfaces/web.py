@@ -1,0 +1,367 @@
+"""The local web app (`gpuplan serve`): a FastAPI JSON API over `gpuplan.interfaces.api`, and one
+page (static/index.html) that draws its answers with Plotly, vendored so it works offline.
+
+The API is the library API over HTTP: every number the page shows comes from these endpoints,
+which return what the CLI's `--json` prints. Bad input gets a 4xx with one line in `detail`
+(the CLI's message), never a 5xx or a stack trace. Bodies over MAX_BODY_BYTES get 413. By
+default the server listens on loopback only and answers only to loopback host names, so a web
+page elsewhere cannot reach it through DNS rebinding. It reads no files named in a request: a
+model is a bundled preset, a hub id, or a config.json pasted into the request (`config`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field, model_validator
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gpuplan import __version__
+from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
+from gpuplan.interfaces import api
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.workload import Workload, describe_error, make_workload
+
+# The largest request body: a config.json is a few KB, but ones that carry a label map (ViT on
+# ImageNet-21k's 21,843 classes) reach ~1 MB.
+MAX_BODY_BYTES: Final = 2 * 1024 * 1024
+LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]", "::1")
+STATIC: Final = Path(str(resources.files("gpuplan.interfaces") / "static"))
+
+# The page's own files only: Plotly draws into SVG with inline styles, and uploads are read in the
+# page (FileReader), so nothing else is needed. The URL carries the plan, so no Referer leaves.
+SECURITY_HEADERS: Final = (
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+        b"connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+)
+
+
+# --- request bodies ------------------------------------------------------------------------------
+
+
+class WorkloadIn(Workload):
+    """A workload as JSON: DESIGN.md's keys (as in the YAML file), plus `config`, the content of a
+    model's config.json, for a model that is neither a preset nor on the hub."""
+
+    config: dict[str, Any] | None = Field(
+        None,
+        description="A model's config.json as a JSON object; it replaces the preset or hub id in 'model', "
+        "which then only names it.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_pasted_model(cls, data: Any) -> Any:
+        """A pasted config names the model itself when `model` is not given."""
+        if isinstance(data, dict) and isinstance(data.get("config"), dict) and not data.get("model"):
+            name = data["config"].get("_name_or_path")
+            data = {**data, "model": name if isinstance(name, str) and name.strip() else "custom model"}
+        return data
+
+
+class PlanIn(WorkloadIn):
+    """A workload plus the plan's own options (those of `gpuplan plan`)."""
+
+    gpus: list[str] | None = Field(None, max_length=200, description="Only these GPUs (catalog names or aliases).")
+    top: int | None = Field(None, ge=1, le=10_000, description="Show only the best N options.")
+    spot: bool = Field(False, description="Price with spot/preemptible offers instead of on-demand.")
+    carbon_g_per_kwh: float | None = Field(None, ge=0, le=5_000, description="Grid carbon intensity for CO2.")
+    allow_cross_node_tp: bool = Field(False, description="Let tensor parallelism cross nodes (cluster plans).")
+
+
+class ModelIn(BaseModel):
+    """A config.json to inspect: parameters, shapes, KV cache and FLOPs, as `gpuplan model --json`."""
+
+    model_config = {"extra": "forbid"}
+    config: dict[str, Any] = Field(description="A model's config.json as a JSON object.")
+    name: str | None = Field(None, max_length=200, description="A display name (default: its _name_or_path).")
+    seq_len: int | None = Field(None, ge=1, le=10_000_000, description="Context for FLOPs per token.")
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="What is wrong with the request, in one line, with a suggestion.")
+
+
+ERRORS: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": ErrorOut, "description": "Malformed request (not JSON, bad host)."},
+    413: {"model": ErrorOut, "description": f"Request body over {MAX_BODY_BYTES} bytes."},
+    422: {"model": ErrorOut, "description": "A valid request that names something unknown or impossible."},
+}
+PLAN_KEYS: Final = frozenset(PlanIn.model_fields) - frozenset(Workload.model_fields)
+
+
+def _workload(body: WorkloadIn) -> tuple[Workload, ModelSpec | None]:
+    """The library's workload (keys the request set stay set) and its model: pasted, a preset or
+    a hub id, never a file on the server (None for graphics jobs that name no model)."""
+    w = make_workload(body.model_dump(exclude_unset=True, exclude={"config", *PLAN_KEYS}))
+    if body.config is not None:
+        return w, api.model_from_json(body.config, w.model)
+    return w, (api.get_model(w.model, files=False) if w.model else None)
+
+
+# --- middleware ------------------------------------------------------------------------------------
+
+
+class _TooLarge(HTTPException):
+    def __init__(self) -> None:
+        super().__init__(413, f"The request body is over the limit of {MAX_BODY_BYTES:,} bytes.")
+
+
+class GuardMiddleware:
+    """Caps request bodies (by Content-Length, and by counting a streamed body) and adds the
+    security headers to every response."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            status = 413 if length.isdigit() else 400
+            detail = str(_TooLarge().detail) if status == 413 else "The Content-Length header is not a number."
+            await _send_json(send, status, {"detail": detail})
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    raise _TooLarge()
+            return message
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, counted, with_headers)
+
+
+async def _send_json(send: Send, status: int, body: Mapping[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *SECURITY_HEADERS]})
+    await send({"type": "http.response.body", "body": data})
+
+
+# --- the app ---------------------------------------------------------------------------------------
+
+
+def _error(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def create_app(
+    catalog_files: Sequence[str | Path] = (),
+    price_file: str | Path | None = None,
+    trusted_hosts: Iterable[str] | None = None,
+) -> FastAPI:
+    """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
+    `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
+    files = tuple(catalog_files)
+    api.catalog(files)  # a malformed user catalog fails here, at start-up, not on every request
+    app = FastAPI(
+        title="gpuplan",
+        version=__version__,
+        summary="What can I run, on which GPU, how fast and at what cost.",
+        description="The JSON API of gpuplan's web app: the same library as the `gpuplan` command, "
+        "whose `--json` output each endpoint returns. SI units: bytes, seconds, FLOP/s, USD.",
+        docs_url=None,  # FastAPI's docs pages load their scripts from a CDN: not offline; the schema is served
+        redoc_url=None,
+    )
+    app.add_middleware(GuardMiddleware)
+    if trusted_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(trusted_hosts))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        if not errors:
+            return _error(422, "The request is not valid.")
+        err = dict(errors[0])
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        if err.get("type") == "json_invalid":
+            return _error(400, f"The request body is not valid JSON: {err.get('ctx', {}).get('error', 'parse error')}.")
+        if not loc and err.get("type") in ("model_attributes_type", "dict_type", "model_type"):
+            return _error(422, 'The request body must be a JSON object of workload keys (e.g. {"model": ...}).')
+        if err.get("type") == "missing" and not loc:
+            return _error(422, "The request needs a JSON body (the workload).")
+        if loc and loc[0] in ("query", "path"):
+            return _error(422, f"The {loc[-1]!r} {loc[0]} parameter: {err.get('msg', 'invalid value')}.")
+        err["loc"] = loc
+        body_model = ModelIn if request.url.path == "/api/model" else PlanIn
+        return _error(422, describe_error(err, body_model.model_fields))
+
+    @app.exception_handler(GpuplanError)
+    async def _input(_: Request, exc: GpuplanError) -> JSONResponse:
+        return _error(422, str(exc))
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, exc: Exception) -> JSONResponse:  # a bug, not bad input: no trace leaves
+        return _error(500, f"gpuplan failed on this request ({type(exc).__name__}); please report it.")
+
+    # --- reference data (cached: the bundled catalog and presets do not change while it runs) ---
+    lock = threading.Lock()
+
+    def cached(fn: Callable[[], Any]) -> Callable[[], Any]:
+        memo: list[Any] = []
+
+        def get() -> Any:
+            with lock:
+                if not memo:
+                    memo.append(fn())
+                return memo[0]
+
+        return get
+
+    gpu_records = cached(lambda: [api.gpu_record(g) for g in api.catalog(files)])
+    model_list = cached(api.list_models)
+    relative = cached(lambda: api.chart_relative(files))
+
+    @app.get("/api/health", tags=["meta"])
+    def health() -> dict[str, str]:
+        """Liveness: the version running."""
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/api/gpus", tags=["catalog"], responses=ERRORS)
+    def gpus(
+        min_memory_gb: Annotated[
+            float | None, Query(ge=0, le=1e6, description="At least this much memory (GB).")
+        ] = None,
+        dtype: Annotated[
+            str | None, Query(max_length=16, description="Has native tensor cores for this precision.")
+        ] = None,
+        vendor: Annotated[str | None, Query(max_length=40)] = None,
+        multi_node: Annotated[bool | None, Query()] = None,
+        graphics: Annotated[bool | None, Query()] = None,
+    ) -> list[dict[str, Any]]:
+        """The GPU catalog (`gpuplan gpus --json`), optionally filtered."""
+        if all(v is None for v in (min_memory_gb, dtype, vendor, multi_node, graphics)):
+            return list(gpu_records())
+        chosen = api.list_gpus(
+            min_memory_gb=min_memory_gb, dtype=dtype, vendor=vendor, multi_node=multi_node, graphics=graphics,
+            catalog_files=files,
+        )  # fmt: skip
+        return [api.gpu_record(g) for g in chosen]
+
+    @app.get("/api/gpus/{name}", tags=["catalog"], responses={404: {"model": ErrorOut}})
+    def gpu(name: str) -> dict[str, Any]:
+        """One GPU (`gpuplan gpus NAME --json`); aliases and case-insensitive names work."""
+        try:
+            return api.gpu_record(api.get_gpu(name, files))
+        except UnknownNameError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @app.get("/api/models", tags=["models"])
+    def models() -> list[dict[str, Any]]:
+        """The bundled model presets with their parameter counts (`gpuplan models --json`)."""
+        return list(model_list())
+
+    @app.get("/api/models/{name:path}", tags=["models"], responses={404: {"model": ErrorOut}, **ERRORS})
+    def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> dict[str, Any]:
+        """A preset or hub id (`gpuplan model NAME --json`): parameters, shapes, KV cache, FLOPs."""
+        try:
+            return api.model_record(api.get_model(name, files=False), seq_len)
+        except UnknownNameError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @app.post("/api/model", tags=["models"], responses=ERRORS)
+    def inspect_model(body: ModelIn) -> dict[str, Any]:
+        """A pasted config.json read as `gpuplan model --json` reads a file."""
+        return api.model_record(api.model_from_json(body.config, body.name), body.seq_len)
+
+    @app.post("/api/estimate", tags=["plan"], responses=ERRORS)
+    def estimate(body: WorkloadIn) -> dict[str, Any]:
+        """Memory, time, cost and energy of one workload on its GPU (`gpuplan estimate --json`)."""
+        w, spec = _workload(body)
+        return api.estimate(w, files, price_file, model=spec)
+
+    @app.post("/api/fit", tags=["plan"], responses=ERRORS)
+    def fit(body: WorkloadIn) -> dict[str, Any]:
+        """Whether it fits (`gpuplan fit --json`): with `gpu`, the breakdown and what would make it fit;
+        without, every catalog GPU with its memory breakdown and the fewest GPUs of that type."""
+        w, spec = _workload(body)
+        return api.fit(w, files, model=spec)
+
+    @app.post("/api/plan", tags=["plan"], responses=ERRORS)
+    def plan(body: PlanIn) -> dict[str, Any]:
+        """Ranked GPU options with reasons and the time-cost Pareto front (`gpuplan plan --json`);
+        with a `cluster`, the best parallel layouts of a training job on it."""
+        w, spec = _workload(body)
+        return api.plan(
+            w, files, gpus=body.gpus or (), top=body.top, price_file=price_file, spot=body.spot,
+            carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
+        )  # fmt: skip
+
+    @app.post("/api/roofline", tags=["plan"], responses=ERRORS)
+    def roofline(body: WorkloadIn) -> dict[str, Any]:
+        """The workload's operators on its GPU's roofline: intensity against achieved FLOP/s."""
+        w, spec = _workload(body)
+        return api.roofline(w, files, model=spec)
+
+    @app.get("/api/charts/relative", tags=["charts"])
+    def chart_relative() -> dict[str, Any]:
+        """Each GPU's speed relative to the H100 SXM on three reference workloads (`gpuplan chart relative`)."""
+        return dict(relative())
+
+    @app.get("/", include_in_schema=False)
+    def index() -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    catalog_files: Sequence[str | Path] = (),
+    price_file: str | Path | None = None,
+    log_level: str = "info",
+) -> None:
+    """Run the app with uvicorn until interrupted. On loopback it answers loopback names only."""
+    import socket
+
+    import uvicorn
+
+    if not 0 < port < 65536:
+        raise InvalidSettingError(f"The 'port' parameter must be 1-65535. Got {port}.")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:  # a clear line, not uvicorn's log, if taken
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise InvalidSettingError(
+                f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Pick another port with --port."
+            ) from None
+    trusted = list(LOOPBACK_HOSTS) if is_loopback(host) else None
+    app = create_app(catalog_files, price_file, trusted_hosts=trusted)
+    uvicorn.run(app, host=host.strip("[]"), port=port, log_level=log_level)
