@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck clean
+.PHONY: run test lint typecheck browser serve clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -49,8 +49,16 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-test: lint typecheck $(VENV)/.installed-launch-tools
+# Debian's chromium for the browser test (installed as root with apt; else that test skips)
+browser:
+	bash tests/browser/ensure-chromium.sh
+
+test: lint typecheck browser $(VENV)/.installed-launch-tools
 	$(BIN)/pytest -q
+
+# the web app on http://localhost:8000/
+serve: $(VENV)/.installed
+	$(BIN)/gpuplan serve
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -82,6 +82,7 @@ def residuals() -> dict[str, list[float]]:
     return {str(k): [float(x) for x in v] for k, v in data.get("kinds", {}).items()}
 
 
+@lru_cache(maxsize=512)  # the residuals are package data, fixed while the process runs
 def band(kind: str) -> Band | None:
     """The error band for `kind` ("what/architecture"), with fallbacks when its rows are few."""
     table = residuals()

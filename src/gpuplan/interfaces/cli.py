@@ -962,6 +962,7 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     catalog: CatalogOpt = None,
     prices: Annotated[Path | None, typer.Option(help="Your own price CSV (same columns as the bundled one).")] = None,
+    workers: Annotated[int, typer.Option(help="Server processes (one per core serves many users at once).")] = 1,
 ) -> None:
     """Start the local web app: plan in the browser, with charts (works offline)."""
     from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
@@ -973,7 +974,7 @@ def serve(
         )
     sys.stderr.write(f"gpuplan: the web app is at http://{'localhost' if web.is_loopback(host) else host}:{port}/ "
                      "(Ctrl-C stops it)\n")  # fmt: skip
-    web.serve(host, port, catalog or [], prices)
+    web.serve(host, port, catalog or [], prices, workers)
 
 
 def main(argv: list[str] | None = None) -> int:

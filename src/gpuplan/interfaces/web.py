@@ -12,12 +12,15 @@ model is a bundled preset, a hub id, or a config.json pasted into the request (`
 from __future__ import annotations
 
 import json
+import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Final
 
+import anyio.to_thread
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -37,6 +40,10 @@ from gpuplan.specs.workload import Workload, describe_error, make_workload
 MAX_BODY_BYTES: Final = 2 * 1024 * 1024
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]", "::1")
 STATIC: Final = Path(str(resources.files("gpuplan.interfaces") / "static"))
+
+# Requests computed at once (the rest queue in arrival order): the estimators are CPU-bound Python,
+# so more threads than this only share the same cores and make every answer late together.
+COMPUTE_THREADS: Final = 4
 
 # The page's own files only: Plotly draws into SVG with inline styles, and uploads are read in the
 # page (FileReader), so nothing else is needed. The URL carries the plan, so no Referer leaves.
@@ -170,6 +177,14 @@ async def _send_json(send: Send, status: int, body: Mapping[str, Any]) -> None:
 # --- the app ---------------------------------------------------------------------------------------
 
 
+def _answer(content: Any) -> JSONResponse:
+    """The endpoint's JSON, serialised in the endpoint's own worker thread: returned as a plain
+    dict, FastAPI would queue its serialisation behind every request still waiting for a thread,
+    so under load no answer would leave before the last one was computed. NaN or infinity is a
+    bug here, and raises (the JSON standard has neither)."""
+    return JSONResponse(content)
+
+
 def _error(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
@@ -183,7 +198,14 @@ def create_app(
     `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
     files = tuple(catalog_files)
     api.catalog(files)  # a malformed user catalog fails here, at start-up, not on every request
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = COMPUTE_THREADS
+        yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="gpuplan",
         version=__version__,
         summary="What can I run, on which GPU, how fast and at what cost.",
@@ -242,9 +264,9 @@ def create_app(
     relative = cached(lambda: api.chart_relative(files))
 
     @app.get("/api/health", tags=["meta"])
-    def health() -> dict[str, str]:
+    def health() -> JSONResponse:
         """Liveness: the version running."""
-        return {"status": "ok", "version": __version__}
+        return _answer({"status": "ok", "version": __version__})
 
     @app.get("/api/gpus", tags=["catalog"], responses=ERRORS)
     def gpus(
@@ -257,75 +279,75 @@ def create_app(
         vendor: Annotated[str | None, Query(max_length=40)] = None,
         multi_node: Annotated[bool | None, Query()] = None,
         graphics: Annotated[bool | None, Query()] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> JSONResponse:
         """The GPU catalog (`gpuplan gpus --json`), optionally filtered."""
         if all(v is None for v in (min_memory_gb, dtype, vendor, multi_node, graphics)):
-            return list(gpu_records())
+            return _answer(list(gpu_records()))
         chosen = api.list_gpus(
             min_memory_gb=min_memory_gb, dtype=dtype, vendor=vendor, multi_node=multi_node, graphics=graphics,
             catalog_files=files,
         )  # fmt: skip
-        return [api.gpu_record(g) for g in chosen]
+        return _answer([api.gpu_record(g) for g in chosen])
 
-    @app.get("/api/gpus/{name}", tags=["catalog"], responses={404: {"model": ErrorOut}})
-    def gpu(name: str) -> dict[str, Any]:
+    @app.get("/api/gpus/{name}", tags=["catalog"], responses={404: {"model": ErrorOut}, **ERRORS})
+    def gpu(name: str) -> JSONResponse:
         """One GPU (`gpuplan gpus NAME --json`); aliases and case-insensitive names work."""
         try:
-            return api.gpu_record(api.get_gpu(name, files))
+            return _answer(api.gpu_record(api.get_gpu(name, files)))
         except UnknownNameError as exc:
             raise HTTPException(404, str(exc)) from None
 
     @app.get("/api/models", tags=["models"])
-    def models() -> list[dict[str, Any]]:
+    def models() -> JSONResponse:
         """The bundled model presets with their parameter counts (`gpuplan models --json`)."""
-        return list(model_list())
+        return _answer(list(model_list()))
 
     @app.get("/api/models/{name:path}", tags=["models"], responses={404: {"model": ErrorOut}, **ERRORS})
-    def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> dict[str, Any]:
+    def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> JSONResponse:
         """A preset or hub id (`gpuplan model NAME --json`): parameters, shapes, KV cache, FLOPs."""
         try:
-            return api.model_record(api.get_model(name, files=False), seq_len)
+            return _answer(api.model_record(api.get_model(name, files=False), seq_len))
         except UnknownNameError as exc:
             raise HTTPException(404, str(exc)) from None
 
     @app.post("/api/model", tags=["models"], responses=ERRORS)
-    def inspect_model(body: ModelIn) -> dict[str, Any]:
+    def inspect_model(body: ModelIn) -> JSONResponse:
         """A pasted config.json read as `gpuplan model --json` reads a file."""
-        return api.model_record(api.model_from_json(body.config, body.name), body.seq_len)
+        return _answer(api.model_record(api.model_from_json(body.config, body.name), body.seq_len))
 
     @app.post("/api/estimate", tags=["plan"], responses=ERRORS)
-    def estimate(body: WorkloadIn) -> dict[str, Any]:
+    def estimate(body: WorkloadIn) -> JSONResponse:
         """Memory, time, cost and energy of one workload on its GPU (`gpuplan estimate --json`)."""
         w, spec = _workload(body)
-        return api.estimate(w, files, price_file, model=spec)
+        return _answer(api.estimate(w, files, price_file, model=spec))
 
     @app.post("/api/fit", tags=["plan"], responses=ERRORS)
-    def fit(body: WorkloadIn) -> dict[str, Any]:
+    def fit(body: WorkloadIn) -> JSONResponse:
         """Whether it fits (`gpuplan fit --json`): with `gpu`, the breakdown and what would make it fit;
         without, every catalog GPU with its memory breakdown and the fewest GPUs of that type."""
         w, spec = _workload(body)
-        return api.fit(w, files, model=spec)
+        return _answer(api.fit(w, files, model=spec))
 
     @app.post("/api/plan", tags=["plan"], responses=ERRORS)
-    def plan(body: PlanIn) -> dict[str, Any]:
+    def plan(body: PlanIn) -> JSONResponse:
         """Ranked GPU options with reasons and the time-cost Pareto front (`gpuplan plan --json`);
         with a `cluster`, the best parallel layouts of a training job on it."""
         w, spec = _workload(body)
-        return api.plan(
+        return _answer(api.plan(
             w, files, gpus=body.gpus or (), top=body.top, price_file=price_file, spot=body.spot,
             carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     @app.post("/api/roofline", tags=["plan"], responses=ERRORS)
-    def roofline(body: WorkloadIn) -> dict[str, Any]:
+    def roofline(body: WorkloadIn) -> JSONResponse:
         """The workload's operators on its GPU's roofline: intensity against achieved FLOP/s."""
         w, spec = _workload(body)
-        return api.roofline(w, files, model=spec)
+        return _answer(api.roofline(w, files, model=spec))
 
     @app.get("/api/charts/relative", tags=["charts"])
-    def chart_relative() -> dict[str, Any]:
+    def chart_relative() -> JSONResponse:
         """Each GPU's speed relative to the H100 SXM on three reference workloads (`gpuplan chart relative`)."""
-        return dict(relative())
+        return _answer(dict(relative()))
 
     @app.get("/", include_in_schema=False)
     def index() -> Response:
@@ -339,20 +361,34 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
+SERVE_ENV: Final = "GPUPLAN_SERVE_SETTINGS"  # how `serve` hands its settings to worker processes
+
+
+def app_from_env() -> FastAPI:
+    """The app of one uvicorn worker process (`serve --workers N`), from the settings `serve` put
+    in the environment."""
+    settings = json.loads(os.environ.get(SERVE_ENV, "{}"))
+    return create_app(settings.get("catalog_files", ()), settings.get("price_file"), settings.get("trusted_hosts"))
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     catalog_files: Sequence[str | Path] = (),
     price_file: str | Path | None = None,
+    workers: int = 1,
     log_level: str = "info",
 ) -> None:
-    """Run the app with uvicorn until interrupted. On loopback it answers loopback names only."""
+    """Run the app with uvicorn until interrupted. On loopback it answers loopback names only.
+    `workers` processes share the port (each computes on its own core)."""
     import socket
 
     import uvicorn
 
     if not 0 < port < 65536:
         raise InvalidSettingError(f"The 'port' parameter must be 1-65535. Got {port}.")
+    if not 1 <= workers <= 256:
+        raise InvalidSettingError(f"The 'workers' parameter must be 1-256. Got {workers}.")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:  # a clear line, not uvicorn's log, if taken
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -363,5 +399,14 @@ def serve(
                 f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Pick another port with --port."
             ) from None
     trusted = list(LOOPBACK_HOSTS) if is_loopback(host) else None
-    app = create_app(catalog_files, price_file, trusted_hosts=trusted)
-    uvicorn.run(app, host=host.strip("[]"), port=port, log_level=log_level)
+    files = [str(Path(f).resolve()) for f in catalog_files]
+    prices = str(Path(price_file).resolve()) if price_file else None
+    if workers == 1:
+        uvicorn.run(create_app(files, prices, trusted), host=host.strip("[]"), port=port, log_level=log_level)
+        return
+    api.catalog(files)  # a malformed catalog fails here, in one line, not in every worker
+    os.environ[SERVE_ENV] = json.dumps({"catalog_files": files, "price_file": prices, "trusted_hosts": trusted})
+    uvicorn.run(
+        "gpuplan.interfaces.web:app_from_env", factory=True, workers=workers, host=host.strip("[]"), port=port,
+        log_level=log_level,
+    )  # fmt: skip

@@ -132,7 +132,7 @@ class Workload(BaseModel):
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
     kv_dtype: str | None = None  # KV cache; default: the compute precision
-    tokens: float | None = Field(None, gt=0)
+    tokens: float | None = Field(None, ge=1, le=1e18)  # a count of tokens
     master_weights: Literal["fp32", "none"] = "fp32"
     objective: Literal["time", "cost", "energy"] = "time"
     # seconds (YAML may say '24h'): the schema says so, for the web API's OpenAPI document
@@ -181,8 +181,8 @@ class Workload(BaseModel):
     # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
     # llama.cpp) against eager PyTorch (transformers' generate)
     engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc"] = "vllm"
-    epochs: float | None = Field(None, gt=0)
-    dataset_tokens: float | None = Field(None, gt=0)
+    epochs: float | None = Field(None, gt=0, le=1e6)
+    dataset_tokens: float | None = Field(None, ge=1, le=1e18)
 
     @field_validator("optimizer", mode="before")
     @classmethod
@@ -265,6 +265,10 @@ class Workload(BaseModel):
                     f"global_batch={self.global_batch} must be a multiple of batch_size x data-parallel size "
                     f"= {self.batch_size} x {self.num_gpus // mp} = {per_step}."
                 )
+        if self.epochs and self.dataset_tokens and self.epochs * self.dataset_tokens < 1:
+            raise ValueError(
+                f"epochs x dataset_tokens = {self.epochs:g} x {self.dataset_tokens:g} is less than one token."
+            )
         if self.offload != "none" and self.zero == 0 and self.task in TRAINING_TASKS:
             # ZeRO-Offload needs ZeRO (DeepSpeed: offload_optimizer requires stage >= 1; params stage 3)
             raise ValueError(

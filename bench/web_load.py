@@ -1,0 +1,76 @@
+"""Latency of the web app under load (issue 6): N requests sent at the same moment, one connection
+each, to a real `gpuplan serve` on a loopback port (uvicorn, one process), per endpoint.
+
+Run: .venv/bin/python bench/web_load.py [--concurrent 200] [--rounds 3]. Prints one JSON document:
+per endpoint, every request answered or not, and the latency p50/p99/max (seconds, from sending
+to the whole answer read) pooled over the rounds, plus requests per second of each round's wall
+time. Workloads differ per request (batch sizes), so no answer repeats another's. Not a test:
+timings depend on the machine; tests/test_web_load.py checks that every request is answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from web_server import fire, served
+
+
+def bodies(endpoint: str, n: int) -> list[dict[str, Any]]:
+    tasks = ("inference", "lora", "qlora", "finetune")
+    out = []
+    for i in range(n):
+        b: dict[str, Any] = {"model": "llama-3.1-8b", "task": tasks[i % 4], "batch_size": 1 + i // 4, "tokens": 1e8}
+        if endpoint in ("/api/estimate", "/api/roofline"):
+            b["gpu"] = "H100"
+        out.append(b)
+    return out
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concurrent", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=1, help="gpuplan serve --workers")
+    ap.add_argument("--endpoints", nargs="*", default=["/api/estimate", "/api/roofline", "/api/fit", "/api/plan"])
+    args = ap.parse_args()
+    report: dict[str, Any] = {"concurrent": args.concurrent, "rounds": args.rounds, "workers": args.workers}
+    report["endpoints"] = {}
+    with served(workers=args.workers) as url:
+        for ep in args.endpoints:
+            lat: list[float] = []
+            rates: list[float] = []
+            answered = failed = 0
+            for _ in range(args.rounds):
+                t0 = time.perf_counter()
+                answers = fire(url, ep, bodies(ep, args.concurrent))
+                wall = time.perf_counter() - t0
+                rates.append(len(answers) / wall)
+                answered += sum(a.status == 200 for a in answers)
+                failed += sum(a.status != 200 for a in answers)
+                lat += [a.seconds for a in answers]
+            report["endpoints"][ep] = {
+                "requests": len(lat),
+                "answered_200": answered,
+                "not_200": failed,
+                "p50_s": round(quantile(lat, 0.50), 4),
+                "p99_s": round(quantile(lat, 0.99), 4),
+                "max_s": round(max(lat), 4),
+                "requests_per_s": round(statistics.median(rates), 1),
+            }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
