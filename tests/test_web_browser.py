@@ -179,6 +179,28 @@ def test_a_pasted_config_json(page: Page, base_url: str) -> None:
     assert "#config=" in page.url  # a pasted model travels in the link too
 
 
+def test_a_cluster_plan_shows_the_best_layout(page: Page, base_url: str) -> None:
+    query = "model=llama-3.1-70b&task=pretrain&cluster=4x8:H100&tokens=1e10&batch_size=1&seq_len=4096"
+    page.goto(f"{base_url}/?{query}")
+    finished(page, 1)
+    assert page.is_hidden("#error")
+    workload = {"model": "llama-3.1-70b", "task": "pretrain", "cluster": "4x8:H100", "tokens": 1e10,
+                "batch_size": 1, "seq_len": 4096}  # fmt: skip
+    plan = api(base_url, "/api/plan", workload)
+    rows = page.query_selector_all("#plan-table tbody tr")
+    assert [r.get_attribute("data-layout") for r in rows] == [x["layout"] for x in plan["layouts"]]
+    best = plan["layouts"][0]
+    assert plan["layouts"][0]["layout"] in page.inner_text("#estimate-gpu")
+    # the estimate shown is the best layout's, which reproduces the search's figures
+    est = api(base_url, "/api/estimate", {**workload, **best["keys"], "global_batch": plan["global_batch"]})
+    cards = shown_estimate(page)
+    for key, value in cards.items():
+        assert value == dig(est, key), key
+    assert cards["time.step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert cards["memory.per_gpu_bytes"] == pytest.approx(best["per_gpu_bytes"], rel=1e-9)
+    assert page.is_hidden("#chart-pareto")  # one cluster: cost is proportional to time
+
+
 @pytest.mark.bad_input
 def test_bad_input_shows_the_api_message(page: Page, base_url: str) -> None:
     page.goto(f"{base_url}/?model=no-such-model&task=inference")

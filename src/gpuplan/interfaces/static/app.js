@@ -118,7 +118,7 @@ function workloadOf(s, config) {
     try { w.config = JSON.parse(config); } catch (e) { throw new Error(`The pasted config.json is not valid JSON: ${e.message}`); }
     if (!s.model) delete w.model;
   }
-  if (w.cluster) delete w.num_gpus; // the cluster sets the GPU count
+  if (w.cluster) { delete w.num_gpus; delete w.gpu; } // the cluster sets the GPU and its count
   return w;
 }
 
@@ -143,7 +143,7 @@ function band(rec, key, f) {
 }
 
 function renderEstimate(e) {
-  $("estimate-gpu").textContent = `${e.num_gpus} × ${e.gpu}`;
+  $("estimate-gpu").textContent = `${e.num_gpus} × ${e.gpu}` + (e.layout ? `, the best layout: ${e.layout}` : "");
   const m = e.memory, t = e.time, c = e.cost, en = e.energy;
   const cards = [
     card("memory.per_gpu_bytes", "memory per GPU", m.per_gpu_bytes, fmt.bytes(m.per_gpu_bytes), band(m, "per_gpu_bytes", fmt.bytes)),
@@ -179,6 +179,7 @@ function renderEstimate(e) {
 function renderPlan(p) {
   const box = $("plan-box");
   box.hidden = false;
+  $("plan-title").textContent = p.mode === "cluster" ? "Best parallel layouts" : "Recommended GPUs";
   if (p.mode === "cluster") return renderLayouts(p);
   const unit = p.throughput_unit || "tokens/s";
   const service = p.mode === "service";
@@ -217,7 +218,8 @@ function renderLayouts(p) {
       num("cost_usd", l.cost_usd, fmt.usd(l.cost_usd))));
   $("plan-table").replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows));
   Plotly.purge($("chart-pareto"));
-  $("chart-pareto").replaceChildren(el("p", { class: "hint" }, "One cluster: every layout costs in proportion to its time, so the table is the whole trade-off."));
+  $("chart-pareto").hidden = true;
+  $("pareto-note").textContent = "One cluster: every layout costs in proportion to its time, so the table is the whole trade-off.";
 }
 
 function drawPareto(p, service) {
@@ -229,18 +231,16 @@ function drawPareto(p, service) {
   const traces = [
     { name: "usable", x: usable.map((o) => o.time_s), y: usable.map((o) => o.cost_usd), text: usable.map(hover), hoverinfo: "text", mode: "markers", type: "scatter", marker: { size: 8, color: "#0b62c4" } },
     { name: "misses deadline, budget, speed or licence", x: other.map((o) => o.time_s), y: other.map((o) => o.cost_usd), text: other.map(hover), hoverinfo: "text", mode: "markers", type: "scatter", marker: { size: 7, color: "#b8c0ca" } },
-    { name: "Pareto front", x: front.map((o) => o.time_s), y: front.map((o) => o.cost_usd), text: front.map(label), mode: "lines+markers+text", textposition: "top right", type: "scatter", line: { shape: "hv", color: "#c2362b" }, marker: { size: 10, color: "#c2362b", symbol: "star" }, hoverinfo: "skip" },
+    { name: "Pareto front", x: front.map((o) => o.time_s), y: front.map((o) => o.cost_usd), text: front.map(label), mode: front.length <= 10 ? "lines+markers+text" : "lines+markers" /* labels while legible */, textposition: front.map((_, i) => (i % 2 ? "bottom left" : "top right")), type: "scatter", line: { shape: "hv", color: "#c2362b" }, marker: { size: 10, color: "#c2362b", symbol: "star" }, hoverinfo: "skip" },
   ];
   const layout = {
     margin: { t: 10, r: 20, b: 50, l: 70 }, legend: { orientation: "h", y: -0.2 },
     xaxis: { type: "log", title: { text: service ? "request latency (s)" : "time to finish (s)" } },
     yaxis: { type: "log", title: { text: service ? "cost of serving for the window (USD)" : "cost (USD)" } },
   };
-  if (!pts.length) {
-    $("chart-pareto").replaceChildren(el("p", { class: "hint" }, "No option has both a time and a price (set tokens for a job size)."));
-    return;
-  }
-  Plotly.react($("chart-pareto"), traces, layout, PLOT_CONFIG);
+  $("chart-pareto").hidden = !pts.length;
+  $("pareto-note").textContent = pts.length ? "" : "No fitting option has both a time and a price.";
+  if (pts.length) Plotly.react($("chart-pareto"), traces, layout, PLOT_CONFIG);
 }
 
 function renderFit(f) {
@@ -331,11 +331,18 @@ async function run() {
     delete noGpu.gpu;
     const fitBody = { ...noGpu };
     delete fitBody.cluster;
+    const planJob = call("/api/plan", noGpu);
+    // on a cluster, the estimate and roofline are of the best layout the plan found
+    let chosen = w, layout = null;
+    if (w.cluster && TRAINING.has(w.task || "inference")) {
+      const best = await planJob.then((p) => p.layouts[0], () => null);
+      if (best) { chosen = { ...w, ...best.keys, global_batch: (await planJob).global_batch }; layout = best.layout; }
+    }
     const jobs = [
-      call("/api/estimate", w), call("/api/plan", noGpu), call("/api/fit", fitBody),
-      call("/api/roofline", w), relativeChart(),
+      call("/api/estimate", chosen), planJob, call("/api/fit", fitBody), call("/api/roofline", chosen), relativeChart(),
     ];
     const [est, plan, fit, roof, rel] = await Promise.allSettled(jobs);
+    if (est.status === "fulfilled") est.value.layout = layout;
     if (id !== runCount) return; // a newer run started
     const errors = [est, plan, fit, roof, rel].filter((r) => r.status === "rejected").map((r) => r.reason.message);
     if (est.status === "fulfilled") renderEstimate(est.value);
