@@ -132,18 +132,25 @@ def check_page_equals_api(page: Page, base_url: str, workload: dict[str, Any]) -
     assert len(page.query_selector_all("#chart-roofline g.trace.scatter")) == 1 + len(groups)
 
 
-def test_pick_a_model_and_gpu_and_the_numbers_equal_the_api(page: Page, base_url: str, browser: Browser) -> None:
+def plan_in_page(page: Page, base_url: str, fill: dict[str, str], select: dict[str, str]) -> None:
+    """As a user: open the page, pick options and type values, press Plan, wait for the answer."""
     page.goto(base_url)
     page.wait_for_selector("body[data-state=ready]", state="attached", timeout=TIMEOUT_MS)
-    assert page.locator("#gpu option").count() > 20  # the catalog, from /api/gpus
-    page.fill("#model", "llama-3.1-8b")
-    page.select_option("#task", "lora")
-    page.select_option("#gpu", "A100 SXM4 80GB")
-    page.fill("#batch_size", "2")
-    page.fill("#tokens", "5e7")
+    if "config" in fill:
+        page.click("#config-box summary")  # the paste box is folded away
+    for field, value in select.items():
+        page.select_option(f"#{field}", value)
+    for field, value in fill.items():
+        page.fill(f"#{field}", value)
     page.click("#run")
     finished(page, 1)
-    assert page.is_hidden("#error")
+    assert page.is_hidden("#error"), page.inner_text("#error")
+
+
+def test_pick_a_model_and_gpu_and_the_numbers_equal_the_api(page: Page, base_url: str, browser: Browser) -> None:
+    plan_in_page(page, base_url, {"model": "llama-3.1-8b", "batch_size": "2", "tokens": "5e7"},
+                 {"task": "lora", "gpu": "A100 SXM4 80GB"})  # fmt: skip
+    assert page.locator("#gpu option").count() > 20  # the catalog, from /api/gpus
     page.wait_for_selector("#model-info:has-text('llama-3.1-8b: 8.03B parameters')", timeout=TIMEOUT_MS)
     workload = {"model": "llama-3.1-8b", "task": "lora", "gpu": "A100 SXM4 80GB", "batch_size": 2, "tokens": 5e7}
     check_page_equals_api(page, base_url, workload)
@@ -164,16 +171,7 @@ def test_a_pasted_config_json(page: Page, base_url: str) -> None:
     preset = find_preset("qwen2.5-7b")
     assert preset is not None
     config = {**preset_config(preset), "_name_or_path": "my-org/my-qwen"}
-    page.goto(base_url)
-    page.wait_for_selector("body[data-state=ready]", state="attached", timeout=TIMEOUT_MS)
-    page.click("#config-box summary")
-    page.fill("#config", json.dumps(config))
-    page.select_option("#task", "inference")
-    page.select_option("#gpu", "L4")
-    page.fill("#batch_size", "8")
-    page.click("#run")
-    finished(page, 1)
-    assert page.is_hidden("#error")
+    plan_in_page(page, base_url, {"config": json.dumps(config), "batch_size": "8"}, {"task": "inference", "gpu": "L4"})
     page.wait_for_selector("#model-info:has-text('my-org/my-qwen')", timeout=TIMEOUT_MS)
     check_page_equals_api(page, base_url, {"config": config, "task": "inference", "gpu": "L4", "batch_size": 8})
     assert "#config=" in page.url  # a pasted model travels in the link too
