@@ -144,14 +144,29 @@ def _slug(text: str) -> str:
 
 
 def gres_type(cl: Cluster) -> str:
-    """A Slurm GRES type name for the GPU: the catalog's short name, lower case ("h100", "a100",
-    "rtx4090"); sites name their own, so `--gres-type` overrides it."""
-    name = cl.gpu.name.lower().replace("geforce ", "")
-    first = re.sub(r"[^a-z0-9]", "", name.split()[0] if not name.startswith("rtx ") else "".join(name.split()[:2]))
-    return first or "gpu"
+    """A Slurm GRES type name for the cluster's GPU (see gres_name); sites name their own, so
+    `--gres-type` overrides it."""
+    return gres_name(cl.gpu.name)
 
 
-def _fmt_time(seconds: float) -> str:
+def gres_name(gpu: str) -> str:
+    """A Slurm GRES type name for a catalog GPU: its model number, lower case, with Ti/Super kept
+    so that cards of one generation stay apart ("h100", "a100", "rtx4090", "rtx2080ti", "rtx3090ti",
+    "rtxa6000", "l40s", "mi300x")."""
+    name = gpu.lower()
+    for vendor_word in ("geforce ", "nvidia ", "quadro ", "amd ", "instinct "):
+        name = name.replace(vendor_word, "")
+    words = name.split()
+    if not words:
+        return "gpu"
+    if words[0] in ("rtx", "gtx") and len(words) > 1:
+        core = words[0] + words[1] + (words[2] if len(words) > 2 and words[2] in ("ti", "super") else "")
+    else:
+        core = words[0]
+    return re.sub(r"[^a-z0-9]", "", core) or "gpu"
+
+
+def fmt_time(seconds: float) -> str:
     """Slurm's D-HH:MM:SS."""
     s = math.ceil(seconds)
     d, s = divmod(s, 86400)
@@ -433,7 +448,7 @@ def _job_seconds(lp: LaunchPlan) -> tuple[float, str]:
 def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None, time_limit: str | None = None) -> str:
     cl = lp.cluster
     secs, why = _job_seconds(lp)
-    limit = time_limit or _fmt_time(secs)
+    limit = time_limit or fmt_time(secs)
     cpus = 8 if cl.gpus_per_node <= 4 else 16
     lines = ["#!/bin/bash"]
     lines += [f"# {x}" for x in _header(lp)]
