@@ -206,6 +206,20 @@ def test_cost_policy_rents_only_what_a_deadline_needs(tmp_path: Path, run_cli: R
     assert code == 2 and "No allocation meets every deadline" in err
 
 
+@pytest.mark.parametrize("command", ["check", "allocate", "slurm-config"])
+def test_json_output_is_one_document(run_cli: RunCli, command: str) -> None:
+    code, out, err = run_cli("lab", command, str(EXAMPLE), "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    if command == "allocate":  # the contract the issue names
+        assert rec["gain_vs_equal_split"] > 1 and {"name", "gpu", "num_gpus", "expected_finish_s"} <= set(
+            rec["jobs"][0]
+        )
+    if command == "check":
+        assert {"name", "options"} <= set(rec["jobs"][0])
+        assert {"gpu", "fits", "num_gpus", "hours"} <= set(rec["jobs"][0]["options"][0])
+
+
 def test_gantt_png(tmp_path: Path, run_cli: RunCli) -> None:
     png = tmp_path / "gantt.png"
     code, out, _ = run_cli("lab", "allocate", str(EXAMPLE), "--png", str(png))

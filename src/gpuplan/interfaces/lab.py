@@ -195,7 +195,9 @@ def allocate(
                 "expected_finish_s": ours.finish_s[j.name],
                 "hours_alone_on_gpu": alone.hours,
                 "deadline_s": j.workload.deadline,
-                "meets_deadline": None if j.workload.deadline is None else ours.finish_s[j.name] <= j.workload.deadline,
+                "meets_deadline": None
+                if j.workload.deadline is None
+                else bool(ours.finish_s[j.name] <= j.workload.deadline),
             }
         )
     metric = "makespan_s" if policy == "makespan" else "average_jct_s"
@@ -225,7 +227,7 @@ def _members(lab: Lab, sched: Schedule, weights: Mapping[str, float]) -> list[di
                 "gpu_hours": raw,
                 "normalised_gpu_hours": norm,
                 "budget_gpu_hours_per_month": m.gpu_hours_per_month,
-                "over_budget": None if m.gpu_hours_per_month is None else norm > m.gpu_hours_per_month,
+                "over_budget": None if m.gpu_hours_per_month is None else bool(norm > m.gpu_hours_per_month),
             }
         )
     return rows

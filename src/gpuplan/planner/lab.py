@@ -245,12 +245,12 @@ def simulate(
         speed = (x * rate).sum(1)
         if not (speed > 0).any():
             raise GpuplanError("no job can make progress: every job's GPUs are taken")
-        dt = min(remaining[j] / s for j, s in zip(active, speed, strict=True) if s > 0)
+        dt = float(min(remaining[j] / s for j, s in zip(active, speed, strict=True) if s > 0))
         for a, j in enumerate(active):
             for b, t in enumerate(types):
                 if x[a, b] > 1e-6:
                     sched.segments.append(Segment(j, t, int(gpus[a, b]), float(x[a, b]), now, now + dt))
-            remaining[j] -= speed[a] * dt
+            remaining[j] -= float(speed[a]) * dt
         now += dt
         for j in active:
             if remaining[j] <= 1e-6 * work_tokens(next(x for x in jobs if x.name == j)):
