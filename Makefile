@@ -41,6 +41,10 @@ run: $(VENV)/.installed
 	$(BIN)/gpuplan plan examples/stream-4k.yaml
 	$(BIN)/gpuplan gpus --use-cases
 	$(BIN)/gpuplan validate
+	$(BIN)/gpuplan lab check examples/lab.yaml
+	$(BIN)/gpuplan lab allocate examples/lab.yaml --policy fair
+	$(BIN)/gpuplan lab slurm-config examples/lab.yaml
+	$(BIN)/gpuplan lab submit examples/lab.yaml --dry-run --out $$(mktemp -d)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests

@@ -269,3 +269,16 @@ def test_submit_dry_run_writes_one_script_per_runnable_job(tmp_path: Path) -> No
         d, h, mi, s = map(int, m.groups())
         limit = ((d * 24 + h) * 60 + mi) * 60 + s
         assert limit == pytest.approx(a["hours_alone_on_gpu"] * 3600 * lab_api.TIME_MARGIN + lab_api.TIME_PAD_S, abs=1)
+
+
+def test_the_readme_example_runs_end_to_end(tmp_path: Path, run_cli: RunCli) -> None:
+    """check -> allocate -> slurm-config -> submit --dry-run, as the README shows them."""
+    assert run_cli("lab", "check", str(EXAMPLE))[0] == 0
+    code, out, _ = run_cli("lab", "allocate", str(EXAMPLE), "--policy", "fair", "--png", str(tmp_path / "g.png"))
+    assert code == 0 and "refused huge-70b" in out
+    code, _, _ = run_cli("lab", "slurm-config", str(EXAMPLE), "-o", str(tmp_path / "slurm"))
+    assert code == 0
+    assert {p.name for p in (tmp_path / "slurm").iterdir()} == {"gres.conf", "slurm.conf.lab", "sacctmgr.sh"}
+    code, out, _ = run_cli("lab", "submit", str(EXAMPLE), "--dry-run", "-o", str(tmp_path / "sbatch"))
+    assert code == 0 and "refused huge-70b (not submitted)" in out
+    assert len(list((tmp_path / "sbatch").glob("*.sbatch"))) == 11
