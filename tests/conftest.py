@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,14 @@ def run_cli(monkeypatch: pytest.MonkeyPatch) -> RunCli:
         return code, out.getvalue(), err.getvalue()
 
     return run
+
+
+@pytest.fixture(scope="session")
+def accounting_conf() -> Iterator[Path]:
+    """A Slurm with accounting (slurmdbd) for the session: SLURM_CONF's cluster if it has it, else
+    one started and stopped for the session (slurm_helpers.accounting_cluster); shared by the
+    harness tests and lab mode's."""
+    from slurm_helpers import accounting_cluster
+
+    with accounting_cluster() as conf:
+        yield conf

@@ -239,7 +239,11 @@ def test_slurm_config_lines() -> None:
     assert "NodeName=n6 Gres=gpu:a100:8 State=UNKNOWN" in conf
     assert "PartitionName=rtx2080ti Nodes=n1,n2,n3 " in conf
     w = rec["speed_weights"]
-    assert f'TRESBillingWeights="GRES/gpu:a100={w["A100 SXM4 40GB"]:.3g}"' in conf
+    assert (
+        f'PartitionName=a100 Nodes=n6 MaxTime=INFINITE State=UP TRESBillingWeights="CPU=0,GRES/gpu={w["A100 SXM4 40GB"]:.3g}"'
+        in conf
+    )
+    assert f'GRES/gpu:a100={w["A100 SXM4 40GB"]:.3g}"' in conf  # the shared partition names the types
     assert "PriorityDecayHalfLife=0" in conf and "PriorityUsageResetPeriod=MONTHLY" in conf
     acct = rec["sacctmgr"].splitlines()
     assert "sacctmgr -i add account ana parent=lab Fairshare=2 GrpTRESMins=billing=120000" in acct  # 2000 h x 60

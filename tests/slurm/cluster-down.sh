@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop the Slurm that cluster-up.sh started under $GPUPLAN_SLURM_DIR (default /tmp/gpuplan-slurm):
 # cancel its jobs, stop exactly its daemons by pid file (checking that each pid still is that
-# daemon) and remove its /etc/hosts lines. Keeps the directory (configuration, logs, munge key);
+# daemon; with the accounting stage also its slurmdbd and private MariaDB) and remove its
+# /etc/hosts lines. Keeps the directory (configuration, logs, munge key, MariaDB datadir);
 # `--purge` removes it too. Safe to run when nothing is up.
 set -uo pipefail
 
@@ -42,6 +43,8 @@ fi
 
 stop slurmd "$D"/run/slurmd-*.pid   # all at once: each takes about 2 s to exit
 stop slurmctld "$D/run/slurmctld.pid"
+stop slurmdbd "$D/run/slurmdbd.pid"   # after slurmctld, which sends it the last job records
+stop mariadbd "$D/mysql/mariadbd.pid"
 stop munged "$D/munge/munged.pid"
 
 mark="# gpuplan-slurm $D"

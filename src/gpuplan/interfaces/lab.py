@@ -364,7 +364,9 @@ def slurm_config(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> 
         for n in lab.nodes
         for start, (t, c) in _offsets(n.gpus)
     ]
-    billing = ",".join(f"GRES/gpu:{gn[t]}={weights[t]:.3g}" for t in inv)
+    # typed weights bill only requests that name the type; plain GRES/gpu on a one-type partition
+    # bills untyped requests too (Slurm 22.05). Slurm rounds a job's billing down to an integer.
+    billing = "CPU=0," + ",".join(f"GRES/gpu:{gn[t]}={weights[t]:.3g}" for t in inv)
     conf = [
         "# gpuplan lab slurm-config: nodes, partitions and fair-share for this lab",
         "GresTypes=gpu",
@@ -388,7 +390,7 @@ def slurm_config(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> 
     for t in inv:
         nodes = [n.name for n in lab.nodes if t in n.gpus]
         conf.append(f'PartitionName={gn[t]} Nodes={_hostlist(nodes)} MaxTime=INFINITE State=UP '
-                    f'TRESBillingWeights="GRES/gpu:{gn[t]}={weights[t]:.3g}"')  # fmt: skip
+                    f'TRESBillingWeights="CPU=0,GRES/gpu={weights[t]:.3g}"')  # fmt: skip
     acct = ["sacctmgr -i add account lab Description=gpuplan-lab"]
     for m in lab.members:
         limit = ""
