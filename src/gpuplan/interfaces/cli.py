@@ -1027,7 +1027,9 @@ def lab_allocate(
 
     rec = lab_api.allocate(lab_file, policy, catalog or [], burst=not no_burst, spot=spot)
     if png is not None:
-        lab_api.gantt_png(rec, png)
+        from gpuplan.interfaces.charts import gantt_png
+
+        gantt_png(rec, png)
     if as_json:
         _emit_json(rec)
         return

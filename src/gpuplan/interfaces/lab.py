@@ -303,45 +303,6 @@ def _cost(ld: Loaded, types: Sequence[str], equal: Schedule, fcfs: Schedule, bur
     }
 
 
-def gantt_png(rec: Mapping[str, Any], path: Path) -> None:
-    """The allocation as a Gantt chart: a row per job, bars coloured by GPU type, height by share."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
-    except ImportError:
-        raise GpuplanError("--png needs matplotlib: pip install 'gpuplan[chart]'.") from None
-    segs = rec.get("segments") or []
-    if not segs:
-        raise InvalidSettingError("--png draws the fair and makespan policies' schedules (the cost policy has none).")
-    jobs = [j["name"] for j in rec["jobs"]]
-    types = sorted({s["gpu"] for s in segs})
-    cmap = plt.get_cmap("tab10")
-    colours = {t: cmap(i % 10) for i, t in enumerate(types)}
-    fig, ax = plt.subplots(figsize=(11, 0.45 * len(jobs) + 1.6))
-    for s in segs:
-        y = jobs.index(s["job"])
-        h = 0.8 * s["share"]
-        ax.barh(y, (s["end_s"] - s["start_s"]) / 3600, left=s["start_s"] / 3600, height=h, color=colours[s["gpu"]])
-    ax.set_yticks(range(len(jobs)), jobs)
-    ax.invert_yaxis()
-    ax.set_xlabel("hours from now")
-    ax.set_title(
-        f"gpuplan lab allocate --policy {rec['policy']}: bar height = share of the job's time on that GPU type"
-    )
-    handles = [Patch(color=colours[t]) for t in types]
-    ax.legend(handles, types, loc="lower right", fontsize=8)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise GpuplanError(f"Cannot write {str(path)!r}: {exc.strerror or exc}.") from None
-    finally:
-        plt.close(fig)
-
-
 # --- Slurm ---------------------------------------------------------------------------------------
 
 

@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.specs.gpu import GPU, Catalog
-from gpuplan.specs.workload import Workload, make_workload, read_user_text
+from gpuplan.specs.workload import Workload, make_workload, read_user_text, safe_yaml
 
 JOB_KEYS: Final = ("name", "owner", "command", "submitted")
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # safe as a Slurm job/account/node name
@@ -192,10 +190,4 @@ def read_lab_file(path: str | Path, catalog: Catalog) -> Lab:
     """Read and validate a lab YAML file."""
     p = Path(path)
     text = read_user_text(p, "lab file", "Pass a lab YAML file (nodes, members, jobs).")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InvalidSettingError(f"{p.name} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
-    return parse_lab(data, catalog, p.name)
+    return parse_lab(safe_yaml(text, p.name), catalog, p.name)

@@ -375,16 +375,20 @@ def read_user_text(path: Path, what: str, hint: str = "") -> str:
         raise InvalidSettingError(f"Cannot read the {what} {str(path)!r}: {exc}.") from None
 
 
-def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Workload:
-    """Read a workload YAML file (safe loader only); CLI flags in `overrides` win."""
-    p = Path(path)
-    text = read_user_text(p, "workload file", "Pass a YAML file or a model name.")
+def safe_yaml(text: str, name: str) -> Any:
+    """YAML read with the safe loader only; a syntax error is one line naming the file and line."""
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InvalidSettingError(f"{p.name} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+        raise InvalidSettingError(f"{name} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+
+
+def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Workload:
+    """Read a workload YAML file (safe loader only); CLI flags in `overrides` win."""
+    p = Path(path)
+    data = safe_yaml(read_user_text(p, "workload file", "Pass a YAML file or a model name."), p.name)
     if data is None:
         data = {}
     if not isinstance(data, dict):
