@@ -211,8 +211,11 @@ def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.Mo
 
     require_slurm()
     script = tmp_path / "hello.py"
+    # one write() per line: four processes share the output file, and print() may split a line
+    # into several writes that interleave ("rankrank 0 of 4")
     script.write_text(
-        "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], flush=True)\n", encoding="utf-8"
+        "import os\nos.write(1, f\"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\\n\".encode())\n",
+        encoding="utf-8",
     )
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     rec = api.launch(
