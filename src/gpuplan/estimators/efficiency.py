@@ -139,7 +139,12 @@ class GemmEfficiency:
 
 
 def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
-    """Best large-matmul efficiency for `gpu` when the work runs as `runs_as`."""
+    """Best large-matmul efficiency for `gpu` when the work runs as `runs_as`: measured on the card
+    itself where a calibration file gives it (`gpuplan bench`), else the sourced tables below."""
+    measured = gpu.measured_matmul_flop_per_s.get(runs_as)
+    peak = gpu.peak_flop_per_s.get(runs_as)
+    if measured and peak:
+        return GemmEfficiency(min(measured / peak, 1.0), f"measured by gpuplan bench: {measured / 1e12:.0f} TFLOP/s")
     if runs_as in ("fp32",):
         return GemmEfficiency(FP32_CORE_EFF, "SGEMM on CUDA cores ~0.9 of peak (cuBLAS)")
     e16, e8, src = _MAMF_BY_NAME.get(gpu.name) or _MAMF_BY_ARCH.get(gpu.architecture) or _MAMF_DEFAULT
@@ -150,6 +155,14 @@ def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
             return GemmEfficiency(e8 * k, src)
         return GemmEfficiency(e16 * FP8_SHARE_OF_BF16_EFF * k, f"{src}; x {FP8_SHARE_OF_BF16_EFF:.2f} for 8-bit")
     return GemmEfficiency(e16 * k, src)
+
+
+def bandwidth_efficiency(gpu: GPU) -> float:
+    """Share of the datasheet memory bandwidth a streaming kernel reaches: measured on the card
+    (`gpuplan bench`'s copy) where a calibration file gives it, else KERNEL_BW_EFF."""
+    if gpu.measured_bandwidth_bytes_per_s:
+        return min(gpu.measured_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s, 1.0)
+    return KERNEL_BW_EFF
 
 
 def size_factor(dim: float, half: float = GEMM_HALF_DIM) -> float:

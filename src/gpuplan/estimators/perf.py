@@ -163,6 +163,7 @@ class _Ctx:
     fused: bool
     fp32_peak: float  # CUDA-core rate (GEMV)
     peak16: float  # 16-bit tensor rate: attention runs at it whatever the GEMMs' precision
+    bw_eff: float = eff.KERNEL_BW_EFF  # share of bw a streaming kernel reaches (measured, if calibrated)
     notes: list[str] = field(default_factory=list)
     pp: int = 1  # pipeline stages the operators are split over (training builds at 1, then composes)
 
@@ -205,6 +206,7 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         fused=w.compile or engine_fused,
         fp32_peak=gpu.peak_flop_per_s.get("fp32") or peak.flop_per_s,
         peak16=compute_peak(gpu, "bf16" if gpu.supports("bf16") else "fp16").flop_per_s,
+        bw_eff=eff.bandwidth_efficiency(gpu),
         notes=notes,
         pp=w.pp,
     )
@@ -238,7 +240,7 @@ def _gemm(
     else:
         e = c.gemm_eff * eff.gemm_size_factor(m, n, k) * (WEIGHT_ONLY_COMPUTE_SHARE if weight_only else 1.0)
         rate = c.peak * max(e, 1e-6)
-    return _roof(name, phase, flops, nbytes, rate, c.bw * eff.KERNEL_BW_EFF)
+    return _roof(name, phase, flops, nbytes, rate, c.bw * c.bw_eff)
 
 
 def compute_roof(model: ModelSpec, w: Workload, gpu: GPU) -> tuple[str, float]:
@@ -307,7 +309,7 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     if c.runs_as == "fp32":
         e = eff.FP32_CORE_EFF * 0.5
     peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else c.peak16
-    return _roof("attention", phase, flops, nbytes, peak * e, c.bw * eff.KERNEL_BW_EFF)
+    return _roof("attention", phase, flops, nbytes, peak * e, c.bw * c.bw_eff)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -774,7 +776,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         else:
             nbytes = batch * attn_ctx * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers
             e = eff.attention_efficiency(c.gpu) * eff.size_factor(model.num_heads / max(model.num_kv_heads, 1) * 16)
-        ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * eff.KERNEL_BW_EFF))
+        ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
         ew = _elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(_roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations

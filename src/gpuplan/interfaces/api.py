@@ -27,6 +27,8 @@ from gpuplan.estimators.perf import (
     estimate_training_time,
 )
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
+from gpuplan.specs.calibration import SUFFIXES as CALIBRATION_SUFFIXES
+from gpuplan.specs.calibration import apply_calibration
 from gpuplan.specs.cluster import Cluster, parse_cluster
 from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
 from gpuplan.specs.model import ModelSpec, model_from_config
@@ -40,11 +42,16 @@ DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FL
 
 
 def catalog(catalog_files: Iterable[str | Path] = ()) -> Catalog:
-    """The bundled catalog plus the user's own files (and $GPUPLAN_CATALOG)."""
+    """The bundled catalog plus the user's own files (and $GPUPLAN_CATALOG): catalog rows (TOML)
+    and calibration files (YAML from `gpuplan bench`), which replace the efficiencies of the GPUs
+    they measured."""
     files = list(catalog_files)
-    if not files and not os.environ.get(CATALOG_ENV):
-        return bundled_catalog()  # parsed once per process
-    return load_catalog(files)
+    calibrations = [f for f in files if str(f).lower().endswith(CALIBRATION_SUFFIXES)]
+    tables = [f for f in files if f not in calibrations]
+    cat = bundled_catalog() if not tables and not os.environ.get(CATALOG_ENV) else load_catalog(tables)
+    for f in calibrations:
+        cat = apply_calibration(cat, f)
+    return cat
 
 
 def precision_support(gpu: GPU) -> dict[str, dict[str, Any]]:

@@ -36,6 +36,10 @@ CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option("--catalog", help="Extra catalog file(s) (same TOML format) that add or override GPUs."),
 ]
+CalibrationOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--calibration", help="Measured efficiencies of your own cards (`gpuplan bench --out FILE`)."),
+]
 
 
 def _console() -> Console:
@@ -444,6 +448,7 @@ def fit(
     kv_dtype: Annotated[str | None, typer.Option(help="KV cache dtype: bf16 | fp8 …")] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
+    calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Will it fit? A memory breakdown on one GPU, or a table over every GPU in the catalog."""
@@ -465,7 +470,7 @@ def fit(
     }
     keys.update(api.parse_set_options(set_ or []))
     w = api.build_workload(workload, keys)
-    rec = api.fit(w, catalog or [])
+    rec = api.fit(w, [*(catalog or []), *(calibration or [])])
     if as_json:
         _emit_json(rec)
         return
@@ -661,6 +666,7 @@ def plan(
     ] = False,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
+    calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
@@ -669,7 +675,9 @@ def plan(
     keys.update(api.parse_set_options(set_ or []))
     w = api.build_workload(workload, keys)
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
-    rec = api.plan(w, catalog or [], names, top, prices, spot, carbon, cluster, cross_node_tp)
+    rec = api.plan(
+        w, [*(catalog or []), *(calibration or [])], names, top, prices, spot, carbon, cluster, cross_node_tp
+    )
     if as_json:
         _emit_json(rec)
         return
@@ -784,12 +792,13 @@ def estimate(
     carbon: Annotated[float | None, typer.Option("--carbon", help="Grid carbon intensity, g CO2e/kWh.")] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
+    calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
     keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
     keys.update(api.parse_set_options(set_ or []))
-    rec = api.estimate(api.build_workload(workload, keys), catalog or [], prices, carbon)
+    rec = api.estimate(api.build_workload(workload, keys), [*(catalog or []), *(calibration or [])], prices, carbon)
     if as_json:
         _emit_json(rec)
         return
@@ -975,6 +984,85 @@ def serve(
     sys.stderr.write(f"gpuplan: the web app is at http://{'localhost' if web.is_loopback(host) else host}:{port}/ "
                      "(Ctrl-C stops it)\n")  # fmt: skip
     web.serve(host, port, catalog or [], prices, workers)
+
+
+# --- measuring on the local GPU --------------------------------------------------------------------
+
+
+@app.command()
+def bench(
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibration file (YAML) here.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Two matmul sizes instead of five.")] = False,
+    device: Annotated[int, typer.Option("--device", help="Which local GPU (CUDA index).")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure this machine's GPU (matmul FLOP/s per precision, memory and host bandwidth) and write a
+    calibration file for `estimate`/`plan --calibration`."""
+    import yaml
+
+    from gpuplan.interfaces import bench as bench_api
+
+    rec = bench_api.bench(quick, device)
+    if out is not None:
+        try:
+            out.write_text(yaml.safe_dump(rec["calibration"], sort_keys=False), encoding="utf-8")
+        except OSError as exc:
+            raise GpuplanError(f"Cannot write {str(out)!r}: {exc.strerror or exc}.") from None
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    c.print(f"{rec['device_name']} (catalog: {rec['gpu'] or 'no match'}), {_gib(rec['memory_bytes'])}, "
+            f"compute capability {rec['compute_capability']}, driver {rec.get('driver', '?')}")  # fmt: skip
+    t = Table(title="measured")
+    for col in ("figure", "measured", "datasheet share"):
+        t.add_column(col)
+    share = rec.get("share_of_datasheet", {})
+    for p, v in rec["matmul_flop_per_s"].items():
+        t.add_row(f"matmul {p}", f"{v / 1e12:,.1f} TFLOP/s", f"{share[p]:.0%}" if p in share else "—")
+    t.add_row("memory (copy)", _bandwidth(rec["memory_bandwidth_bytes_per_s"]),
+              f"{share['memory_bandwidth']:.0%}" if "memory_bandwidth" in share else "—")  # fmt: skip
+    if rec["host_to_device_bytes_per_s"]:
+        t.add_row("host to device", _bandwidth(rec["host_to_device_bytes_per_s"]), "—")
+    c.print(t)
+    if out is not None:
+        sys.stderr.write(f"gpuplan: wrote {out}; use it with `gpuplan estimate ... --calibration {out}`\n")
+
+
+@app.command()
+def measure(
+    workload: Annotated[str, typer.Argument(help="Workload YAML file, or a model name (with --set keys).")],
+    steps: Annotated[int, typer.Option("--steps", help="Steps to run (the first is a warm-up).")] = 5,
+    device: Annotated[str | None, typer.Option("--device", help="cuda (default when there is one) or cpu.")] = None,
+    set_: SetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the workload for real (random weights) and set step time and peak memory beside the estimate."""
+    from gpuplan.interfaces import measure as measure_api
+
+    w = api.build_workload(workload, api.parse_set_options(set_ or []))
+    rec = measure_api.measure(w, steps, device)
+    if as_json:
+        _emit_json(rec)
+        return
+    c = _console()
+    what = " (a tiny model of the same family: a check of the code path)" if rec["tiny"] else ""
+    t = Table(title=f"{rec['model']} · {rec['task']} on {rec.get('gpu', rec['device'])}{what}")
+    for col in ("figure", "measured", "gpuplan", "error"):
+        t.add_column(col)
+    est = rec.get("estimate") or {}
+    err = est.get("error", {})
+    rows = [("step time", "step_time_s", "step_time_s", _dur), ("time to first token", "ttft_s", "ttft_s", _dur),
+            ("time per output token", "tpot_s", "tpot_s", _dur),
+            ("peak allocated", "max_memory_allocated_bytes", "allocated_bytes", _gib),
+            ("peak reserved", "max_memory_reserved_bytes", "reserved_bytes", _gib)]  # fmt: skip
+    for label, mk, ek, f in rows:
+        if rec.get(mk) is None:
+            continue
+        e = err.get(ek)
+        t.add_row(label, f(rec[mk]), f(est.get(ek)) if est.get(ek) is not None else "—",
+                  "—" if e is None else f"{e:+.1%}")  # fmt: skip
+    c.print(t)
 
 
 # --- lab mode ----------------------------------------------------------------------------------

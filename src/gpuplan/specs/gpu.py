@@ -160,6 +160,9 @@ class GPU:
     notes: str
     sources: Mapping[str, Source] = field(repr=False)  # value field -> its source
     origin: str = ""  # the catalog file the row came from
+    # measured on this very card by `gpuplan bench` (a calibration file); empty / None: not measured
+    measured_matmul_flop_per_s: Mapping[str, float] = field(default_factory=dict)  # precision -> best
+    measured_bandwidth_bytes_per_s: float | None = None  # device memory, copy kernel (read + write)
 
     @property
     def cc(self) -> tuple[int, int] | None:
