@@ -162,11 +162,15 @@ def allocate(
     """`gpuplan lab allocate`: a heterogeneity-aware allocation (planner/lab.py) with each job's
     type, count and expected finish, each member's GPU-hours, and the gain over an equal split
     and over first-come-first-served."""
+    return allocate_loaded(load(path, catalog_files), policy, burst, spot)
+
+
+def allocate_loaded(ld: Loaded, policy: str = "fair", burst: bool = True, spot: bool = False) -> dict[str, Any]:
+    """`allocate` of a lab already loaded (its throughput matrix computed)."""
     if policy not in plan_lab.POLICIES:
         raise InvalidSettingError(
             f"The 'policy' parameter must be one of {', '.join(plan_lab.POLICIES)}. Got {policy!r}."
         )
-    ld = load(path, catalog_files)
     lab = ld.lab
     types = list(lab.inventory())
     weights = plan_lab.speed_weights(lab, ld.options)
@@ -413,9 +417,9 @@ def submit(
         raise InvalidSettingError(
             f"`lab submit` places jobs by the fair or makespan policy (the cost policy rents cloud GPUs). Got {policy!r}."
         )
-    rec = allocate(path, policy, catalog_files)
     ld = load(path, catalog_files)
-    folder = Path(out_dir) if out_dir else Path(path).with_suffix("").parent / f"{Path(path).stem}-sbatch"
+    rec = allocate_loaded(ld, policy)
+    folder = Path(out_dir) if out_dir else Path(path).parent / f"{Path(path).stem}-sbatch"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

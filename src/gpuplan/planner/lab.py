@@ -224,12 +224,13 @@ def simulate(
     three re-solve their time shares at every completion; fcfs starts jobs in queue order on the
     fastest type with enough free GPUs and runs each to completion."""
     names = [j.name for j in jobs if any(o.fits for o in options[j.name])]
-    remaining = {j.name: work_tokens(j) for j in jobs if j.name in names}
+    work = {j.name: work_tokens(j) for j in jobs if j.name in names}
+    remaining = dict(work)
     cap = np.array([float(capacity[t]) for t in types])
-    sched = Schedule({})
-    now = 0.0
     if allocation == "fcfs":
         return _fcfs(jobs, names, types, cap, options, remaining)
+    sched = Schedule({})
+    now = 0.0
     while remaining:
         active = [j for j in names if j in remaining]
         rate, gpus = _matrices(active, types, options)
@@ -253,7 +254,7 @@ def simulate(
             remaining[j] -= float(speed[a]) * dt
         now += dt
         for j in active:
-            if remaining[j] <= 1e-6 * work_tokens(next(x for x in jobs if x.name == j)):
+            if remaining[j] <= 1e-6 * work[j]:
                 del remaining[j]
                 sched.finish_s[j] = now
     return sched
@@ -304,21 +305,12 @@ def solve_cost(
     cloud_names = list(cloud)
     all_types = [*types, *[f"cloud:{c}" for c in cloud_names]]
     names = [j.name for j in jobs]
-    rate = np.zeros((len(names), len(all_types)))
-    gpus = np.zeros_like(rate)
-    price = np.zeros(len(all_types))
-    for a, j in enumerate(names):
-        opts = {o.gpu: o for o in options[j]}
-        for b, t in enumerate(types):
-            if t in opts and opts[t].fits:
-                rate[a, b], gpus[a, b] = opts[t].tokens_per_s, opts[t].num_gpus
-        for k, c in enumerate(cloud_names):
-            usd_per_gpu_h, by_job = cloud[c]
-            b = len(types) + k
-            price[b] = usd_per_gpu_h / 3600.0
-            o = by_job.get(j)
-            if o is not None and o.fits:
-                rate[a, b], gpus[a, b] = o.tokens_per_s, o.num_gpus
+    lab_rate, lab_gpus = _matrices(names, types, options)
+    # a cloud type is one more column: the job's option there, from `cloud` (a column per GPU)
+    cloud_options = {j: [o for c in cloud_names if (o := cloud[c][1].get(j)) is not None] for j in names}
+    cloud_rate, cloud_gpus = _matrices(names, cloud_names, cloud_options)
+    rate, gpus = np.hstack([lab_rate, cloud_rate]), np.hstack([lab_gpus, cloud_gpus])
+    price = np.array([0.0] * len(types) + [cloud[c][0] / 3600.0 for c in cloud_names])
     deadline = {j.name: (j.workload.deadline or horizon_s) for j in jobs}
     by_name = {j.name: j for j in jobs}
     n, m = rate.shape
