@@ -31,14 +31,14 @@ QUICK_SIZES: Final = (1024, 4096)
 COPY_BYTES: Final = 1 << 30  # 1 GiB: far beyond any L2 cache
 H2D_BYTES: Final = 256 << 20
 REPEATS: Final = 10
-_DTYPES: Final = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+TORCH_DTYPES: Final = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch names
 
 
 class NoGPUError(GpuplanError):
     """No GPU to measure (or no PyTorch to measure it with)."""
 
 
-def _torch() -> Any:
+def load_torch() -> Any:
     try:
         import torch
     except ImportError:
@@ -68,7 +68,7 @@ def _timed(torch: Any, device: str, fn: Callable[[], Any], repeats: int = REPEAT
 
 def matmul_flops(device: str, precision: str, sizes: Sequence[int], repeats: int = REPEATS) -> dict[int, float]:
     """FLOP/s of an n x n matmul at each size (2 n^3 FLOPs)."""
-    torch = _torch()
+    torch = load_torch()
     out: dict[int, float] = {}
     if precision == "fp8":
         if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
@@ -83,7 +83,7 @@ def matmul_flops(device: str, precision: str, sizes: Sequence[int], repeats: int
 
             out[n] = 2 * n**3 / _timed(torch, device, fp8, repeats)
         return out
-    dtype = getattr(torch, _DTYPES[precision])
+    dtype = getattr(torch, TORCH_DTYPES[precision])
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     for n in sizes:
@@ -101,7 +101,7 @@ def matmul_flops(device: str, precision: str, sizes: Sequence[int], repeats: int
 
 def copy_bandwidth(device: str, nbytes: int = COPY_BYTES, repeats: int = REPEATS) -> float:
     """Device memory bandwidth: bytes read plus written per second by a tensor copy."""
-    torch = _torch()
+    torch = load_torch()
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
     return 2 * nbytes / _timed(torch, device, lambda: dst.copy_(src), repeats)
@@ -111,7 +111,7 @@ def host_to_device_bandwidth(device: str, nbytes: int = H2D_BYTES, repeats: int 
     """Bytes per second from pinned host memory to the device (None on the CPU)."""
     if not device.startswith("cuda"):
         return None
-    torch = _torch()
+    torch = load_torch()
     src = torch.empty(nbytes // 4, dtype=torch.float32).pin_memory()
     dst = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
     return nbytes / _timed(torch, device, lambda: dst.copy_(src, non_blocking=True), repeats)
@@ -159,7 +159,7 @@ def environment(torch: Any) -> dict[str, Any]:
 
 def devices() -> list[dict[str, Any]]:
     """The local CUDA devices, each mapped to its catalog row. NoGPUError without one."""
-    torch = _torch()
+    torch = load_torch()
     if not torch.cuda.is_available():
         raise NoGPUError(
             "No GPU to measure: torch.cuda.is_available() is False (no NVIDIA GPU or driver, or a CPU-only "
@@ -186,7 +186,7 @@ def devices() -> list[dict[str, Any]]:
 
 def bench(quick: bool = False, device_index: int = 0) -> dict[str, Any]:
     """Measure one local GPU (`gpuplan bench`): the record and, under 'calibration', the file."""
-    torch = _torch()
+    torch = load_torch()
     devs = devices()
     if not 0 <= device_index < len(devs):
         raise NoGPUError(f"No GPU {device_index}: this machine has {len(devs)} (0-{len(devs) - 1}).")

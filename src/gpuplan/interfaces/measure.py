@@ -19,14 +19,13 @@ from typing import Any, Final
 
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.interfaces import api
-from gpuplan.interfaces.bench import NoGPUError, _torch, environment
+from gpuplan.interfaces.bench import TORCH_DTYPES, NoGPUError, environment, load_torch
 from gpuplan.specs.models import resolve_model_config
 from gpuplan.specs.workload import Workload
 
 TINY: Final = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
                "num_key_value_heads": 2, "vocab_size": 1024, "head_dim": 16,
                "n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": 128}  # GPT-2's names  # fmt: skip
-_DTYPE: Final = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def _config(w: Workload, tiny: bool) -> Any:
@@ -47,13 +46,13 @@ def _config(w: Workload, tiny: bool) -> Any:
 
 
 def _model(w: Workload, device: str, tiny: bool) -> Any:
-    torch = _torch()
+    torch = load_torch()
     from transformers import AutoModelForCausalLM
 
     cfg = _config(w, tiny)
     if w.precision == "fp8":
         raise InvalidSettingError("gpuplan measure runs fp32/tf32/fp16/bf16 (fp8 needs Transformer Engine).")
-    dtype = getattr(torch, _DTYPE[w.precision]) if device != "cpu" else torch.float32
+    dtype = getattr(torch, TORCH_DTYPES[w.precision]) if device != "cpu" else torch.float32
     try:
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)  # type: ignore[no-untyped-call]
     except ValueError as exc:
@@ -84,7 +83,7 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
         raise InvalidSettingError(f"The 'steps' parameter must be 2-1000 (the first is a warm-up). Got {steps}.")
     if w.is_graphics:
         raise InvalidSettingError("gpuplan measure runs training and inference workloads.")
-    torch = _torch()
+    torch = load_torch()
     if device is None:
         if not torch.cuda.is_available():
             raise NoGPUError(
