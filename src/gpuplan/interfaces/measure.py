@@ -1,11 +1,18 @@
 """`gpuplan measure WORKLOAD`: run the workload for real on the local GPU and set the measured step
 time and peak memory beside gpuplan's estimate.
 
-The model is built from its config.json with random weights (transformers' from_config: no
-download, never trust_remote_code): decoder (causal LM) models. Training runs forward, backward
-and the optimizer (AdamW), with activation checkpointing as the workload says and LoRA through
-peft; inference times the prefill of the prompt and the decode of the output tokens with the KV
-cache. Memory is torch.cuda.max_memory_allocated / max_memory_reserved over the measured steps.
+The model is built from its config.json with random weights (transformers' from_config, on the
+device itself: no download, never trust_remote_code): decoder (causal LM) models. What runs is what
+the workload says, so that the estimate it is set beside describes the same run:
+- training: forward, backward and the workload's optimizer (torch's fused AdamW by default), under
+  PyTorch AMP (fp32 parameters, 16-bit autocast) when master weights are fp32, in pure 16 bits when
+  they are `none`; activation checkpointing of whole layers; LoRA through peft (adapters in fp32
+  under AMP); QLoRA with the block linears quantised by bitsandbytes (NF4, double quantisation);
+- inference: transformers' generate (the estimate takes engine=transformers): the prefill of the
+  prompt, then the decode of the output tokens with the KV cache.
+Anything it cannot reproduce (several GPUs, ZeRO, fp8, a compiled or chunked loss, ...) is refused
+with the reason. Memory is torch.cuda.max_memory_allocated / max_memory_reserved over the measured
+steps; times are medians after a warm-up step.
 
 On the CPU (`--device cpu`) the same code runs a tiny model of the same family (2 layers, width
 64): a check of the code path, whose figures are not compared with an estimate.
@@ -13,6 +20,7 @@ On the CPU (`--device cpu`) the same code runs a tiny model of the same family (
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import time
 from typing import Any, Final
@@ -28,9 +36,8 @@ TINY: Final = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 1
                "n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": 128}  # GPT-2's names  # fmt: skip
 
 
-def _config(w: Workload, tiny: bool) -> Any:
-    from transformers import AutoConfig
-
+def config_dict(w: Workload, tiny: bool) -> dict[str, Any]:
+    """The config.json `measure` builds the model from: the workload's, or its tiny variant on the CPU."""
     _, cfg = resolve_model_config(w.model)
     cfg = {k: v for k, v in cfg.items() if k not in ("architectures", "auto_map", "_name_or_path")}
     if tiny:
@@ -39,10 +46,101 @@ def _config(w: Workload, tiny: bool) -> Any:
         for k in ("bos_token_id", "eos_token_id", "pad_token_id"):  # inside the tiny vocabulary
             if k in cfg:
                 cfg[k] = 1
-    model_type = cfg.pop("model_type", None)
-    if not model_type:
+    if not cfg.get("model_type"):
         raise InvalidSettingError(f"{w.model}: its config.json has no model_type to build it from.")
-    return AutoConfig.for_model(model_type, **cfg)
+    return cfg
+
+
+def _config(w: Workload, tiny: bool) -> Any:
+    from transformers import AutoConfig
+
+    cfg = config_dict(w, tiny)
+    return AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+
+
+# Optimizers measure builds, by the workload's name (estimators/optimizer.py describes the same ones):
+# torch's fused AdamW/Adam (the Trainer's and torchtune's default), foreach AdamW, SGD; bitsandbytes'
+# 8-bit and paged ones when bitsandbytes is installed.
+TORCH_OPTIMIZERS: Final = ("adamw", "adam", "adamw-foreach", "sgd", "sgd-momentum", "adafactor")
+BNB_OPTIMIZERS: Final = {"adamw-8bit": "AdamW8bit", "paged-adamw": "PagedAdamW32bit",
+                         "paged-adamw-8bit": "PagedAdamW8bit", "lion-8bit": "Lion8bit",
+                         "paged-lion-8bit": "PagedLion8bit"}  # fmt: skip
+# 4-bit formats bitsandbytes stores (QLoRA sec. 3; bitsandbytes Linear4bit): format -> (quant_type, double quant)
+BNB_4BIT: Final = {"nf4": ("nf4", True), "nf4-no-dq": ("nf4", False), "fp4": ("fp4", True)}
+
+
+def unsupported(w: Workload) -> str | None:
+    """Why `gpuplan measure` cannot run `w` as written (one GPU, one process, eager transformers), or None.
+    A measurement of something else than the workload says would be compared with the wrong estimate."""
+    if w.is_graphics:
+        return "gpuplan measure runs training and inference workloads."
+    if w.precision == "fp8":
+        return "gpuplan measure runs fp32/tf32/fp16/bf16 (fp8 training needs Transformer Engine)."
+    if w.num_gpus != 1 or w.tp * w.pp * w.cp * w.ep != 1:
+        return "gpuplan measure runs one GPU in one process: set num_gpus, tp, pp, cp and ep to 1."
+    if w.is_training:
+        if w.zero or w.offload != "none" or w.activation_offloading:
+            return "gpuplan measure runs plain PyTorch training: no ZeRO/FSDP sharding or offloading."
+        if w.activation_checkpointing == "selective":
+            return "transformers checkpoints whole layers: use activation_checkpointing full or none."
+        if w.compile or w.loss_impl != "upcast" or w.optimizer_in_backward or not w.grads_set_to_none:
+            return ("gpuplan measure runs eager transformers training (loss_impl upcast, no compile, "
+                    "optimizer after backward, gradients set to None).")  # fmt: skip
+        if w.optimizer not in TORCH_OPTIMIZERS and w.optimizer not in BNB_OPTIMIZERS:
+            return f"gpuplan measure does not build the {w.optimizer!r} optimizer."
+        fmt = (w.weight_dtype or "nf4") if w.task == "qlora" else None
+        if fmt is not None and fmt not in BNB_4BIT:
+            return f"QLoRA measurement quantises with bitsandbytes ({', '.join(BNB_4BIT)}), not {fmt!r}."
+    else:
+        if "engine" in w.model_fields_set and w.engine != "transformers":
+            return f"gpuplan measure times transformers' generate, not {w.engine}: set engine=transformers."
+        fmt = w.effective_weight_dtype
+        if fmt != w.precision and fmt not in BNB_4BIT and not (w.precision == "tf32" and fmt == "fp32"):
+            return f"gpuplan measure runs inference weights in {w.precision} or bitsandbytes 4-bit, not {fmt!r}."
+        if w.effective_kv_dtype not in (w.precision, "fp32" if w.precision == "tf32" else w.precision):
+            return "gpuplan measure keeps the KV cache in the compute precision (transformers' DynamicCache)."
+    return None
+
+
+def _dtypes(w: Workload, torch: Any) -> tuple[Any, Any, bool]:
+    """(parameter dtype, autocast dtype or None, adapters in fp32) for the workload's precision.
+
+    Mixed precision with fp32 master weights is PyTorch AMP: fp32 parameters, gradients and
+    optimizer states, 16-bit autocast (Micikevicius et al. 2018; what the estimator's `_autocast`
+    counts). `master_weights: none` is pure 16-bit training (torchtune, Lightning bf16-true).
+    LoRA keeps the frozen base in 16 bits and, under AMP, the adapters in fp32 (PEFT's
+    autocast_adapter_dtype=True)."""
+    half = getattr(torch, TORCH_DTYPES[w.precision]) if w.precision in ("fp16", "bf16") else None
+    if half is None:
+        return torch.float32, None, False
+    amp = w.is_training and w.master_weights == "fp32"
+    if w.task in ("pretrain", "finetune"):
+        return (torch.float32 if amp else half), (half if amp else None), False
+    return half, (half if amp else None), amp
+
+
+def _quantise(model: Any, torch: Any, fmt: str, compute_dtype: Any, device: str) -> None:
+    """Replace every block linear (not the output head: transformers' get_keys_to_not_convert) by a
+    bitsandbytes Linear4bit holding the same random weights in `fmt`, quantised on `device`."""
+    try:
+        import bitsandbytes as bnb
+    except ImportError:
+        raise InvalidSettingError(f"Measuring {fmt} weights needs bitsandbytes: pip install bitsandbytes.") from None
+    quant_type, double = BNB_4BIT[fmt]
+    head = model.get_output_embeddings()
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is not torch.nn.Linear or child is head:
+                continue
+            q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
+                                  compute_dtype=compute_dtype, compress_statistics=double, quant_type=quant_type,
+                                  device="meta")  # fmt: skip
+            q.weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=double,
+                                         quant_type=quant_type, module=q)  # fmt: skip
+            if child.bias is not None:
+                q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
+            setattr(parent, name, q.to(device))  # Params4bit.to quantises
+    model.is_loaded_in_4bit = True
 
 
 def _model(w: Workload, device: str, tiny: bool) -> Any:
@@ -50,26 +148,52 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
     from transformers import AutoModelForCausalLM
 
     cfg = _config(w, tiny)
-    if w.precision == "fp8":
-        raise InvalidSettingError("gpuplan measure runs fp32/tf32/fp16/bf16 (fp8 needs Transformer Engine).")
-    dtype = getattr(torch, TORCH_DTYPES[w.precision]) if device != "cpu" else torch.float32
+    dtype, _, adapters_fp32 = _dtypes(w, torch)
+    attn = "sdpa" if w.attention_impl == "flash" else "eager"  # SDPA runs the flash kernel on Ampere and later
     try:
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)  # type: ignore[no-untyped-call]
+        with torch.device(device):  # initialised where it runs: an 8B model in seconds, not minutes on the CPU
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn)  # type: ignore[no-untyped-call]
     except ValueError as exc:
         raise InvalidSettingError(f"gpuplan measure builds decoder (causal LM) models; {w.model}: {exc}") from None
+    fmt = (w.weight_dtype or "nf4") if w.task == "qlora" else w.effective_weight_dtype
+    if fmt in BNB_4BIT:
+        _quantise(model, torch, fmt, dtype, device)
     if w.task in ("lora", "qlora"):
-        if w.task == "qlora":
-            raise InvalidSettingError("QLoRA measurement needs bitsandbytes on a CUDA GPU; it is not wired in yet.")
         from peft import LoraConfig, get_peft_model
 
+        if w.task == "qlora" and adapters_fp32:
+            from peft import prepare_model_for_kbit_training
+
+            # casts the embeddings, norms and head to fp32 (what the estimator counts for QLoRA under AMP)
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         targets = "all-linear" if w.lora_targets == "all-linear" else (
             None if w.lora_targets == "default" else list(w.lora_targets))  # fmt: skip
         model = get_peft_model(model, LoraConfig(r=w.lora_rank, lora_alpha=2 * w.lora_rank, target_modules=targets,
-                                                 lora_dropout=w.lora_dropout, task_type="CAUSAL_LM"))  # fmt: skip
-    model.to(device)
+                                                 lora_dropout=w.lora_dropout, task_type="CAUSAL_LM"),
+                               autocast_adapter_dtype=adapters_fp32)  # fmt: skip
     if w.is_training and w.activation_checkpointing != "none":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
+
+
+def _optimizer(w: Workload, params: list[Any], torch: Any) -> Any:
+    name, lr = w.optimizer, 1e-4
+    if name in BNB_OPTIMIZERS:
+        try:
+            import bitsandbytes as bnb
+        except ImportError:
+            raise InvalidSettingError(f"The {name!r} optimizer needs bitsandbytes: pip install bitsandbytes.") from None
+        return getattr(bnb.optim, BNB_OPTIMIZERS[name])(params, lr=lr)
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)
+    if name in ("sgd", "sgd-momentum"):
+        return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "sgd-momentum" else 0.0)
+    cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+    if name == "adamw-foreach":
+        return cls(params, lr=lr, foreach=True)
+    return cls(params, lr=lr, fused=True)  # estimators/optimizer.py: fused, no step temporaries
 
 
 def _sync(torch: Any, device: str) -> None:
@@ -81,8 +205,11 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
     """Measured step time and peak memory of `w` on the local device, beside gpuplan's estimate."""
     if not 2 <= steps <= 1000:
         raise InvalidSettingError(f"The 'steps' parameter must be 2-1000 (the first is a warm-up). Got {steps}.")
-    if w.is_graphics:
-        raise InvalidSettingError("gpuplan measure runs training and inference workloads.")
+    why = unsupported(w)
+    if why:
+        raise InvalidSettingError(why)
+    if not w.is_training:
+        w = w.with_(engine="transformers")  # what runs: transformers' generate, eager PyTorch
     torch = load_torch()
     if device is None:
         if not torch.cuda.is_available():
@@ -92,23 +219,47 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
             )
         device = "cuda"
     tiny = device == "cpu"
+    cuda = device.startswith("cuda")
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = w.precision == "tf32"
+    try:
+        rec = _run(torch, w, steps, device, tiny)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+    if cuda:
+        name = torch.cuda.get_device_name()
+        gpu = api.catalog().find(name)
+        rec["gpu"] = gpu.name if gpu else name
+        if gpu is not None:
+            rec["estimate"] = _compare(w.with_(gpu=gpu.name, num_gpus=1), rec)
+    rec["workload"] = w.model_dump(exclude_unset=True)
+    rec["environment"] = environment(torch)
+    return rec
+
+
+def _run(torch: Any, w: Workload, steps: int, device: str, tiny: bool) -> dict[str, Any]:
+    cuda = device.startswith("cuda")
     model = _model(w, device, tiny)
     vocab = model.config.vocab_size
-    if device.startswith("cuda"):
+    if cuda:
+        torch.cuda.synchronize()
         torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats()  # the peaks of the measured steps alone, not of building the model
     times: list[float] = []
     rec: dict[str, Any] = {"model": w.model, "task": w.task, "device": device, "tiny": tiny, "steps": steps}
+    _, amp, _ = _dtypes(w, torch)
+    dev_type = "cuda" if cuda else "cpu"
     if w.is_training:
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+        opt = _optimizer(w, params, torch)
         seq = min(w.seq_len, 128) if tiny else w.seq_len
         batch = torch.randint(0, vocab, (w.batch_size, seq), device=device)
         model.train()
         for _ in range(steps):
             t0 = time.perf_counter()
             for _ in range(w.micro_batches):
-                loss = model(input_ids=batch, labels=batch).loss
+                with torch.autocast(dev_type, dtype=amp, enabled=amp is not None):
+                    loss = model(input_ids=batch, labels=batch).loss
                 loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -120,11 +271,13 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
         model.eval()
         prompt = torch.randint(0, vocab, (w.batch_size, max(w.input_len, 1)), device=device)
         out_len = max(w.output_len, 1)
+        # generate computes the last position's logits only (transformers' logits_to_keep=1): so does the prefill timed here
+        keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
         prefill, total = [], []
         with torch.no_grad():
             for _ in range(steps):
                 t0 = time.perf_counter()
-                model(input_ids=prompt, use_cache=True)
+                model(input_ids=prompt, use_cache=True, **keep)
                 _sync(torch, device)
                 prefill.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
@@ -134,15 +287,9 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
                 total.append(time.perf_counter() - t0)
         rec["ttft_s"] = statistics.median(prefill[1:])
         rec["tpot_s"] = max(statistics.median(total[1:]) - rec["ttft_s"], 0.0) / max(out_len - 1, 1)
-    if device.startswith("cuda"):
+    if cuda:
         rec["max_memory_allocated_bytes"] = float(torch.cuda.max_memory_allocated())
         rec["max_memory_reserved_bytes"] = float(torch.cuda.max_memory_reserved())
-        name = torch.cuda.get_device_name()
-        gpu = api.catalog().find(name)
-        rec["gpu"] = gpu.name if gpu else name
-        if gpu is not None:
-            rec["estimate"] = _compare(w.with_(gpu=gpu.name, num_gpus=1), rec)
-    rec["environment"] = environment(torch)
     return rec
 
 

@@ -1,0 +1,144 @@
+"""gpuplan measure runs what the workload says (interfaces/measure.py), so that a measurement is
+set beside the estimate of the same run: the dtypes of the parameters it builds, the quantised
+layers, the optimizer, and what it refuses. Checked on the CPU on tiny models of the same family;
+the stored bytes of what it builds are compared with the estimator's own weight lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.memory import estimate_memory
+from gpuplan.interfaces import measure as m
+from gpuplan.specs.model import model_from_config
+from gpuplan.specs.precision import storage_format
+from gpuplan.specs.workload import make_workload
+
+bnb = pytest.importorskip("bitsandbytes")
+
+
+def stored_bytes(p: torch.nn.Parameter) -> float:
+    """Bytes a parameter holds, with a bitsandbytes 4-bit weight's block scales (absmax; nested:
+    the 8-bit absmax and their fp32 scales), without the per-tensor code tables."""
+    b = float(p.numel() * p.element_size())
+    qs = getattr(p, "quant_state", None)
+    if qs is not None:
+        b += qs.absmax.numel() * qs.absmax.element_size()
+        if qs.nested:
+            b += qs.state2.absmax.numel() * qs.state2.absmax.element_size()
+    return b
+
+
+def built(keys: dict[str, Any]) -> tuple[Any, dict[str, float]]:
+    w = make_workload(keys)
+    model = m._model(w, "cpu", tiny=True)
+    spec = model_from_config(m.config_dict(w, tiny=True), "tiny")
+    return model, {x.name: x.bytes for x in estimate_memory(spec, w).lines}
+
+
+@pytest.mark.parametrize("fmt", ["nf4", "nf4-no-dq"])
+def test_bitsandbytes_4bit_storage_is_what_the_estimator_counts(fmt: str) -> None:
+    # QLoRA sec. 3: 4-bit NF4 in blocks of 64 with an absmax each; double quantisation stores the
+    # absmax in 8 bits with an fp32 scale per 256 of them: 4 + 8/64 + 32/(64*256) = 4.127 bits
+    quant_type, double = m.BNB_4BIT[fmt]
+    w = torch.randn(1024, 2048)
+    p = bnb.nn.Params4bit(w, requires_grad=False, compress_statistics=double, quant_type=quant_type).to("cpu")
+    bits = stored_bytes(p) * 8 / w.numel()
+    assert bits == pytest.approx(storage_format(fmt).bits_per_value, rel=1e-9)
+
+
+def test_lora_builds_a_16_bit_base_and_fp32_adapters_byte_for_byte() -> None:
+    model, lines = built({"model": "llama-3.2-1b", "task": "lora", "precision": "bf16"})
+    base = [p for p in model.parameters() if not p.requires_grad]
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    assert {p.dtype for p in base} == {torch.bfloat16} and {p.dtype for p in adapters} == {torch.float32}
+    assert sum(map(stored_bytes, base)) == lines["frozen base weights (bf16)"]
+    assert sum(map(stored_bytes, adapters)) == lines["LoRA adapters"]
+    # pure 16-bit training keeps the adapters like the model (torchtune)
+    model, lines = built({"model": "llama-3.2-1b", "task": "lora", "master_weights": "none"})
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    assert {p.dtype for p in adapters} == {torch.bfloat16}
+    assert sum(map(stored_bytes, adapters)) == lines["LoRA adapters"]
+
+
+@pytest.mark.parametrize("model_name", ["llama-3.2-1b", "qwen2.5-0.5b"])
+def test_qlora_quantises_the_block_linears_and_keeps_the_rest_fp32(model_name: str) -> None:
+    model, lines = built({"model": model_name, "task": "qlora", "lora_targets": "all-linear"})
+    quantised = [mod for mod in model.modules() if isinstance(mod, bnb.nn.Linear4bit)]
+    assert quantised and all(q.weight.quant_type == "nf4" and q.weight.compress_statistics for q in quantised)
+    head = model.get_output_embeddings()
+    assert not isinstance(head, bnb.nn.Linear4bit)  # the head stays unquantised (transformers' bnb default)
+    base = [p for p in model.parameters() if not p.requires_grad]
+    # PEFT's prepare_model_for_kbit_training casts embeddings, norms and head to fp32
+    assert {p.dtype for p in base if not isinstance(p, bnb.nn.Params4bit)} == {torch.float32}
+    # the estimator's frozen-base line counts the same bytes, but for each small matrix's last, partial
+    # group of 256 block scales (4 bytes; and the 1 KiB code tables stored_bytes leaves out): nothing at 1B scale
+    assert sum(map(stored_bytes, base)) == pytest.approx(lines["frozen base weights (nf4)"], rel=5e-4)
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    assert sum(map(stored_bytes, adapters)) == lines["LoRA adapters"]
+
+
+def test_full_training_under_amp_keeps_fp32_parameters_and_pure_16_bit_does_not() -> None:
+    model, lines = built({"model": "llama-3.2-1b", "task": "finetune", "precision": "bf16"})
+    params = list(model.parameters())
+    assert {p.dtype for p in params} == {torch.float32}  # AMP: the fp32 parameters are the master weights
+    assert sum(map(stored_bytes, params)) == lines["master weights (fp32)"]
+    model, lines = built({"model": "llama-3.2-1b", "task": "finetune", "master_weights": "none"})
+    params = list(model.parameters())
+    assert {p.dtype for p in params} == {torch.bfloat16}
+    assert sum(map(stored_bytes, params)) == lines["weights (bf16)"]
+    assert "master weights (fp32)" not in lines
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [("adamw", "AdamW"), ("adamw-foreach", "AdamW"), ("sgd-momentum", "SGD"), ("adamw-8bit", "AdamW8bit")],
+)
+def test_the_workloads_optimizer_is_the_one_built(name: str, cls: str) -> None:
+    w = make_workload({"model": "llama-3.2-1b", "task": "finetune", "optimizer": name})
+    opt = m._optimizer(w, [torch.nn.Parameter(torch.zeros(4))], torch)
+    assert type(opt).__name__ == cls
+    if name == "adamw":
+        assert opt.defaults["fused"] is True  # the estimator's "adamw" has no step temporaries
+    if name == "adamw-foreach":
+        assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "pattern"),
+    [
+        ({"task": "finetune", "zero": 3, "num_gpus": 2}, r"one GPU in one process"),
+        ({"task": "finetune", "offload": "optimizer", "zero": 2}, r"no ZeRO/FSDP"),
+        ({"task": "finetune", "precision": "fp8"}, r"fp8 training needs Transformer Engine"),
+        ({"task": "finetune", "activation_checkpointing": "selective"}, r"whole layers"),
+        ({"task": "finetune", "loss_impl": "chunked"}, r"loss_impl upcast"),
+        ({"task": "finetune", "optimizer": "lion"}, r"'lion' optimizer"),
+        ({"task": "qlora", "weight_dtype": "gptq"}, r"bitsandbytes"),
+        ({"task": "inference", "engine": "vllm"}, r"engine=transformers"),
+        ({"task": "inference", "weight_dtype": "awq"}, r"not 'awq'"),
+        ({"task": "inference", "kv_dtype": "fp8"}, r"KV cache"),
+    ],
+)
+def test_what_it_cannot_reproduce_is_refused_with_the_reason(keys: dict[str, Any], pattern: str) -> None:
+    with pytest.raises(InvalidSettingError, match=pattern):
+        m.measure(make_workload({"model": "llama-3.2-1b", **keys}), steps=2, device="cpu")
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"task": "qlora", "batch_size": 2, "seq_len": 32, "activation_checkpointing": "full"},
+        {"task": "finetune", "batch_size": 2, "seq_len": 32, "precision": "fp16", "optimizer": "adamw-foreach"},
+        {"task": "finetune", "batch_size": 2, "seq_len": 32, "precision": "tf32", "optimizer": "sgd"},
+        {"task": "inference", "batch_size": 2, "input_len": 16, "output_len": 4, "weight_dtype": "nf4"},
+    ],
+)
+def test_measure_runs_each_mode_on_the_cpu(keys: dict[str, Any]) -> None:
+    rec = m.measure(make_workload({"model": "llama-3.2-1b", **keys}), steps=2, device="cpu")
+    assert rec["tiny"] and (rec.get("step_time_s") or rec.get("ttft_s", 0)) > 0
+    if keys["task"] == "inference":
+        assert rec["workload"]["engine"] == "transformers"  # what ran, and what the estimate is made for
+    assert torch.backends.cuda.matmul.allow_tf32 is False  # tf32 is switched back off afterwards
