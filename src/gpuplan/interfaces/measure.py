@@ -20,6 +20,7 @@ On the CPU (`--device cpu`) the same code runs a tiny model of the same family (
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import statistics
 import time
@@ -123,7 +124,7 @@ def _quantise(model: Any, torch: Any, fmt: str, compute_dtype: Any, device: str)
     """Replace every block linear (not the output head: transformers' get_keys_to_not_convert) by a
     bitsandbytes Linear4bit holding the same random weights in `fmt`, quantised on `device`."""
     try:
-        import bitsandbytes as bnb
+        bnb: Any = importlib.import_module("bitsandbytes")
     except ImportError:
         raise InvalidSettingError(f"Measuring {fmt} weights needs bitsandbytes: pip install bitsandbytes.") from None
     quant_type, double = BNB_4BIT[fmt]
@@ -165,7 +166,7 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
             from peft import prepare_model_for_kbit_training
 
             # casts the embeddings, norms and head to fp32 (what the estimator counts for QLoRA under AMP)
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)  # type: ignore[no-untyped-call]
         targets = "all-linear" if w.lora_targets == "all-linear" else (
             None if w.lora_targets == "default" else list(w.lora_targets))  # fmt: skip
         model = get_peft_model(model, LoraConfig(r=w.lora_rank, lora_alpha=2 * w.lora_rank, target_modules=targets,
@@ -180,14 +181,14 @@ def _optimizer(w: Workload, params: list[Any], torch: Any) -> Any:
     name, lr = w.optimizer, 1e-4
     if name in BNB_OPTIMIZERS:
         try:
-            import bitsandbytes as bnb
+            bnb: Any = importlib.import_module("bitsandbytes")
         except ImportError:
             raise InvalidSettingError(f"The {name!r} optimizer needs bitsandbytes: pip install bitsandbytes.") from None
         return getattr(bnb.optim, BNB_OPTIMIZERS[name])(params, lr=lr)
     if name == "adafactor":
         from transformers.optimization import Adafactor
 
-        return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)
+        return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)  # type: ignore[no-untyped-call]
     if name in ("sgd", "sgd-momentum"):
         return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "sgd-momentum" else 0.0)
     cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
