@@ -37,9 +37,10 @@ from gpuplan.specs.workload import Workload
 # Engines whose decode runs under CUDA graphs with fused kernels (vLLM, TensorRT-LLM, SGLang,
 # MLC and llama.cpp capture graphs for decode); transformers' generate runs eager PyTorch.
 GRAPH_ENGINES: Final = frozenset({"vllm", "tensorrt-llm", "sglang", "mlc", "llama.cpp"})
-# Prefill logits: serving engines compute the lm_head for the last position only; transformers
-# computes it for every prompt position.
-LAST_TOKEN_LOGITS_ENGINES: Final = GRAPH_ENGINES
+# Prefill logits: serving engines compute the lm_head for the last position only, and so does
+# transformers' generate (generation/utils.py: logits_to_keep=1 for every model whose forward takes
+# it, the Llama, Mistral, Qwen, Gemma... families); a plain forward() computes every position.
+LAST_TOKEN_LOGITS_ENGINES: Final = GRAPH_ENGINES | {"transformers"}
 # Most sequences one engine step batches by default: vLLM max_num_seqs (runtime.py), TensorRT-LLM
 # trtllm-bench max batch size 2048 (TensorRT-LLM docs, perf-benchmarking "max_batch_size").
 ENGINE_MAX_BATCH: Final = {"tensorrt-llm": 2048}
