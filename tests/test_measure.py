@@ -142,3 +142,71 @@ def test_measure_runs_each_mode_on_the_cpu(keys: dict[str, Any]) -> None:
     if keys["task"] == "inference":
         assert rec["workload"]["engine"] == "transformers"  # what ran, and what the estimate is made for
     assert torch.backends.cuda.matmul.allow_tf32 is False  # tf32 is switched back off afterwards
+
+
+# --- our measurements as a validation category (planner/measured.py) -----------------------------
+
+
+def test_category_names() -> None:
+    from gpuplan.planner.measured import category_for
+
+    assert category_for("H200 SXM 141GB") == "measured-h200"
+    assert category_for("H100 SXM5 80GB") == "measured-h100"
+    assert category_for("GeForce RTX 4090") == "measured-rtx-4090"
+    assert category_for("A100 PCIe 40GB") == "measured-a100"
+
+
+def test_a_measured_report_is_validated_as_the_estimate_beside_each_run(tmp_path: Any) -> None:
+    """The script's report -> measured-h200.csv -> gpuplan validate: each figure is read back into
+    the run's own workload and predicted exactly as `measure` predicted it beside the run."""
+    from gpuplan.interfaces import api
+    from gpuplan.planner import measured
+
+    runs = []
+    for keys in (
+        {"task": "lora", "batch_size": 4, "seq_len": 2048, "lora_targets": ["q_proj", "v_proj"]},
+        {"task": "finetune", "batch_size": 2, "seq_len": 1024, "activation_checkpointing": "full", "grad_accum": 2},
+        {"task": "qlora", "batch_size": 2, "seq_len": 512, "master_weights": "none"},
+        {"task": "inference", "batch_size": 8, "input_len": 512, "output_len": 64},
+    ):
+        w = make_workload({"model": "llama-3.2-1b", **keys})
+        rec = m.measure(w, steps=2, device="cpu")  # the record as the script stores it ...
+        # ... with the figures a GPU adds (any values: this checks the reading, not the error)
+        rec |= {"status": "ok", "gpu": "H200 SXM 141GB", "max_memory_allocated_bytes": 9.0 * 2**30,
+                "max_memory_reserved_bytes": 10.0 * 2**30}  # fmt: skip
+        rec |= {"step_time_s": 0.5} if w.is_training else {"ttft_s": 0.05, "tpot_s": 0.02}
+        runs.append(rec)
+    oom = {"status": "OutOfMemoryError", "gpu": "H200 SXM 141GB",
+           "workload": {"model": "llama-3.1-70b", "task": "finetune", "batch_size": 8, "seq_len": 4096}}  # fmt: skip
+    path = tmp_path / "measured-h200.csv"
+    path.write_text(measured.csv_text({"runs": [*runs, oom]}), encoding="utf-8")
+
+    rec = api.validate(path, category="measured-h200")
+    assert not rec["skipped"], rec["skipped"]
+    assert {k: v["n"] for k, v in rec["summary"].items()} == {
+        "measured-h200 (memory)": 8, "measured-h200 (time)": 5, "measured-h200 (fit verdicts)": 1}  # fmt: skip
+    by_run: dict[int, list[dict[str, Any]]] = {}
+    for r in rec["rows"]:
+        by_run.setdefault(int(r["id"].split("-")[2]), []).append(r)
+    for i, run in enumerate(runs, 1):
+        w = make_workload(run["workload"]).with_(gpu="H200 SXM 141GB")
+        est = api.estimate(w)
+        expect = {"peak_memory_allocated": est["memory"]["allocated_bytes"],
+                  "peak_memory_reserved": est["memory"]["reserved_bytes"]}  # fmt: skip
+        if w.is_training:
+            expect["step_time_ms"] = est["time"]["step_time_s"] * 1e3
+        else:
+            expect |= {"time_to_first_token_ms": est["time"]["ttft_s"] * 1e3,
+                       "time_per_output_token_ms": est["time"]["tpot_s"] * 1e3}  # fmt: skip
+        got = {r["metric"]: r["predicted"] for r in by_run[i]}
+        assert got == pytest.approx(expect, rel=1e-9), (i, run["workload"])
+    (verdict,) = by_run[5]
+    assert verdict["unit"] == "fits" and verdict["published"] == 0.0 and verdict["predicted"] == 0.0  # 70B OOMs
+
+
+def test_bundled_measured_files_are_found_by_name(tmp_path: Any) -> None:
+    from gpuplan.planner.validation import measured_files
+
+    for name in ("measured-h200.csv", "measured-rtx-4090.csv", "published.csv", "measured-h200.json"):
+        (tmp_path / name).write_text("id\n", encoding="utf-8")
+    assert measured_files(tmp_path) == ["measured-h200.csv", "measured-rtx-4090.csv"]

@@ -572,11 +572,19 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec 
     return {"model": model.name, "num_gpus": w.num_gpus, "workload": w.model_dump(exclude_none=True), "gpus": rows}
 
 
-def validate(file: str | Path | None = None, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
-    """`gpuplan validate`: predicted vs published for every row gpuplan can express."""
+def validate(
+    file: str | Path | None = None, catalog_files: Iterable[str | Path] = (), category: str | None = None
+) -> dict[str, Any]:
+    """`gpuplan validate`: predicted vs published for every row gpuplan can express (of one category,
+    e.g. measured-h200, when `category` is given)."""
     from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary, summary_by_kind
 
     rows = file_rows(file) if file is not None else bundled_rows()
+    if category is not None:
+        known = sorted({r["category"] for r in rows})
+        if category not in known:
+            raise InvalidSettingError(f"No validation rows of category {category!r}. Categories: {', '.join(known)}.")
+        rows = [r for r in rows if r["category"] == category]
     results, skipped = run_rows(rows, catalog(catalog_files))
     return {
         "rows": [dict(result_record(r)) for r in results],

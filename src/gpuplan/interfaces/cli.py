@@ -863,11 +863,14 @@ def validate(
         Path | None,
         typer.Option("--write-residuals", help="Write the residuals file the error bars come from (developers)."),
     ] = None,
+    category: Annotated[
+        str | None, typer.Option("--category", help="Only this category (e.g. memory, inference, measured-h200).")
+    ] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs published for every measurement gpuplan can express, with per-category errors."""
-    rec = api.validate(file, catalog or [])
+    rec = api.validate(file, catalog or [], category)
     if write_residuals is not None:
         write_residuals.write_text(json.dumps(api.residual_file(rec), indent=1) + "\n", encoding="utf-8")
     if as_json:

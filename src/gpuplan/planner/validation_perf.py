@@ -247,6 +247,8 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
             value = t.tokens_per_s_per_gpu
         elif "images_per_s" in metric:
             value = t.tokens_per_s
+        elif "step_time" in metric:
+            value = t.step_time_s * (1e3 if unit.startswith("ms") else 1.0)
         elif "gpu_hours" in metric:
             raise InvalidSettingError("whole-run GPU-hours: the cluster's parallel layout is not published")
         else:
