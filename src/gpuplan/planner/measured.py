@@ -35,7 +35,10 @@ def category_for(gpu: str) -> str:
     its form factor or memory size."""
     words = [w for w in re.split(r"[\s_]+", gpu.lower()) if w]
     kept = [
-        w for w in words if w not in ("sxm", "sxm4", "sxm5", "pcie", "nvl", "nvidia", "geforce", "tesla") and not re.fullmatch(r"\d+gb", w)
+        w
+        for w in words
+        if w not in ("sxm", "sxm4", "sxm5", "pcie", "nvl", "nvidia", "geforce", "tesla")
+        and not re.fullmatch(r"\d+gb", w)
     ]
     slug = re.sub(r"[^a-z0-9-]+", "-", "-".join(kept or words)).strip("-")
     return PREFIX + slug
