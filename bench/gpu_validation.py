@@ -107,13 +107,9 @@ def _save(report: dict[str, Any], out: Path) -> None:
 def _gpu_name() -> str | None:
     try:
         import torch
-
-        if torch.cuda.is_available():
-            found = api.catalog().find(torch.cuda.get_device_name())
-            return found.name if found else torch.cuda.get_device_name()
     except ImportError:
-        pass
-    return None
+        return None
+    return measure.local_gpu(torch)[0] if torch.cuda.is_available() else None
 
 
 def _free() -> None:

@@ -228,14 +228,19 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     if cuda:
-        name = torch.cuda.get_device_name()
-        gpu = api.catalog().find(name)
-        rec["gpu"] = gpu.name if gpu else name
-        if gpu is not None:
-            rec["estimate"] = _compare(w.with_(gpu=gpu.name, num_gpus=1), rec)
+        rec["gpu"], known = local_gpu(torch)
+        if known:
+            rec["estimate"] = _compare(w.with_(gpu=rec["gpu"], num_gpus=1), rec)
     rec["workload"] = w.model_dump(exclude_unset=True)
     rec["environment"] = environment(torch)
     return rec
+
+
+def local_gpu(torch: Any) -> tuple[str, bool]:
+    """The current CUDA device's catalog name (True), or the driver's name for a card not in the catalog (False)."""
+    name = torch.cuda.get_device_name()
+    gpu = api.catalog().find(name)
+    return (gpu.name, True) if gpu else (name, False)
 
 
 def _run(torch: Any, w: Workload, steps: int, device: str, tiny: bool) -> dict[str, Any]:

@@ -352,7 +352,7 @@ def run_rows(
         rid, cat = row["id"], row["category"]
         compared = compared_as(row)
         if compared in SPEED_CATEGORIES:
-            _speed_row(row, catalog, model_loader, results, skipped)
+            _speed_row(row, compared, catalog, model_loader, results, skipped)
             continue
         if compared != "memory":
             skipped.append(Skipped(rid, cat, f"category {cat!r} is not one gpuplan predicts"))
@@ -423,6 +423,7 @@ def compared_as(row: Row) -> str:
 
 def _speed_row(
     row: Row,
+    compared: str,
     catalog: Catalog,
     model_loader: Callable[[str], ModelSpec] | None,
     results: list[Result],
@@ -435,7 +436,7 @@ def _speed_row(
         model = model_loader(row["model"]) if model_loader else model_from_prose(row["model"], seq_hint)
         gpu = _resolve_gpu(row["gpu"], catalog)
         base = row_workload(row, model)
-        pred = predict_speed({**row.fields, "category": compared_as(row)}, base, model, gpu)
+        pred = predict_speed({**row.fields, "category": compared}, base, model, gpu)
     except (GpuplanError, ValueError, KeyError) as exc:
         skipped.append(Skipped(rid, cat, str(exc).rstrip(".")))
         return
