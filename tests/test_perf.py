@@ -102,6 +102,61 @@ def test_decode_is_bandwidth_bound_and_quantisation_helps(catalog: Catalog) -> N
     assert b32.output_tokens_per_s > 10 * bf16.output_tokens_per_s
 
 
+def _falcon(catalog: Catalog, **kw: Any) -> tuple[float, Any]:
+    """falcon-7b batch-1 decode on an A100 40GB, as the LitGPT quantize tutorial ran it."""
+    m, g = load_model("falcon-7b"), catalog.get("A100 SXM4 40GB")
+    w = make_workload({"model": "falcon-7b", "task": "inference", "batch_size": 1, "input_len": 256,
+                       "output_len": 256, "engine": "transformers", "precision": "bf16", **kw})  # fmt: skip
+    it = estimate_inference_time(m, w, g)
+    return 1 / it.tpot_s, it
+
+
+def test_eager_decode_pays_cpu_time_besides_weight_reads(catalog: Catalog) -> None:
+    """LITGPT-002 (Lightning-AI/litgpt tutorials/quantize.md): 47.66 tok/s in eager bf16, about half
+    what the weight reads alone allow (13.8 GB / (1555 GB/s x 0.8) = 11 ms -> ~90 tok/s)."""
+    eager, it = _falcon(catalog)
+    assert eager == pytest.approx(47.66, rel=0.15)
+    assert any(o.name == "kernel launches (CPU-bound eager)" for o in it.decode_ops)
+    reads = sum(o.time_s for o in it.decode_ops if o.name.startswith("linear "))
+    assert 1 / reads > 1.6 * eager  # the weight reads alone would be much faster
+    # the same model under CUDA graphs (vLLM), or compiled with a static cache, sheds the CPU time
+    graphs, _ = _falcon(catalog, engine="vllm")
+    compiled, it_c = _falcon(catalog, compile=True)
+    assert graphs > 1.6 * eager and compiled > 1.6 * eager
+    assert any(o.name == "kernel launches (graph)" for o in it_c.decode_ops)
+    # at a large batch over a long multi-head KV cache (llama-2-7b: 0.5 MB per token, ~34 GB a step at
+    # batch 32) the GPU work hides the CPU's entirely
+    w = make_workload({"model": "llama-2-7b", "task": "inference", "batch_size": 32, "input_len": 2048,
+                       "output_len": 128, "engine": "transformers"})  # fmt: skip
+    big = estimate_inference_time(load_model("llama-2-7b"), w, catalog.get("A100 SXM4 40GB"))
+    assert not any(o.bound == "launch" and "eager" in o.name for o in big.decode_ops)
+
+
+def test_bitsandbytes_inference_kernels(catalog: Catalog) -> None:
+    """transformers' load_in_8bit / load_in_4bit: LLM.int8 costs ~0.5 ms of host time per linear call
+    (LITGPT-004: 12.66 tok/s for int8 against 47.66 for bf16); 4-bit runs bitsandbytes' gemv_4bit at
+    one token and dequantises to a 16-bit copy for more tokens."""
+    bf16, _ = _falcon(catalog)
+    int8, it8 = _falcon(catalog, weight_dtype="int8")
+    assert int8 == pytest.approx(12.66, rel=0.15)
+    assert int8 < bf16 / 3  # quantised, and still several times slower
+    # bnb.nf4 against bf16 in the tutorial's two revisions: 37.62/47.66 = 0.79 and 28.69/26.23 = 1.09
+    nf4, _ = _falcon(catalog, weight_dtype="nf4-no-dq")
+    assert 0.79 <= nf4 / bf16 <= 1.09
+    nf4_dq, _ = _falcon(catalog, weight_dtype="nf4")
+    assert nf4_dq < nf4  # the absmax blocks are dequantised on every call
+    # one host overhead per quantised block linear: falcon has 4 per layer x 32 layers; the head stays 16-bit
+    host = next(o for o in it8.decode_ops if o.name.startswith("bitsandbytes"))
+    assert host.time_s == pytest.approx(4 * 32 * 0.5e-3, rel=1e-9)
+    # batch 8 dequantises each 4-bit weight to 16 bits (read 0.5 + write 2 + GEMM read 2 B per weight)
+    _, b8 = _falcon(catalog, weight_dtype="nf4", batch_size=8)
+    assert any(o.name.endswith("4-bit dequantise") for o in b8.decode_ops)
+    # other engines run their own kernels: no bitsandbytes host time, int8 faster than bf16
+    vllm8, it_v = _falcon(catalog, weight_dtype="int8", engine="vllm")
+    assert not any(o.name.startswith("bitsandbytes") for o in it_v.decode_ops)
+    assert vllm8 > bf16
+
+
 def test_prefill_and_tensor_parallel(catalog: Catalog) -> None:
     m, h100 = load_model("llama-3.1-70b"), catalog.get("H100")
     w = make_workload({"model": "llama-3.1-70b", "task": "inference", "batch_size": 1, "input_len": 2048,

@@ -121,6 +121,21 @@ LAUNCH_EAGER_S: Final = 10e-6
 EAGER_OPS_PER_KERNEL: Final = 3.0
 LAUNCH_GRAPH_S: Final = 2.0e-6
 
+# --- bitsandbytes inference kernels (transformers' load_in_8bit / load_in_4bit) -----------------
+# Host time per quantised linear call, on top of its GPU time. LLM.int8 (MatMul8bitLt) quantises
+# the activations, finds the outlier columns (a device-to-host sync per call) and runs a second
+# fp16 matmul for them: measured batch-1 decode overheads (int8 time less bf16 time, plus the
+# halved weight reads, over the linear calls per token) of 0.48 ms (LitGPT quantize tutorial,
+# falcon-7b, A100 40GB, old and new revisions: 10.59 vs 26.23 and 12.66 vs 47.66 tok/s) and
+# 0.58 ms (bitsandbytes issue #347: llama-7b on an RTX 3090, 154.55 vs 32.89 ms/token): 0.5 ms.
+BNB_INT8_CALL_S: Final = 0.5e-3
+# 4-bit (NF4/FP4) at one token: bitsandbytes' gemv_4bit kernel (release 0.40.0) behind a Python
+# path of a few ops; the same LitGPT runs give 35-105 us per call without double quantisation
+# (nf4 28.69 vs bf16 26.23 tok/s; 37.62 vs 47.66): 60 us. Double quantisation dequantises the
+# absmax blocks on every call: another ~90 us (nf4-dq 21.23, fp4-dq 21.13 vs nf4 28.69, fp4 27.83).
+BNB_4BIT_CALL_S: Final = 60e-6
+BNB_4BIT_DQ_CALL_S: Final = 90e-6
+
 # --- elementwise work: bytes per token per layer, as a multiple of the fused count -------------
 # Eager PyTorch runs RMSNorm/LayerNorm, activations, rotary, residual adds and dropout as separate
 # kernels with fp32 intermediates; compiled (torch.compile) or hand-fused stacks (Megatron/NeMo
