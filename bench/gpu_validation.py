@@ -12,7 +12,9 @@ Check the code path here (no GPU; tiny models, no estimates):
 The matrix, per Llama-style model (3.2 1B, 3.2 3B, 3.1 8B, built from their configs with random
 weights): bf16 full fine-tuning (AMP, fused AdamW) with and without activation checkpointing, LoRA
 with and without checkpointing, QLoRA (bitsandbytes NF4) with checkpointing, and inference with
-transformers' generate (prefill and decode) at batch 1, 8 and 32 with 512- and 2048-token prompts.
+transformers' generate (prefill and decode) at batch 1, 8 and 32 with 512- and 2048-token prompts;
+then, for all three, inference through bitsandbytes as transformers loads it: NF4 at batch 1 and 8,
+LLM.int8 at batch 1.
 The report and the CSV are rewritten after every run, so a run cut short by its time limit still
 leaves everything measured so far; runs that would start after --budget-s are recorded as skipped.
 A workload that runs out of memory is recorded as such: a fit verdict for the estimate. The
@@ -44,7 +46,17 @@ TRAIN: list[dict[str, Any]] = [
 INFER: list[dict[str, Any]] = [
     {"task": "inference", "batch_size": b, "input_len": i, "output_len": 64} for b in (1, 8, 32) for i in (512, 2048)
 ]
+# transformers' bitsandbytes inference paths, after the rest (a cut run loses these first): load_in_4bit
+# at one token (gemv_4bit) and at eight (dequantise + GEMM), load_in_8bit (LLM.int8) at one
+BNB_INFER: list[dict[str, Any]] = [
+    {"task": "inference", "batch_size": b, "input_len": 512, "output_len": 64, "weight_dtype": f}
+    for b, f in ((1, "nf4"), (8, "nf4"), (1, "int8"))
+]
 MODELS = ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b")
+MATRIX: list[tuple[str, dict[str, Any]]] = [
+    *((m, k) for m in MODELS for k in TRAIN + INFER),
+    *((m, k) for m in MODELS for k in BNB_INFER),
+]
 
 
 def main() -> None:
@@ -66,30 +78,29 @@ def main() -> None:
             report["bench_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         _save(report, args.out)
         print(json.dumps({"bench": report.get("bench", report.get("bench_error"))}, default=str), flush=True)
-    for model in MODELS:
-        for keys in TRAIN + INFER:
-            w = make_workload({"model": model, "precision": "bf16", **keys})
-            run: dict[str, Any]
-            if time.perf_counter() - t_start > args.budget_s:
-                run = {"status": "skipped", "error": f"past the {args.budget_s:g} s budget"}
-            else:
-                t0 = time.perf_counter()
-                steps = args.steps if w.is_training else args.infer_steps
-                try:
-                    run = measure.measure(w, steps, args.device)
-                    run["status"] = "ok"
-                except Exception as exc:  # an OOM or a failed kernel is a result to record, not a crash
-                    run = {"status": type(exc).__name__, "error": str(exc).splitlines()[0][:300],
-                           "trace": traceback.format_exc(limit=3)}  # fmt: skip
-                    run["gpu"] = _gpu_name()
-                run["wall_s"] = time.perf_counter() - t0
-            run.setdefault("workload", w.model_dump(exclude_unset=True))
-            report["runs"].append(run)
-            _save(report, args.out)
-            print(json.dumps({k: run.get(k) for k in ("workload", "status", "wall_s", "step_time_s", "ttft_s",
-                                                       "tpot_s", "max_memory_allocated_bytes", "error")}),
-                  flush=True)  # fmt: skip
-            _free()
+    for model, keys in MATRIX:
+        w = make_workload({"model": model, "precision": "bf16", **keys})
+        run: dict[str, Any]
+        if time.perf_counter() - t_start > args.budget_s:
+            run = {"status": "skipped", "error": f"past the {args.budget_s:g} s budget"}
+        else:
+            t0 = time.perf_counter()
+            steps = args.steps if w.is_training else args.infer_steps
+            try:
+                run = measure.measure(w, steps, args.device)
+                run["status"] = "ok"
+            except Exception as exc:  # an OOM or a failed kernel is a result to record, not a crash
+                run = {"status": type(exc).__name__, "error": str(exc).splitlines()[0][:300],
+                       "trace": traceback.format_exc(limit=3)}  # fmt: skip
+                run["gpu"] = _gpu_name()
+            run["wall_s"] = time.perf_counter() - t0
+        run.setdefault("workload", w.model_dump(exclude_unset=True))
+        report["runs"].append(run)
+        _save(report, args.out)
+        print(json.dumps({k: run.get(k) for k in ("workload", "status", "wall_s", "step_time_s", "ttft_s",
+                                                   "tpot_s", "max_memory_allocated_bytes", "error")}),
+              flush=True)  # fmt: skip
+        _free()
     report["elapsed_s"] = time.perf_counter() - t_start
     _save(report, args.out)
     csv_path = args.out.with_suffix(".csv")

@@ -81,6 +81,21 @@ def test_qlora_quantises_the_block_linears_and_keeps_the_rest_fp32(model_name: s
     assert sum(map(stored_bytes, adapters)) == lines["LoRA adapters"]
 
 
+def test_int8_inference_is_llm_int8_with_the_estimators_weight_bytes() -> None:
+    """load_in_8bit: every block linear a bitsandbytes Linear8bitLt (int8 weight, fp32 scale per output
+    row, outlier threshold 6.0); the head and embeddings stay 16-bit. The estimator counts 1 byte per
+    quantised weight and leaves out the row scales: 4 / in_features of that (0.2% at 2048 and wider)."""
+    model, lines = built({"model": "llama-3.2-1b", "task": "inference", "weight_dtype": "int8"})
+    int8 = [mod for mod in model.modules() if isinstance(mod, bnb.nn.Linear8bitLt)]
+    assert int8 and all(q.weight.dtype == torch.int8 and q.state.threshold == 6.0 for q in int8)
+    assert not isinstance(model.get_output_embeddings(), bnb.nn.Linear8bitLt)
+    weights = sum(q.weight.numel() for q in int8)
+    assert sum(q.weight.SCB.numel() for q in int8) == sum(q.out_features for q in int8)
+    est = next(v for k, v in lines.items() if k.startswith("weights"))
+    rest = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if p.dtype != torch.int8)
+    assert weights + rest == pytest.approx(est, rel=1e-9)
+
+
 def test_full_training_under_amp_keeps_fp32_parameters_and_pure_16_bit_does_not() -> None:
     model, lines = built({"model": "llama-3.2-1b", "task": "finetune", "precision": "bf16"})
     params = list(model.parameters())
@@ -134,6 +149,7 @@ def test_what_it_cannot_reproduce_is_refused_with_the_reason(keys: dict[str, Any
         {"task": "finetune", "batch_size": 2, "seq_len": 32, "precision": "fp16", "optimizer": "adamw-foreach"},
         {"task": "finetune", "batch_size": 2, "seq_len": 32, "precision": "tf32", "optimizer": "sgd"},
         {"task": "inference", "batch_size": 2, "input_len": 16, "output_len": 4, "weight_dtype": "nf4"},
+        {"task": "inference", "batch_size": 1, "input_len": 16, "output_len": 4, "weight_dtype": "int8"},
     ],
 )
 def test_measure_runs_each_mode_on_the_cpu(keys: dict[str, Any]) -> None:

@@ -9,7 +9,8 @@ the workload says, so that the estimate it is set beside describes the same run:
   they are `none`; activation checkpointing of whole layers; LoRA through peft (adapters in fp32
   under AMP); QLoRA with the block linears quantised by bitsandbytes (NF4, double quantisation);
 - inference: transformers' generate (the estimate takes engine=transformers): the prefill of the
-  prompt, then the decode of the output tokens with the KV cache.
+  prompt, then the decode of the output tokens with the KV cache; weights in the compute precision,
+  or quantised by bitsandbytes as load_in_4bit (nf4, nf4-no-dq, fp4) or load_in_8bit (int8) do.
 Anything it cannot reproduce (several GPUs, ZeRO, fp8, a compiled or chunked loss, ...) is refused
 with the reason. Memory is torch.cuda.max_memory_allocated / max_memory_reserved over the measured
 steps; times are medians after a warm-up step.
@@ -68,6 +69,10 @@ BNB_OPTIMIZERS: Final = {"adamw-8bit": "AdamW8bit", "paged-adamw": "PagedAdamW32
                          "paged-lion-8bit": "PagedLion8bit"}  # fmt: skip
 # 4-bit formats bitsandbytes stores (QLoRA sec. 3; bitsandbytes Linear4bit): format -> (quant_type, double quant)
 BNB_4BIT: Final = {"nf4": ("nf4", True), "nf4-no-dq": ("nf4", False), "fp4": ("fp4", True)}
+# Inference weights bitsandbytes holds: the 4-bit ones and LLM.int8 (Linear8bitLt with transformers'
+# load_in_8bit defaults: int8 weights with an fp32 scale per row, outlier threshold 6.0)
+BNB_FORMATS: Final = (*BNB_4BIT, "int8")
+LLM_INT8_THRESHOLD: Final = 6.0
 
 
 def unsupported(w: Workload) -> str | None:
@@ -96,8 +101,9 @@ def unsupported(w: Workload) -> str | None:
         if "engine" in w.model_fields_set and w.engine != "transformers":
             return f"gpuplan measure times transformers' generate, not {w.engine}: set engine=transformers."
         fmt = w.effective_weight_dtype
-        if fmt != w.precision and fmt not in BNB_4BIT and not (w.precision == "tf32" and fmt == "fp32"):
-            return f"gpuplan measure runs inference weights in {w.precision} or bitsandbytes 4-bit, not {fmt!r}."
+        if fmt != w.precision and fmt not in BNB_FORMATS and not (w.precision == "tf32" and fmt == "fp32"):
+            return (f"gpuplan measure runs inference weights in {w.precision} or bitsandbytes "
+                    f"({', '.join(BNB_FORMATS)}), not {fmt!r}.")  # fmt: skip
         if w.effective_kv_dtype not in (w.precision, "fp32" if w.precision == "tf32" else w.precision):
             return "gpuplan measure keeps the KV cache in the compute precision (transformers' DynamicCache)."
     return None
@@ -122,26 +128,34 @@ def _dtypes(w: Workload, torch: Any) -> tuple[Any, Any, bool]:
 
 def _quantise(model: Any, torch: Any, fmt: str, compute_dtype: Any, device: str) -> None:
     """Replace every block linear (not the output head: transformers' get_keys_to_not_convert) by a
-    bitsandbytes Linear4bit holding the same random weights in `fmt`, quantised on `device`."""
+    bitsandbytes Linear4bit or Linear8bitLt holding the same random weights in `fmt`, quantised on `device`."""
     try:
         bnb: Any = importlib.import_module("bitsandbytes")
     except ImportError:
         raise InvalidSettingError(f"Measuring {fmt} weights needs bitsandbytes: pip install bitsandbytes.") from None
-    quant_type, double = BNB_4BIT[fmt]
     head = model.get_output_embeddings()
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is not torch.nn.Linear or child is head:
                 continue
-            q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
-                                  compute_dtype=compute_dtype, compress_statistics=double, quant_type=quant_type,
-                                  device="meta")  # fmt: skip
-            q.weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=double,
-                                         quant_type=quant_type, module=q)  # fmt: skip
+            shape = (child.in_features, child.out_features)
+            if fmt == "int8":
+                q = bnb.nn.Linear8bitLt(*shape, bias=child.bias is not None, has_fp16_weights=False,
+                                        threshold=LLM_INT8_THRESHOLD, device="meta")  # fmt: skip
+                q.weight = bnb.nn.Int8Params(child.weight.data, requires_grad=False, has_fp16_weights=False)
+            else:
+                quant_type, double = BNB_4BIT[fmt]
+                q = bnb.nn.Linear4bit(*shape, bias=child.bias is not None, compute_dtype=compute_dtype,
+                                      compress_statistics=double, quant_type=quant_type, device="meta")  # fmt: skip
+                q.weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=double,
+                                             quant_type=quant_type, module=q)  # fmt: skip
             if child.bias is not None:
                 q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
-            setattr(parent, name, q.to(device))  # Params4bit.to quantises
-    model.is_loaded_in_4bit = True
+            setattr(parent, name, q.to(device))  # Params4bit.to / Int8Params.to quantise
+    if fmt == "int8":
+        model.is_loaded_in_8bit = True
+    else:
+        model.is_loaded_in_4bit = True
 
 
 def _model(w: Workload, device: str, tiny: bool) -> Any:
@@ -157,7 +171,7 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
     except ValueError as exc:
         raise InvalidSettingError(f"gpuplan measure builds decoder (causal LM) models; {w.model}: {exc}") from None
     fmt = (w.weight_dtype or "nf4") if w.task == "qlora" else w.effective_weight_dtype
-    if fmt in BNB_4BIT:
+    if fmt in BNB_FORMATS:
         _quantise(model, torch, fmt, dtype, device)
     if w.task in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
