@@ -130,11 +130,14 @@ LAUNCH_GRAPH_S: Final = 2.0e-6
 # 0.58 ms (bitsandbytes issue #347: llama-7b on an RTX 3090, 154.55 vs 32.89 ms/token): 0.5 ms.
 BNB_INT8_CALL_S: Final = 0.5e-3
 # 4-bit (NF4/FP4) at one token: bitsandbytes' gemv_4bit kernel (release 0.40.0) behind a Python
-# path of a few ops; the same LitGPT runs give 35-105 us per call without double quantisation
-# (nf4 28.69 vs bf16 26.23 tok/s; 37.62 vs 47.66): 60 us. Double quantisation dequantises the
-# absmax blocks on every call: another ~90 us (nf4-dq 21.23, fp4-dq 21.13 vs nf4 28.69, fp4 27.83).
-BNB_4BIT_CALL_S: Final = 60e-6
-BNB_4BIT_DQ_CALL_S: Final = 90e-6
+# path of a few ops. Per call, from the same differences: 105 us without double quantisation
+# (LitGPT quantize tutorial, falcon-7b: nf4 37.62 vs bf16 47.66 tok/s; LitGPT resource tables,
+# bitsandbytes 0.41.1, A100 40GB: llama-2-7b 19.98 vs 30.97 -> 114 us, llama-2-13b 16.73 vs 24.82
+# -> 124 us; the tutorial's older revision gave 35-44 us for nf4/fp4), 125 us with it (that
+# revision's nf4-dq and fp4-dq, and llama-2-70b nf4-dq at 7.97 tok/s in the resource tables):
+# 105 us, and 20 us more to dequantise the absmax blocks.
+BNB_4BIT_CALL_S: Final = 105e-6
+BNB_4BIT_DQ_CALL_S: Final = 20e-6
 
 # --- elementwise work: bytes per token per layer, as a multiple of the fused count -------------
 # Eager PyTorch runs RMSNorm/LayerNorm, activations, rotary, residual adds and dropout as separate
