@@ -162,6 +162,13 @@ def test_resnet50_cnn_path() -> None:
     assert r.total_params == 25_557_032  # torchvision resnet50 / transformers ResNetForImageClassification
     # He et al. 2016 Table 1 quotes 3.8e9 multiply-adds (v1); v1.5 with the strided 3x3 is 4.09e9 MACs
     assert r.flops_per_token() == pytest.approx(2 * 4.09e9, rel=0.01)
+    # stride-1 3x3 convolutions (Winograd-eligible): 115.6M MACs per bottleneck 3x3 (56^2*64*64*9 and
+    # the same at every stage), 16 blocks less the 3 whose 3x3 carries the stride: 13 x 115.6M = 1502.9M
+    assert r.winograd_flops_per_sample == pytest.approx(2 * 13 * 56 * 56 * 64 * 64 * 9, rel=1e-12)
+    # a basic-block ResNet (ResNet-18: [2, 2, 2, 2]) is nearly all 3x3 convolutions
+    r18 = model_from_config({**cfg, "hidden_sizes": [64, 128, 256, 512], "depths": [2, 2, 2, 2],
+                             "layer_type": "basic"}, "resnet-18")  # fmt: skip
+    assert 0.8 < r18.winograd_flops_per_sample / r18.conv_flops_per_sample < 0.9
 
 
 def test_local_config_file_and_folder(tmp_path: Path) -> None:

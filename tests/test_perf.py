@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,32 @@ def test_modest_chat_service_ranks_inference_cards_first_on_cost(catalog: Catalo
     assert rec["options"][0]["usd_per_hour"] < 1.0
     h100 = next(o for o in rec["options"] if o["gpu"] == "H100 SXM5 80GB" and o["num_gpus"] == 1)
     assert h100["cost_usd"] > 3 * rec["options"][0]["cost_usd"]
+
+
+def test_fp32_convolutions_run_winograd_on_cuda_cores_and_tf32_on_tensor_cores(catalog: Catalog) -> None:
+    """cuDNN runs fp32 stride-1 3x3 convolutions with Winograd F(2x2,3x3) (2.25x fewer multiplies;
+    36.75% of ResNet-50's FLOPs), and on Ampere and later the frameworks run fp32 convolutions in TF32."""
+    m = load_model("resnet-50")
+    w = make_workload({"model": "resnet-50", "task": "pretrain", "precision": "fp32", "batch_size": 112,
+                       "seq_len": 224, "optimizer": "sgd-momentum"})  # fmt: skip
+    v100 = estimate_training_time(m, w, catalog.get("V100 SXM2 16GB"))
+    direct = estimate_training_time(replace(m, winograd_flops_per_sample=0.0), w, catalog.get("V100 SXM2 16GB"))
+
+    def conv(t: Any) -> float:
+        return sum(o.time_s for o in t.ops if o.name == "convolutions")
+
+    assert conv(v100) / conv(direct) == pytest.approx(1 - 0.3675 + 0.3675 / 2.25, rel=1e-3)
+    # fp16 runs on tensor cores as implicit GEMMs: no Winograd
+    h = w.with_(precision="fp16")
+    assert conv(estimate_training_time(m, h, catalog.get("V100 SXM2 16GB"))) == pytest.approx(
+        conv(estimate_training_time(replace(m, winograd_flops_per_sample=0.0), h, catalog.get("V100 SXM2 16GB")))
+    )
+    # DLE-RN50-005 (NVIDIA DeepLearningExamples): 367 img/s at fp32 batch 112 on a V100 16GB
+    assert v100.tokens_per_s == pytest.approx(367, rel=0.25)
+    a100 = estimate_training_time(m, w, catalog.get("A100 SXM4 80GB"))
+    tf32 = estimate_training_time(m, w.with_(precision="tf32"), catalog.get("A100 SXM4 80GB"))
+    assert a100.tokens_per_s == pytest.approx(tf32.tokens_per_s, rel=1e-12)
+    assert any("TF32" in n for n in a100.notes)
 
 
 def test_resnet50_training_finds_the_a100_good_value(catalog: Catalog, tmp_path: Path) -> None:

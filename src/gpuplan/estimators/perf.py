@@ -189,6 +189,11 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
             prec = "fp8"  # W8A8: fp8 weights with fp8 activations run on FP8 tensor cores
         elif prec == "fp8" and not gpu.supports("fp8"):
             prec = "bf16" if gpu.supports("bf16") else "fp16"
+    if model.kind == "cnn" and prec == "fp32" and gpu.supports("tf32"):
+        # cuDNN convolutions run in TF32 unless told otherwise: PyTorch's
+        # torch.backends.cudnn.allow_tf32 and TensorFlow's tf32 execution both default to on (Ampere+)
+        prec = "tf32"
+        notes.append(f"fp32 convolutions run in TF32 on {gpu.name} (the frameworks' default)")
     peak = compute_peak(gpu, prec)
     if peak.reason:
         notes.append(peak.reason)
@@ -618,6 +623,11 @@ def _kernels_per_layer(model: ModelSpec) -> float:
 CNN_FEATURE_ELEMENTS_PER_FLOP: Final = 11.8e6 / 4.1e9  # per forward FLOP (multiply-add = 1) of ResNet-50
 CNN_PASSES_FWD: Final = 6.0  # reads + writes of each feature map element forward
 CNN_CONV_EFF_SHARE: Final = 0.65  # convolutions reach about 2/3 of a large GEMM's efficiency (cuDNN)
+# fp32 on CUDA cores: cuDNN runs stride-1 3x3 convolutions with Winograd's minimal filtering,
+# F(2x2, 3x3) doing 2.25x fewer multiplies than direct convolution (Lavin & Gray 2016, sec. 4.1;
+# cuDNN's WINOGRAD algorithms, picked by cudnnFind/benchmark mode for these layers). Tensor-core
+# convolutions (fp16, bf16, tf32) run as implicit GEMMs.
+WINOGRAD_REDUCTION: Final = 2.25
 
 
 def _cnn_training(c: _Ctx) -> TrainingTime:
@@ -669,6 +679,9 @@ def _cnn_forward(c: _Ctx, batch: float, phase: str) -> list[Op]:
     flops = model.conv_flops_per_sample * batch
     elems = model.conv_flops_per_sample / 2 * CNN_FEATURE_ELEMENTS_PER_FLOP * batch
     peak_eff = c.peak * c.gemm_eff * CNN_CONV_EFF_SHARE
+    if c.runs_as == "fp32" and model.conv_flops_per_sample > 0:
+        wino = model.winograd_flops_per_sample / model.conv_flops_per_sample
+        peak_eff /= 1.0 - wino + wino / WINOGRAD_REDUCTION  # the same convolutions, in fewer multiplies
     bw = c.bw * eff.COPY_BW_EFF
     return [
         _roof("convolutions", phase, flops, 0.0, peak_eff, bw),

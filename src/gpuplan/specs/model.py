@@ -72,8 +72,10 @@ class ModelSpec:
     num_experts: int = 0
     experts_per_token: int = 0
     num_shared_experts: int = 0
-    # CNN: forward FLOPs per image at its native resolution (no tokens)
+    # CNN: forward FLOPs per image at its native resolution (no tokens), and the share of them in
+    # stride-1 3x3 convolutions (the ones cuDNN can run with Winograd's algorithm)
     conv_flops_per_sample: float = 0.0
+    winograd_flops_per_sample: float = 0.0
     image_size: int | None = None
     config: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -677,12 +679,12 @@ def _build_t5(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]
 # --- ResNet (the CNN path) --------------------------------------------------------------------
 
 
-def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], float]:
+def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], float, float]:
     """ResNet v1.5 as transformers' ResNetForImageClassification (He et al. 2016, Table 1).
 
     Returns also the forward FLOPs per 224x224 image: 2 x multiply-adds of every convolution
     and the classifier (BatchNorm, ReLU and pooling are not counted, as in the paper's 3.8e9
-    multiply-adds for ResNet-50).
+    multiply-adds for ResNet-50), and those of its stride-1 3x3 convolutions alone.
     """
     emb = c.positive(c.get_int("embedding_size", default=64), "embedding_size")
     hidden = c.int_list("hidden_sizes")
@@ -697,7 +699,7 @@ def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], flo
     labels = _num_labels(c)
     image = 224
     g = _Groups()
-    macs = 0.0
+    macs = wino = 0.0
     size = image // 2  # 7x7 stride-2 stem conv
     g.vector("embedder.convolution", channels * 7 * 7 * emb, 1, "conv")
     macs += channels * 49 * emb * size * size
@@ -716,18 +718,19 @@ def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], flo
             if bottleneck:
                 mid = cout // reduction
                 # ResNet v1.5 (torchvision, transformers): the stride sits on the 3x3 conv
-                convs = [(cin, mid, 1, size), (mid, mid, 3, out_size), (mid, cout, 1, out_size)]
+                convs = [(cin, mid, 1, size, 1), (mid, mid, 3, out_size, stride), (mid, cout, 1, out_size, 1)]
             else:
-                convs = [(cin, cout, 3, out_size), (cout, cout, 3, out_size)]
-            for ci, co, k, s in convs:
+                convs = [(cin, cout, 3, out_size, stride), (cout, cout, 3, out_size, 1)]
+            for ci, co, k, s, st in convs:
                 g.vector("layer.convolution", ci * co * k * k, 1, "conv")
                 g.vector("layer.normalization", 2 * co, 1, "norm")
                 macs += ci * co * k * k * s * s
+                wino += ci * co * k * k * s * s if (k, st) == (3, 1) else 0.0
             cin, size = cout, out_size
     g.vector("classifier", cin * labels + labels, 1, "head")
     macs += cin * labels
     shape = _Shape(cin, sum(depths), 0, 0, 0, 0, 0, None, False)
-    return shape, g, {}, 2.0 * macs
+    return shape, g, {}, 2.0 * macs, 2.0 * wino
 
 
 # ---------------------------------------------------------------------------------------------
@@ -773,8 +776,8 @@ def model_from_config(config: Mapping[str, Any], name: str = "model") -> ModelSp
         raise ModelConfigError(f"{name}: config.json has no 'model_type'; is this a Hugging Face model config?")
     c = _Cfg(config, name)
     if model_type == "resnet":
-        shape, g, moe, conv_flops = _build_resnet(c, model_type)
-        return _spec(name, model_type, "cnn", shape, g, moe, config, conv_flops=conv_flops, image_size=224)
+        shape, g, moe, conv_flops, wino = _build_resnet(c, model_type)
+        return _spec(name, model_type, "cnn", shape, g, moe, config, conv_flops=(conv_flops, wino), image_size=224)
     if model_type not in _BUILDERS:
         raise ModelConfigError(
             f"{name}: model_type {model_type!r} is not supported. Supported: {', '.join(SUPPORTED_MODEL_TYPES)}."
@@ -794,7 +797,7 @@ def _spec(
     moe: Mapping[str, int],
     config: Mapping[str, Any],
     *,
-    conv_flops: float = 0.0,
+    conv_flops: tuple[float, float] = (0.0, 0.0),
     image_size: int | None = None,
 ) -> ModelSpec:
     if model_type in ("deepseek_v2", "deepseek_v3"):
@@ -824,7 +827,8 @@ def _spec(
         num_experts=moe.get("experts", 0),
         experts_per_token=moe.get("k", 0),
         num_shared_experts=moe.get("shared", 0),
-        conv_flops_per_sample=conv_flops,
+        conv_flops_per_sample=conv_flops[0],
+        winograd_flops_per_sample=conv_flops[1],
         image_size=image_size,
         config=dict(config),
     )
