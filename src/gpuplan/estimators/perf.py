@@ -637,6 +637,12 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
     per_param = OPTIMIZER_BYTES.get(w.optimizer, 28.0)
     shard = w.dp if w.zero >= 1 else 1
     opt = _roof("optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * 0.8)
+    # the CPU issues ~3x the forward's kernels per micro-batch (forward, then dgrad and wgrad); at a
+    # small batch the GPU finishes each sooner than eager PyTorch issues the next
+    cpu = 3.0 * _cnn_kernels(model) * _cnn_launch_s(w)
+    gpu_micro = sum(o.time_s for o in (*fwd, *bwd))
+    if cpu > gpu_micro:
+        bwd.append(Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, cpu - gpu_micro, "launch"))
     micro = sum(o.time_s for o in (*fwd, *bwd))
     n = float(model.total_params)
     overlappable, dp_fixed, comm_list = comm.data_parallel_comm(gpu, w, n * 4.0, n * c.act_b)
@@ -652,6 +658,7 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
         "compute": sum(o.time_s for o in (*fwd, *bwd) if o.bound == "compute"),
         "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd) if o.bound == "memory"),
         "communication": dp_exposed,
+        "kernel launch": sum(o.time_s for o in bwd if o.bound == "launch"),
     }
     ops = (*fwd, *bwd, opt, *(Op(k, "communication", 0.0, b, t, "communication") for k, b, t in comm_list if t > 0))
     train = w.train_tokens
@@ -714,7 +721,33 @@ def _one_pass(c: _Ctx, ops: list[Op], items: float, note: str) -> InferenceTime:
 def _cnn_inference(c: _Ctx) -> InferenceTime:
     """A CNN classifies a batch of images in one forward pass."""
     b = c.w.batch_size
-    return _one_pass(c, _cnn_forward(c, b, "prefill"), b, "CNN: throughput counts images per second")
+    ops = _cnn_forward(c, b, "prefill")
+    cpu = _cnn_kernels(c.model) * _cnn_launch_s(c.w)
+    if cpu > _time(ops):
+        name = (
+            "kernel launches (graph)"
+            if _cnn_launch_s(c.w) == eff.LAUNCH_GRAPH_S
+            else "kernel launches (CPU-bound eager)"
+        )
+        ops.append(Op(name, "launch", 0.0, 0.0, cpu - _time(ops), "launch"))
+    return _one_pass(c, ops, b, "CNN: throughput counts images per second")
+
+
+def _cnn_kernels(model: ModelSpec) -> float:
+    """Kernels a ResNet forward launches: every convolution and BatchNorm, a ReLU after each BatchNorm
+    but the shortcut's, a residual add per block, the stem's max pool, the average pool and the classifier."""
+    convs = sum(g.count for g in model.groups if g.role == "conv")
+    norms = sum(g.count for g in model.groups if g.role == "norm")
+    shortcut_norms = sum(g.count for g in model.groups if g.role == "norm" and g.name.startswith("shortcut"))
+    return convs + norms + (norms - shortcut_norms) + model.num_layers + 3
+
+
+def _cnn_launch_s(w: Workload) -> float:
+    """Time to issue one CNN kernel: eager PyTorch (or TensorFlow's executor) by default; captured
+    graphs under torch.compile or TensorRT (`engine: tensorrt-llm` stands for TensorRT here)."""
+    if w.compile or w.engine == "tensorrt-llm":
+        return eff.LAUNCH_GRAPH_S
+    return eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL
 
 
 # ---------------------------------------------------------------------------------------------
@@ -750,9 +783,13 @@ def _bnb_kernel(c: _Ctx) -> str | None:
     return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
 
 
-def _is_eager(w: Workload) -> bool:
+def _is_eager(w: Workload, model: ModelSpec) -> bool:
     """transformers' generate runs eager PyTorch unless compiled (static cache + torch.compile's
-    reduce-overhead mode captures CUDA graphs: transformers docs, "Optimizing inference")."""
+    reduce-overhead mode captures CUDA graphs: transformers docs, "Optimizing inference"). Encoders
+    (BERT, ViT) are not what the LLM serving engines run: eager PyTorch unless compiled or built with
+    TensorRT (`engine: tensorrt-llm`)."""
+    if model.kind in ("encoder", "vision-transformer"):
+        return not (w.compile or w.engine == "tensorrt-llm")
     return w.engine not in GRAPH_ENGINES and not (w.compile and w.engine == "transformers")
 
 
@@ -839,7 +876,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
     # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
     kernels = _kernels_per_layer(model) * layers_total * pp + 4
-    if not _is_eager(w):
+    if not _is_eager(w, model):
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
         extra = _eager_overhead(ops, kernels, calls * pp)
