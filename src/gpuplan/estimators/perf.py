@@ -639,10 +639,13 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
     opt = _roof("optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * 0.8)
     # the CPU issues ~3x the forward's kernels per micro-batch (forward, then dgrad and wgrad); at a
     # small batch the GPU finishes each sooner than eager PyTorch issues the next
-    cpu = 3.0 * _cnn_kernels(model) * _cnn_launch_s(w)
+    per_kernel = _cnn_launch_s(w)
+    launches = 3.0 * _cnn_kernels(model) * per_kernel
     gpu_micro = sum(o.time_s for o in (*fwd, *bwd))
-    if cpu > gpu_micro:
-        bwd.append(Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, cpu - gpu_micro, "launch"))
+    if per_kernel == eff.LAUNCH_GRAPH_S:
+        bwd.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, launches, "launch"))
+    elif launches > gpu_micro:
+        bwd.append(Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, launches - gpu_micro, "launch"))
     micro = sum(o.time_s for o in (*fwd, *bwd))
     n = float(model.total_params)
     overlappable, dp_fixed, comm_list = comm.data_parallel_comm(gpu, w, n * 4.0, n * c.act_b)
@@ -722,14 +725,12 @@ def _cnn_inference(c: _Ctx) -> InferenceTime:
     """A CNN classifies a batch of images in one forward pass."""
     b = c.w.batch_size
     ops = _cnn_forward(c, b, "prefill")
-    cpu = _cnn_kernels(c.model) * _cnn_launch_s(c.w)
-    if cpu > _time(ops):
-        name = (
-            "kernel launches (graph)"
-            if _cnn_launch_s(c.w) == eff.LAUNCH_GRAPH_S
-            else "kernel launches (CPU-bound eager)"
-        )
-        ops.append(Op(name, "launch", 0.0, 0.0, cpu - _time(ops), "launch"))
+    per_kernel = _cnn_launch_s(c.w)
+    launches = _cnn_kernels(c.model) * per_kernel
+    if per_kernel == eff.LAUNCH_GRAPH_S:  # a graph replays its kernels back to back on the GPU
+        ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, launches, "launch"))
+    elif launches > _time(ops):  # eager: the GPU waits for the host to issue the next kernel
+        ops.append(Op("kernel launches (CPU-bound eager)", "launch", 0.0, 0.0, launches - _time(ops), "launch"))
     return _one_pass(c, ops, b, "CNN: throughput counts images per second")
 
 
