@@ -19,7 +19,7 @@ from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import comm, perf, uncertainty
 from gpuplan.estimators.cost import IDLE_SHARE, cost_and_energy
-from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+from gpuplan.estimators.perf import TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.interfaces import api
 from gpuplan.planner.recommend import plan_options
 from gpuplan.specs.gpu import Catalog
@@ -225,7 +225,7 @@ def test_fp32_convolutions_run_winograd_on_cuda_cores_and_tf32_on_tensor_cores(c
     v100 = estimate_training_time(m, w, catalog.get("V100 SXM2 16GB"))
     direct = estimate_training_time(replace(m, winograd_flops_per_sample=0.0), w, catalog.get("V100 SXM2 16GB"))
 
-    def conv(t: Any) -> float:
+    def conv(t: TrainingTime) -> float:
         return sum(o.time_s for o in t.ops if o.name == "convolutions")
 
     assert conv(v100) / conv(direct) == pytest.approx(1 - 0.3675 + 0.3675 / 2.25, rel=1e-3)
@@ -261,8 +261,8 @@ def test_small_batch_cnn_and_encoder_inference_is_host_bound_in_eager_pytorch(ca
     # kernel as the graph replays them back to back
     eager = estimate_inference_time(m, w, catalog.get("V100 SXM2 16GB"))
     graph = estimate_inference_time(m, w.with_(compile=True), catalog.get("V100 SXM2 16GB"))
-    gpu = sum(o.time_s for o in graph.prefill_ops if o.bound != "launch")
-    assert graph.ttft_s == pytest.approx(gpu + 174 * 2e-6, rel=1e-9)
+    gpu_s = sum(o.time_s for o in graph.prefill_ops if o.bound != "launch")
+    assert graph.ttft_s == pytest.approx(gpu_s + 174 * 2e-6, rel=1e-9)
     assert eager.ttft_s == pytest.approx(174 * 30e-6, rel=1e-9) and graph.ttft_s < eager.ttft_s / 3
     # batch 256 (1261 img/s measured) is all GPU time: no launch term
     big = estimate_inference_time(m, w.with_(batch_size=256), catalog.get("V100 SXM2 16GB"))

@@ -72,7 +72,7 @@ class ModelSpec:
     num_experts: int = 0
     experts_per_token: int = 0
     num_shared_experts: int = 0
-    # CNN: forward FLOPs per image at its native resolution (no tokens), and the share of them in
+    # CNN: forward FLOPs per image at its native resolution (no tokens), and those of them in
     # stride-1 3x3 convolutions (the ones cuDNN can run with Winograd's algorithm)
     conv_flops_per_sample: float = 0.0
     winograd_flops_per_sample: float = 0.0
