@@ -430,7 +430,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     expert_trainable = expert if w.task in ("pretrain", "finetune") else 0.0
     layers = sum(s.layers for s in shapes)
     kernels = _kernels_per_layer(model) * layers * (3 + (1 if recompute else 0))
-    launch = eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL if not w.compile else eff.LAUNCH_GRAPH_S
+    launch = _launch_s(not w.compile)
     d = model.hidden_size
     kv = sum((s.k + s.v) * s.layers for s in shapes)
     moe_layers = max((g.count for g in model.groups if g.role == "router"), default=0)  # one router per MoE layer
@@ -639,10 +639,10 @@ def _cnn_training(c: _Ctx) -> TrainingTime:
     opt = _roof("optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * 0.8)
     # the CPU issues ~3x the forward's kernels per micro-batch (forward, then dgrad and wgrad); at a
     # small batch the GPU finishes each sooner than eager PyTorch issues the next
-    per_kernel = _cnn_launch_s(w)
-    launches = 3.0 * _cnn_kernels(model) * per_kernel
+    eager = _is_eager(w, model)
+    launches = 3.0 * _cnn_kernels(model) * _launch_s(eager)
     gpu_micro = sum(o.time_s for o in (*fwd, *bwd))
-    if per_kernel == eff.LAUNCH_GRAPH_S:
+    if not eager:
         bwd.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, launches, "launch"))
     elif launches > gpu_micro:
         bwd.append(Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, launches - gpu_micro, "launch"))
@@ -725,9 +725,9 @@ def _cnn_inference(c: _Ctx) -> InferenceTime:
     """A CNN classifies a batch of images in one forward pass."""
     b = c.w.batch_size
     ops = _cnn_forward(c, b, "prefill")
-    per_kernel = _cnn_launch_s(c.w)
-    launches = _cnn_kernels(c.model) * per_kernel
-    if per_kernel == eff.LAUNCH_GRAPH_S:  # a graph replays its kernels back to back on the GPU
+    eager = _is_eager(c.w, c.model)
+    launches = _cnn_kernels(c.model) * _launch_s(eager)
+    if not eager:  # a graph replays its kernels back to back on the GPU
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, launches, "launch"))
     elif launches > _time(ops):  # eager: the GPU waits for the host to issue the next kernel
         ops.append(Op("kernel launches (CPU-bound eager)", "launch", 0.0, 0.0, launches - _time(ops), "launch"))
@@ -743,12 +743,9 @@ def _cnn_kernels(model: ModelSpec) -> float:
     return convs + norms + (norms - shortcut_norms) + model.num_layers + 3
 
 
-def _cnn_launch_s(w: Workload) -> float:
-    """Time to issue one CNN kernel: eager PyTorch (or TensorFlow's executor) by default; captured
-    graphs under torch.compile or TensorRT (`engine: tensorrt-llm` stands for TensorRT here)."""
-    if w.compile or w.engine == "tensorrt-llm":
-        return eff.LAUNCH_GRAPH_S
-    return eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL
+def _launch_s(eager: bool) -> float:
+    """Time one kernel costs: issued by eager PyTorch (~3 ops of ~10 us), or replayed from a graph."""
+    return eff.LAUNCH_EAGER_S * eff.EAGER_OPS_PER_KERNEL if eager else eff.LAUNCH_GRAPH_S
 
 
 # ---------------------------------------------------------------------------------------------
@@ -787,9 +784,9 @@ def _bnb_kernel(c: _Ctx) -> str | None:
 def _is_eager(w: Workload, model: ModelSpec) -> bool:
     """transformers' generate runs eager PyTorch unless compiled (static cache + torch.compile's
     reduce-overhead mode captures CUDA graphs: transformers docs, "Optimizing inference"). Encoders
-    (BERT, ViT) are not what the LLM serving engines run: eager PyTorch unless compiled or built with
-    TensorRT (`engine: tensorrt-llm`)."""
-    if model.kind in ("encoder", "vision-transformer"):
+    (BERT, ViT) and CNNs are not what the LLM serving engines run: eager PyTorch (or TensorFlow's
+    executor) unless compiled or built with TensorRT (`engine: tensorrt-llm` stands for it here)."""
+    if model.kind in ("encoder", "vision-transformer", "cnn"):
         return not (w.compile or w.engine == "tensorrt-llm")
     return w.engine not in GRAPH_ENGINES and not (w.compile and w.engine == "transformers")
 
