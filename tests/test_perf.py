@@ -442,3 +442,48 @@ def test_plan_options_cover_every_gpu_and_count(catalog: Catalog) -> None:
     opts = plan_options(m, _w(task="lora", batch_size=2, seq_len=2048), catalog, cheapest_prices(catalog))
     assert len(opts) == 4 * len(list(catalog))
     assert all((o.time_s or 0) >= 0 for o in opts)
+
+
+def test_eager_attention_bytes_follow_the_op_sequence() -> None:
+    """Eager attention (transformers' eager_attention_forward, DeepLearningExamples' BERT) moves each
+    score element kernel by kernel. At 16 bits: QK^T writes 2, scale 2+2, mask 2+2, fp32 softmax 2+4,
+    cast back 4+2, A.V reads 2 = 24 bytes forward; dropout adds 2+2+1. Backward: dP 2, cast's 2+4,
+    softmax's 4+4+2, scale's 2+2, dQ/dK read dS 2+2, dV reads P 2 = 28. fp32 has no cast."""
+    assert perf.eager_score_bytes(2.0, dropout=False) == (24.0, 28.0)
+    assert perf.eager_score_bytes(2.0, dropout=True) == (29.0, 33.0)
+    assert perf.eager_score_bytes(4.0, dropout=False) == (32.0, 36.0)
+    assert perf.eager_score_bytes(4.0, dropout=True) == (41.0, 45.0)
+
+
+def test_eager_attention_costs_its_scores_in_prefill_and_training(catalog: Catalog) -> None:
+    """DLE-BERTSQI-054 (DeepLearningExamples BERT-large SQuAD inference, A100 80GB, fp16, batch 32 at
+    384 tokens): 312 sequences/s measured. The scores are 32 x 384 x 384 x 16 heads x 24 layers = 1.81e9
+    elements at 24 bytes, 43.5 GB over the A100's streaming bandwidth: ~26 ms of a ~73 ms batch that
+    FlashAttention would run in ~47 ms."""
+    gpu = catalog.get("A100 SXM4 80GB")
+    m = load_model("bert-large")
+    w = make_workload(
+        {"model": "bert-large", "task": "inference", "precision": "fp16", "batch_size": 32, "input_len": 384}
+    )
+    flash = estimate_inference_time(m, w, gpu)
+    eager = estimate_inference_time(m, w.with_(attention_impl="eager"), gpu)
+    scores = [o for o in eager.prefill_ops if o.name == "attention scores (eager softmax)"]
+    assert len(scores) == 1 and not any(o.name.startswith("attention scores") for o in flash.prefill_ops)
+    assert scores[0].bytes == pytest.approx(32 * 384 * 384 * 16 * 24 * 24, rel=1e-12)
+    assert scores[0].time_s == pytest.approx(scores[0].bytes / (gpu.memory_bandwidth_bytes_per_s * 0.85), rel=1e-9)
+    assert eager.ttft_s == pytest.approx(flash.ttft_s + scores[0].time_s, rel=1e-9)
+    seq_s = 32 / eager.ttft_s
+    assert 312 < seq_s < 1.6 * 312  # the harness's per-example Python loop is not modelled
+    # training: BERT's config drops 10% of the attention probabilities, so the forward moves 29 bytes
+    # an element and the backward 33; the eager step is slower by those bytes over the bandwidth
+    t = make_workload(
+        {"model": "bert-large", "task": "finetune", "precision": "fp16", "batch_size": 32, "seq_len": 384}
+    )
+    mo = perf.training_ops(m, t.with_(attention_impl="eager"), gpu)
+    fwd = [o for o in mo.fwd if o.name.startswith("attention scores")]
+    bwd = [o for o in mo.bwd if o.name.startswith("attention scores")]
+    assert fwd[0].bytes == pytest.approx(32 * 384 * 384 * 16 * 24 * 29, rel=1e-12)
+    assert bwd[0].bytes == pytest.approx(32 * 384 * 384 * 16 * 24 * 33, rel=1e-12)
+    slow = estimate_training_time(m, t.with_(attention_impl="eager"), gpu).tokens_per_s
+    fast = estimate_training_time(m, t, gpu).tokens_per_s
+    assert slow < 0.85 * fast

@@ -52,6 +52,25 @@ def test_keywords_for_offload_optimizers_and_explicit_keys() -> None:
     assert w2["cuda_lazy_loading"] is False and w2["grads_set_to_none"] is False
 
 
+def test_dle_bert_squad_runs_eager_attention_and_its_pretraining_does_not() -> None:
+    """DeepLearningExamples' BERT materialises the attention scores (modeling.py BertSelfAttention);
+    run_squad.py runs it eagerly, run_pretraining.py scripts it with NVFuser (torch.jit.script)."""
+    m = load_model("bert-large")
+    squad = _row(source="NVIDIA DeepLearningExamples PyTorch BERT-large SQuAD fine-tuning", model="bert-large",
+                 task="finetune (full; SQuAD v1.1)", seq_len="384", batch="32", precision="AMP (fp16)")  # fmt: skip
+    assert row_workload(squad, m)["attention_impl"] == "eager"
+    lambda_fork = _row(source="Lambda deeplearning-benchmark (PyTorch NGC; DLE models)", model="bert-large",
+                       task="finetune (full; SQuAD v1.1)", seq_len="384", batch="16", precision="AMP (fp16)",
+                       extra_config="Lambda fork of NVIDIA DeepLearningExamples; DLE BERT run_squad.sh train")  # fmt: skip
+    assert row_workload(lambda_fork, m)["attention_impl"] == "eager"
+    pretrain = _row(source="NVIDIA DeepLearningExamples PyTorch BERT-large pretraining", model="bert-large",
+                    task="pretraining (phase 1; MLM+NSP)", seq_len="128", batch="256", precision="AMP (fp16)")  # fmt: skip
+    assert "attention_impl" not in row_workload(pretrain, m)
+    other = _row(source="a SQuAD fine-tuning blog", model="bert-large", task="finetune (SQuAD)", seq_len="384",
+                 batch="8", precision="fp16")  # fmt: skip
+    assert "attention_impl" not in row_workload(other, m)
+
+
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:
     rows = bundled_rows()
     results, skipped = run_rows(rows, catalog)

@@ -47,6 +47,11 @@ def _dropout(model: ModelSpec, keys: tuple[str, ...]) -> float:
     return 0.0
 
 
+def attention_dropout(model: ModelSpec) -> float:
+    """The attention-probability dropout rate the model's config trains with (0 when it has none)."""
+    return _dropout(model, _ATTN_DROPOUT_KEYS)
+
+
 @dataclass(frozen=True)
 class StackShape:
     """Per-token, per-layer sizes of one stack (decoder or encoder), averaged over its layers."""
@@ -142,7 +147,7 @@ def layer_bytes_per_token(model: ModelSpec, s: StackShape, seq: int, cfg: Activa
     t = cfg.tp
     rep = 1 if cfg.sequence_parallel else t  # d-sized terms are split only with sequence parallelism
     hidden_drop = _dropout(model, _HIDDEN_DROPOUT_KEYS) > 0
-    attn_drop = _dropout(model, _ATTN_DROPOUT_KEYS) > 0
+    attn_drop = attention_dropout(model) > 0
     ctx = seq if s.window is None else min(seq, s.window)
 
     norm = b if cfg.norm_bytes is None else cfg.norm_bytes

@@ -24,7 +24,7 @@ from typing import Final
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import comm
 from gpuplan.estimators import efficiency as eff
-from gpuplan.estimators.activations import StackShape, stack_shapes
+from gpuplan.estimators.activations import StackShape, attention_dropout, stack_shapes
 from gpuplan.estimators.lora import lora_targets
 from gpuplan.estimators.memory import ATTN_OUT_LEAVES, MLP_DOWN_LEAVES
 from gpuplan.estimators.parallel import MicroProfile, compose
@@ -295,27 +295,57 @@ def _elementwise_bytes(s: StackShape, c: _Ctx) -> float:
     return values * c.act_b * (1.0 if c.fused else eff.EAGER_ELEMENTWISE_FACTOR)
 
 
-def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str, backward: bool = False) -> Op:
-    """FlashAttention for `tokens` queries over sequences of `seq` (per layer x layers on this stage)."""
+# fp32 softmax: autocast runs softmax in fp32 (torch.amp autocast op reference, "CUDA ops that can
+# autocast to float32") and transformers' eager attention calls softmax(dtype=torch.float32)
+_SOFTMAX_B: Final = 4.0
+
+
+def eager_score_bytes(act_b: float, dropout: bool) -> tuple[float, float]:
+    """Bytes moved per attention-score element by eager (unfused) attention, (forward, backward).
+
+    The op sequence is transformers' eager_attention_forward (models/llama/modeling_llama.py) and
+    BERT's self-attention (NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT/modeling.py),
+    each op a kernel that reads and writes the whole s x s tensor. Forward: QK^T writes the scores
+    (a), the scale reads and writes them (2a), the mask add too (2a), softmax reads a and writes
+    fp32, the cast back reads fp32 and writes a, dropout (training, p > 0) reads and writes a plus a
+    1-byte mask, and A.V reads the probabilities (a). Backward, in autograd's order: dP written (a),
+    dropout's backward (2a + 1), the cast's (a + 4), softmax's reads the fp32 grad and output and
+    writes a, the scale's (2a), dQ and dK each read dS (2a), dV reads the probabilities (a)."""
+    a = act_b
+    cast = a < _SOFTMAX_B
+    drop = 2 * a + 1 if dropout else 0.0
+    fwd = a + 2 * a + 2 * a + (a + _SOFTMAX_B) + ((_SOFTMAX_B + a) if cast else 0.0) + drop + a
+    bwd = a + drop + ((a + _SOFTMAX_B) if cast else 0.0) + (2 * _SOFTMAX_B + a) + 2 * a + 2 * a + a
+    return fwd, bwd
+
+
+def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str, backward: bool = False) -> list[Op]:
+    """Attention for `tokens` queries over sequences of `seq` (per layer x layers on this stage):
+    FlashAttention's one kernel, or eager attention's two batched matmuls plus the kernels that
+    write, scale, mask, softmax (and drop) the materialised s x s scores in between."""
     causal = s.stack == "decoder"
     ctx = _avg_context(seq, s.window, causal)
     tp = c.w.tp
     layers = s.layers / c.pp
+    eager = c.w.attention_impl == "eager"
     flops = 2.0 * tokens * ctx * (s.q + s.attn_out) / tp * layers
     nbytes = tokens * (2 * s.q + s.k + s.v) * c.act_b / tp * layers
-    if c.w.attention_impl == "eager":
-        # materialised scores (the full s x s, causal or not): write them, softmax read + write in
-        # fp32, read the probabilities for A.V
-        heads = max(s.heads, 1)
-        nbytes += tokens * seq * heads / tp * (c.act_b * 2 + 8) * layers
     if backward:
-        flops *= eff.ATTN_BWD_FLOP_RATIO
+        # FlashAttention's backward recomputes the scores; eager attention's reads the saved ones
+        flops *= eff.ATTN_BWD_FLOP_RATIO if not eager else 2.0
         nbytes *= 2.0
     e = eff.attention_efficiency(c.gpu, backward) * eff.size_factor(seq)
     if c.runs_as == "fp32":
         e = eff.FP32_CORE_EFF * 0.5
     peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else c.peak16
-    return _roof("attention", phase, flops, nbytes, peak * e, c.bw * c.bw_eff)
+    ops = [_roof("attention", phase, flops, nbytes, peak * e, c.bw * c.bw_eff)]
+    if eager:
+        # the whole s x s square is materialised (the causal mask only hides half of it)
+        full = seq if s.window is None else min(seq, s.window)
+        per = eager_score_bytes(c.act_b, dropout=attention_dropout(c.model) > 0)[1 if backward else 0]
+        scores = tokens * full * max(s.heads, 1) / tp * per * layers
+        ops.append(_roof("attention scores (eager softmax)", phase, 0.0, scores, 1.0, c.bw * eff.COPY_BW_EFF))
+    return ops
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,8 +429,8 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     attn_bwd: list[Op] = []
     for s in shapes:
         # under CP each rank's queries attend over the whole sequence (load-balanced causal chunks)
-        attn_fwd.append(_attention_op(c, s, tokens, seq, "forward"))
-        attn_bwd.append(_attention_op(c, s, tokens, seq, "backward", backward=True))
+        attn_fwd += _attention_op(c, s, tokens, seq, "forward")
+        attn_bwd += _attention_op(c, s, tokens, seq, "backward", backward=True)
         ew = _elementwise_bytes(s, c) * tokens * s.layers / (tp if w.sequence_parallel else 1)
         fwd.append(_roof("norms, activations, residuals", "forward", 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
         bwd.append(_roof("norms, activations, residuals", "backward", 0.0, 2 * ew, 1.0, c.bw * eff.COPY_BW_EFF))
@@ -470,7 +500,7 @@ def with_checkpointing(mo: MicroOps, checkpointing: str) -> MicroProfile:
     """The profile of the same micro-batch under another checkpointing mode (the operators are the
     same; recompute repeats the attention forward (selective) or every layer's forward (full))."""
     p = mo.profile
-    attn_fwd = sum(o.time_s for o in mo.fwd if o.name == "attention")
+    attn_fwd = sum(o.time_s for o in mo.fwd if o.name.startswith("attention"))
     layers = float(p.layers)
     kernels = p.launch_floor_s / (4.0 if mo.recompute else 3.0)
     was_full = bool(p.full_recompute)
@@ -849,6 +879,14 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             nbytes = batch * attn_ctx * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers
             e = eff.attention_efficiency(c.gpu) * eff.size_factor(model.num_heads / max(model.num_kv_heads, 1) * 16)
         ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
+        if w.attention_impl == "eager":
+            # eager attention materialises every query's scores over the whole context (the causal
+            # mask hides half of a prefill's square without saving its traffic); no dropout
+            square = new_tokens if a_stack.window is None else min(new_tokens, a_stack.window)
+            keys = square if phase == "prefill" else attn_ctx
+            per = eager_score_bytes(c.act_b, dropout=False)[0]
+            scores = qtok * keys * max(a_stack.heads, 1) / tp * per * layers
+            ops.append(_roof("attention scores (eager softmax)", phase, 0.0, scores, 1.0, c.bw * eff.COPY_BW_EFF))
         ew = _elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(_roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations

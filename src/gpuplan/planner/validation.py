@@ -262,6 +262,15 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
         w["optimizer_in_backward"] = True
     if _has(prose, r"flash") is False and _has(prose, r"eager attention", r"materiali[sz]ed"):
         w["attention_impl"] = "eager"
+    elif (
+        _has(" ".join((framework, prose)), r"DeepLearningExamples", r"\bDLE\b")
+        and _has(" ".join((row["task"], prose)), r"squad")
+        and _has(row["model"], r"bert")
+    ):
+        # DeepLearningExamples' BERT self-attention materialises the scores (matmul, scale, mask,
+        # softmax, dropout: PyTorch/LanguageModeling/BERT/modeling.py) and run_squad.py runs it
+        # eagerly, where run_pretraining.py scripts the model with NVFuser (torch.jit.script)
+        w["attention_impl"] = "eager"
     # pure 16-bit training: torchtune and LitGPT bf16-true keep no fp32 copies
     cuda = re.search(r"CUDA\s*(\d+)\.(\d+)", " ".join((prose, row["source"])))
     if cuda and (int(cuda.group(1)), int(cuda.group(2))) < (11, 7):
