@@ -148,6 +148,12 @@ def test_vllm_serve(tmp_path: Path) -> None:
     assert "--tensor-parallel-size=4" in argv
     assert "--max-model-len=2560" in argv
     assert "--quantization=fp8" in argv and "--kv-cache-dtype=fp8" in argv
+    # a torchao int4 checkpoint loads through vLLM's torchao method
+    keys = yaml.safe_load(Path(job).read_text(encoding="utf-8")) | {"weight_dtype": "int4-g128", "kv_dtype": "bf16"}
+    argv = shlex.split(
+        api.launch(_write(tmp_path, "int4.yaml", keys), "vllm")["text"].replace("\\\n", " "), comments=True
+    )
+    assert "--quantization=torchao" in argv and not any(a.startswith("--kv-cache-dtype") for a in argv)
 
 
 def test_launch_from_plan_json(tmp_path: Path, run_cli: RunCli) -> None:

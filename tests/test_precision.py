@@ -26,6 +26,11 @@ from gpuplan.specs.precision import bytes_per_value, compute_peak, storage_forma
         # GPTQ/AWQ group 128: 4 + (16 + 4)/128
         ("gptq", 4.156),
         ("awq", 4.156),
+        # torchao / gpt-fast int4: a bf16 scale and a bf16 zero per group -> 4 + 32/g
+        ("int4-g32", 5.0),
+        ("int4-g64", 4.5),
+        ("int4-g128", 4.25),
+        ("int4-g256", 4.125),
         # ggml blocks: q8_0 34 B / 32 weights, q4_0 18 B / 32
         ("q8_0", 8.5),
         ("q4_0", 4.5),

@@ -71,6 +71,17 @@ def test_dle_bert_squad_runs_eager_attention_and_its_pretraining_does_not() -> N
     assert "attention_impl" not in row_workload(other, m)
 
 
+def test_grouped_int4_counts_its_scales_and_zeros() -> None:
+    """gpt-fast's int4 (groupsize 32) stores a bf16 scale and zero per 32 weights: 5 bits a weight."""
+    m = load_model("llama-2-7b")
+    row = _row(source="gpt-fast README benchmarks (batch-1 decode)", model="llama-2-7b", task="single-stream decode",
+               seq_len="in=5; out=200", batch="1", precision="bf16 activations; int4 weight-only (groupsize 32)",
+               extra_config="torch.compile; task=inference; weight_dtype=int4; compile=true")  # fmt: skip
+    assert row_workload(row, m)["weight_dtype"] == "int4-g32"
+    plain = _row(model="llama-2-7b", task="inference", seq_len="128", batch="1", precision="int4 (q4f16_1)")
+    assert row_workload(plain, m)["weight_dtype"] == "int4"
+
+
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:
     rows = bundled_rows()
     results, skipped = run_rows(rows, catalog)

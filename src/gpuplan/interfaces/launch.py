@@ -92,7 +92,8 @@ SKYPILOT_NAMES: Final = {
     "MI300X": "MI300X",
 }
 # vLLM --quantization for a weight format (vllm/model_executor/layers/quantization: fp8 quantises
-# a 16-bit checkpoint on the fly; awq/gptq need such a checkpoint; bitsandbytes for nf4/int8).
+# a 16-bit checkpoint on the fly; awq/gptq need such a checkpoint; bitsandbytes for nf4/int8;
+# torchao loads a torchao-quantised checkpoint, TorchAOConfig).
 VLLM_QUANT: Final = {
     "fp8": "fp8",
     "fp8_e4m3": "fp8",
@@ -100,6 +101,7 @@ VLLM_QUANT: Final = {
     "gptq": "gptq",
     "int4": "awq",
     "nf4": "bitsandbytes",
+    **{f"int4-g{g}": "torchao" for g in (32, 64, 128, 256)},
 }
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 

@@ -31,6 +31,7 @@ from gpuplan.planner.validation_perf import SPEED_CATEGORIES, model_from_prose, 
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model
+from gpuplan.specs.precision import STORAGE_FORMATS
 from gpuplan.specs.workload import Workload, make_workload, read_user_text
 
 COLUMNS: Final = (
@@ -293,6 +294,9 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
             if key == "task":
                 value = _TASK_WORDS.get(value.lower(), value.lower())
             w[key] = _coerce(value) if key == "lora_targets" else _scalar(value)
+    group = re.search(r"group\s*[-_ ]?size\s*[=:]?\s*(\d+)", " ".join((prec, prose)), re.IGNORECASE)
+    if w.get("weight_dtype") == "int4" and group and f"int4-g{group.group(1)}" in STORAGE_FORMATS:
+        w["weight_dtype"] = f"int4-g{group.group(1)}"  # grouped int4 (torchao, gpt-fast): scales and zeros count
     return w
 
 

@@ -38,6 +38,10 @@ _NF4_OVERHEAD_BITS: Final = 32 / 64
 # GPTQ / AWQ 4-bit, group size 128 (the common export): per group and output column one fp16
 # scale and one packed 4-bit zero point -> 4 + (16 + 4)/128 bits (AutoGPTQ / AutoAWQ packing).
 _GPTQ_G128_BITS: Final = 4 + (16 + 4) / 128
+# torchao / gpt-fast int4 weight-only (tinygemm, aten._weight_int4pack_mm): per group of g input
+# values and output column one bf16 scale and one bf16 zero (gpt-fast quantize.py
+# WeightOnlyInt4Linear.scales_and_zeros, [K/groupsize, N, 2] bf16) -> 4 + 32/g bits
+_TORCHAO_INT4: Final = "torchao Int4WeightOnlyConfig / gpt-fast int4, group {g}: bf16 scale + bf16 zero per group"
 
 _LLAMA_CPP_QUANT_README: Final = "ggml-org/llama.cpp tools/quantize/README.md, 'Llama 2 7B' bits-per-weight table"
 _GGML_BLOCK_FORMATS: Final = "ggml k-quants PR description (ggml-org/llama.cpp #1684): block layouts and bpw"
@@ -59,6 +63,7 @@ STORAGE_FORMATS: Final[dict[str, StorageFormat]] = {
         StorageFormat("fp4", 4 + _NF4_DQ_OVERHEAD_BITS, "bitsandbytes FP4: same block layout as NF4"),
         StorageFormat("gptq", _GPTQ_G128_BITS, "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
         StorageFormat("awq", _GPTQ_G128_BITS, "AWQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
+        *(StorageFormat(f"int4-g{g}", 4 + 32 / g, _TORCHAO_INT4.format(g=g)) for g in (32, 64, 128, 256)),
         # ggml block formats: q8_0 = 32 int8 + one fp16 scale = 34 bytes per 32 weights
         StorageFormat("q8_0", 34 * 8 / 32, _GGML_BLOCK_FORMATS),
         # q4_0 = 32 4-bit + one fp16 scale = 18 bytes per 32 weights
