@@ -9,6 +9,7 @@ import pytest
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.planner.validation import Row, bundled_rows, file_rows, row_workload, run_rows, summary
+from gpuplan.planner.validation_perf import speed_workload
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.models import load_model
 
@@ -80,6 +81,20 @@ def test_grouped_int4_counts_its_scales_and_zeros() -> None:
     assert row_workload(row, m)["weight_dtype"] == "int4-g32"
     plain = _row(model="llama-2-7b", task="inference", seq_len="128", batch="1", precision="int4 (q4f16_1)")
     assert row_workload(plain, m)["weight_dtype"] == "int4"
+
+
+def test_fp8_rows_that_quantise_weights_and_kv_read_both() -> None:
+    """TensorRT-LLM v0.12's perf overview: "quantization FP8 where listed (weights+KV)". An fp8 row
+    gets an fp8 KV cache; an fp16 row of the same table keeps its 16-bit one."""
+    m = load_model("llama-3.1-8b")
+    text = "TP=1; trtllm-bench throughput; quantization FP8 where listed (weights+KV)"
+    fp8 = _row(model="llama-3.1-8b", task="offline max-throughput serving (input 128; output 2048)",
+               seq_len="in=128; out=2048", batch="max", precision="fp8", extra_config=text)  # fmt: skip
+    w = speed_workload(fp8.fields, row_workload(fp8, m), m)
+    assert w["weight_dtype"] == "fp8" and w["kv_dtype"] == "fp8"
+    fp16 = _row(model="llama-3.1-8b", task="offline max-throughput serving (input 128; output 2048)",
+                seq_len="in=128; out=2048", batch="max", precision="fp16 (mixed)", extra_config=text)  # fmt: skip
+    assert "kv_dtype" not in speed_workload(fp16.fields, row_workload(fp16, m), m)
 
 
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:

@@ -167,8 +167,10 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
         w["output_len"] = out if out is not None else 1
         if re.search(r"1 output token|first-token", prose, re.IGNORECASE):
             w["output_len"] = 1
-        if re.search(r"fp8 kv", prose, re.IGNORECASE):
-            w["kv_dtype"] = "fp8"
+        if re.search(r"fp8 kv", prose, re.IGNORECASE) or (
+            w.get("weight_dtype") == "fp8" and re.search(r"weights\s*(?:\+|and)\s*KV", prose, re.IGNORECASE)
+        ):
+            w["kv_dtype"] = "fp8"  # "FP8 (weights+KV)": an fp8 row quantises its KV cache too
         prec = row_fields.get("precision", "").lower()
         for fmt in ("q4_0", "q4_k_m", "q8_0"):
             if fmt in prec.replace(" ", "_"):
