@@ -97,6 +97,19 @@ def test_fp8_rows_that_quantise_weights_and_kv_read_both() -> None:
     assert "kv_dtype" not in speed_workload(fp16.fields, row_workload(fp16, m), m)
 
 
+def test_a_row_that_ran_uncompiled_stays_eager() -> None:
+    """torchtitan's Table 1 'FSDP' row: compile=false, noted '(no torch.compile; no Float8)'."""
+    m = load_model("llama-3.1-8b")
+    row = _row(source="torchtitan performance benchmarks (PyTorch)", model="llama-3.1-8b", task="pretraining",
+               seq_len="8192", batch="global=16 seqs", precision="bf16", num_gpus="8",
+               extra_config="FSDP; TP=1; micro_batch=2; global_batch=16; compile=false; act_ckpt=selective",
+               notes="Row 'FSDP' (no torch.compile; no Float8).")  # fmt: skip
+    w = speed_workload(row.fields, row_workload(row, m), m)
+    assert w["compile"] is False
+    compiled = _row(**{**row.fields, "extra_config": "FSDP; TP=1; micro_batch=2; torch.compile", "notes": ""})
+    assert speed_workload(compiled.fields, row_workload(compiled, m), m)["compile"] is True
+
+
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:
     rows = bundled_rows()
     results, skipped = run_rows(rows, catalog)

@@ -255,7 +255,7 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
         w["loss_impl"] = "chunked"
     elif _has(prose, r"fused (linear )?cross", r"liger"):
         w["loss_impl"] = "fused"
-    if _has(prose, r"no compile", r"compile off", r"compile=false"):
+    if _has(prose, r"no (torch\.)?compile", r"compile off", r"compile=false"):
         w["compile"] = False
     elif _has(prose, r"compile on", r"torch\.compile", r"compile=true", r"\bcompile\b"):
         w["compile"] = True

@@ -195,8 +195,9 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
                 w["pp"] = n
     else:
         w.pop("engine", None)
-        if re.search(r"fused (MLP|dense|LayerNorm)|Transformer Engine|torch\.compile|compile on", prose, re.IGNORECASE):
-            w["compile"] = True  # fused elementwise kernels
+        fused = r"fused (MLP|dense|LayerNorm)|Transformer Engine|(?<!no )torch\.compile|compile on"
+        if w.get("compile") is not False and re.search(fused, prose, re.IGNORECASE):
+            w["compile"] = True  # fused elementwise kernels (a row that says it ran uncompiled stays eager)
     if w.get("precision") == "fp8" and w.get("task") != "inference":
         w["master_weights"] = "fp32"
     return w
