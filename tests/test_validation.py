@@ -110,6 +110,17 @@ def test_a_row_that_ran_uncompiled_stays_eager() -> None:
     assert speed_workload(compiled.fields, row_workload(compiled, m), m)["compile"] is True
 
 
+def test_nemo_rows_run_transformer_engine_attention() -> None:
+    """NeMo's recipes attend through Transformer Engine (cuDNN fused attention on Hopper)."""
+    m = load_model("llama-3.1-8b")
+    row = _row(source="NVIDIA NeMo Framework performance summary (24.07)", model="llama-3.1-8b",
+               task="pretraining", seq_len="8192", batch="global=128 seqs", precision="bf16", num_gpus="8",
+               extra_config="TP=1; PP=1; CP=2; micro_batch=1; global_batch=128")  # fmt: skip
+    assert speed_workload(row.fields, row_workload(row, m), m)["attention_impl"] == "fa3"
+    other = _row(**{**row.fields, "source": "torchtitan performance benchmarks (PyTorch)"})
+    assert "attention_impl" not in speed_workload(other.fields, row_workload(other, m), m)
+
+
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:
     rows = bundled_rows()
     results, skipped = run_rows(rows, catalog)

@@ -80,23 +80,32 @@ GEMM_HALF_ROWS: Final = 16.0
 
 # --- attention kernels ----------------------------------------------------------------------------
 # FlashAttention-2, forward + backward together (Dao-AILab/flash-attention@0251105a README benchmark
-# figures): up to 203 TFLOP/s on A100 (65% of 312) and 338 on H100 (34% of 989); FA2 is what
-# PyTorch stacks (SDPA, transformers, llm-foundry) run. FA3 / cuDNN fused attention reach 66-75% on
-# H100 forward (FA3 paper abstract: 740 TFLOP/s). Backward does 2.5x the forward's matmul FLOPs
-# (5 matmuls against 2, recomputing P; Dao 2023, sec. 3.1).
-# AMD CDNA parts run FA2 ports (composable kernels); no measured share was found: they take the
-# H100 FA2 share (derived), as their MAMF share is no better.
+# figures): up to 203 TFLOP/s on A100 (65% of 312), which the A100 training rows bear out; FA2 is
+# what PyTorch stacks run (SDPA, transformers, llm-foundry, torchtitan). Backward does 2.5x the
+# forward's matmul FLOPs (5 matmuls against 2, recomputing P; Dao 2023, sec. 3.1).
+# On Hopper FA2 runs without the wgmma/TMA instructions: 338 TFLOP/s at best in the same README,
+# and FlashAttention-3 (Shah et al. 2024, abstract) puts FA2 at 35% of H100's peak and FA3 at 75%
+# (740 TFLOP/s in FP16). Whole H100 training steps reach less of either (causal masks, the
+# backward, head dims below 128): llm-foundry's and torchtitan's 8k-262k-token H100 rows fit 0.22
+# for FA2, ATTN_STEP_SHARE = 0.63 of its best case; FA3-class kernels (FA3, Transformer Engine's
+# cuDNN fused attention in NeMo, TensorRT-LLM's Hopper FMHA, vLLM's FA3 on SM90) take the same
+# share of 75%.
+ATTN_STEP_SHARE: Final = 0.22 / 0.35
+# AMD CDNA parts run FA2 ports (composable kernels); no measured share was found: they take FA2's
+# best-case H100 share (derived), as their MAMF share is no better. Blackwell runs FA2 (no FA3
+# build) at the Hopper best case until measured.
 ATTN_FWD_EFF: Final[dict[str, float]] = {
-    "Hopper": 0.34,
+    "Hopper": 0.35 * ATTN_STEP_SHARE,
     "Blackwell": 0.34,
     "CDNA 3": 0.34,
     "CDNA 2": 0.34,
     "default": 0.65,
 }
+# Hopper-native attention (FA3 / cuDNN / TensorRT-LLM FMHA); other architectures run their FA2 share
+ATTN_FWD_EFF_FA3: Final[dict[str, float]] = {"Hopper": 0.75 * ATTN_STEP_SHARE}
 # The backward kernel runs below the forward one: FA2 paper figs. 4-5 (A100, head dim 128,
 # causal): backward ~150-190 TFLOP/s against forward ~190-225, a ratio of ~0.83.
 ATTN_BWD_SHARE: Final = 0.83
-ATTN_BWD_EFF: Final[dict[str, float]] = {k: v * ATTN_BWD_SHARE for k, v in ATTN_FWD_EFF.items()}
 ATTN_BWD_FLOP_RATIO: Final = 2.5
 
 # --- memory bandwidth ---------------------------------------------------------------------------
@@ -193,6 +202,9 @@ def gemm_size_factor(m: float, n: float, k: float) -> float:
     return size_factor(m, GEMM_HALF_ROWS) * size_factor(n) * size_factor(k)
 
 
-def attention_efficiency(gpu: GPU, backward: bool = False) -> float:
-    table = ATTN_BWD_EFF if backward else ATTN_FWD_EFF
-    return table.get(gpu.architecture, table["default"])
+def attention_efficiency(gpu: GPU, backward: bool = False, kernel: str = "fa2") -> float:
+    """Share of peak an attention kernel ("fa2", "fa3") reaches over a step on this GPU."""
+    fwd = ATTN_FWD_EFF.get(gpu.architecture, ATTN_FWD_EFF["default"])
+    if kernel == "fa3":
+        fwd = ATTN_FWD_EFF_FA3.get(gpu.architecture, fwd)
+    return fwd * (ATTN_BWD_SHARE if backward else 1.0)

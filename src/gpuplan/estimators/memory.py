@@ -230,7 +230,7 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
     cfg = ActivationSettings(
         bytes_per_value=b,
         checkpointing=w.activation_checkpointing,
-        flash=w.attention_impl == "flash",
+        flash=w.attention_impl != "eager",
         tp=w.tp,
         sequence_parallel=w.sequence_parallel,
         norm_bytes=_norm_bytes(model, w, b),

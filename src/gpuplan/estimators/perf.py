@@ -319,6 +319,20 @@ def eager_score_bytes(act_b: float, dropout: bool) -> tuple[float, float]:
     return fwd, bwd
 
 
+# Serving engines that run a Hopper-native attention kernel on SM90: vLLM picks FA3 there
+# (vllm/v1/attention/backends/fa_utils.py get_flash_attn_version: 3 when the capability is 9.x),
+# TensorRT-LLM its own Hopper FMHA kernels, SGLang FA3 (its default backend on Hopper).
+FA3_ENGINES: Final = ("vllm", "tensorrt-llm", "sglang")
+
+
+def _attn_kernel(c: _Ctx) -> str:
+    """The attention kernel a workload runs: "eager", "fa3" (Hopper-native) or "fa2"."""
+    w = c.w
+    if w.attention_impl in ("eager", "fa3"):
+        return w.attention_impl
+    return "fa3" if not w.is_training and w.engine in FA3_ENGINES else "fa2"
+
+
 def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str, backward: bool = False) -> list[Op]:
     """Attention for `tokens` queries over sequences of `seq` (per layer x layers on this stage):
     FlashAttention's one kernel, or eager attention's two batched matmuls plus the kernels that
@@ -334,7 +348,7 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
         # FlashAttention's backward recomputes the scores; eager attention's reads the saved ones
         flops *= eff.ATTN_BWD_FLOP_RATIO if not eager else 2.0
         nbytes *= 2.0
-    e = eff.attention_efficiency(c.gpu, backward) * eff.size_factor(seq)
+    e = eff.attention_efficiency(c.gpu, backward, _attn_kernel(c)) * eff.size_factor(seq)
     if c.runs_as == "fp32":
         e = eff.FP32_CORE_EFF * 0.5
     peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else c.peak16
@@ -858,6 +872,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             per_elt, quantised = 2.0, False
         ops.append(_gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised))
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    kernel = _attn_kernel(c)
     for a_stack in stack_shapes(model):
         layers = a_stack.layers / pp
         kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
@@ -874,10 +889,11 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         if phase == "prefill":
             nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
             nbytes += qtok * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers  # KV write
-            e = eff.attention_efficiency(c.gpu) * eff.size_factor(new_tokens)
+            e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(new_tokens)
         else:
             nbytes = batch * attn_ctx * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers
-            e = eff.attention_efficiency(c.gpu) * eff.size_factor(model.num_heads / max(model.num_kv_heads, 1) * 16)
+            gqa = model.num_heads / max(model.num_kv_heads, 1)
+            e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)
         ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
         if w.attention_impl == "eager":
             # eager attention materialises every query's scores over the whole context (the causal

@@ -164,7 +164,7 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
 
     cfg = _config(w, tiny)
     dtype, _, adapters_fp32 = _dtypes(w, torch)
-    attn = "sdpa" if w.attention_impl == "flash" else "eager"  # SDPA runs the flash kernel on Ampere and later
+    attn = "sdpa" if w.attention_impl != "eager" else "eager"  # SDPA runs the flash kernel on Ampere and later
     try:
         with torch.device(device):  # initialised where it runs: an 8B model in seconds, not minutes on the CPU
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn)  # type: ignore[no-untyped-call]

@@ -147,6 +147,8 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
         if int(w.get("tp", 1)) > 1 and not re.search(r"sequence_parallel\s*=\s*no", extra, re.IGNORECASE):
             w["sequence_parallel"] = True
             w["tp_comm_overlap"] = True
+        # their attention is Transformer Engine's DotProductAttention, cuDNN fused attention on Hopper
+        w.setdefault("attention_impl", "fa3")
     mb = _num(r"micro_batch\s*=\s*(\d+)", extra)
     if w.get("task") != "inference" and not mb and row_fields.get("batch", "").lower().startswith(("global", "16m")):
         raise InvalidSettingError("the per-GPU micro-batch is not published (only the global batch)")

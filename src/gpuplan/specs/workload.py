@@ -65,7 +65,7 @@ _OPTIMIZER_ALIASES: Final = {
 COMPUTE_DTYPES: Final = ("fp32", "tf32", "fp16", "bf16", "fp8")
 CHECKPOINTING: Final = ("none", "selective", "full")
 OFFLOAD: Final = ("none", "optimizer", "optimizer+params")
-ATTENTION_IMPLS: Final = ("flash", "eager")
+ATTENTION_IMPLS: Final = ("flash", "fa3", "eager")
 LOSS_IMPLS: Final = ("upcast", "chunked", "fused")
 
 # Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
@@ -146,8 +146,11 @@ class Workload(BaseModel):
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     # LoRA target modules: "default" (PEFT's per-family defaults), "all-linear", or a list of names
     lora_targets: str | list[str] = "default"
-    # attention kernel: FlashAttention / SDPA (no s^2 scores kept) or eager softmax
-    attention_impl: Literal["flash", "eager"] = "flash"
+    # attention kernel: "flash" is the FlashAttention the stack ships (FA2 in PyTorch stacks: SDPA,
+    # flash-attn 2; the serving engines' Hopper kernels under vllm, tensorrt-llm and sglang), "fa3"
+    # a Hopper-native one in training too (FlashAttention-3, cuDNN fused attention in Transformer
+    # Engine: NeMo, Megatron-LM), "eager" the materialised softmax; only eager keeps s^2 scores
+    attention_impl: Literal["flash", "fa3", "eager"] = "flash"
     # how the loss sees the logits: upcast (transformers: logits.float()), chunked (torchtune's
     # CEWithChunkedOutputLoss), fused (Liger / compiled CE: no full-vocabulary tensors kept)
     loss_impl: Literal["upcast", "chunked", "fused"] = "upcast"
