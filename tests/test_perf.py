@@ -506,11 +506,14 @@ def test_attention_kernel_by_stack_on_hopper(catalog: Catalog) -> None:
          "activation_checkpointing": "full", "gpu": "H100 SXM5 80GB"}
     )  # fmt: skip
     m = load_model("mpt-7b")
-    fa2 = estimate_training_time(m, w, h100).tokens_per_s / 8
+    t = estimate_training_time(m, w, h100)
+    fa2 = t.tokens_per_s / 8
     assert fa2 == pytest.approx(3318, rel=0.10)
+    assert any("attention_impl: fa3" in n for n in t.notes)  # the estimate says which kernel it assumed
     # Transformer Engine's cuDNN attention (NeMo, Megatron) runs the same step faster on Hopper only
-    fa3 = estimate_training_time(m, w.with_(attention_impl="fa3"), h100).tokens_per_s / 8
-    assert fa3 > 1.3 * fa2
+    t3 = estimate_training_time(m, w.with_(attention_impl="fa3"), h100)
+    fa3 = t3.tokens_per_s / 8
+    assert fa3 > 1.3 * fa2 and not any("attention_impl" in n for n in t3.notes)
     a_fa2 = estimate_training_time(m, w, a100).tokens_per_s
     assert estimate_training_time(m, w.with_(attention_impl="fa3"), a100).tokens_per_s == pytest.approx(a_fa2)
 

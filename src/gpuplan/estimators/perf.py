@@ -602,6 +602,13 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     notes = list(mo.notes)
     if pp > 1:
         notes.append(f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step")
+    layers_s = float(mo.profile.layer_fwd_s + mo.profile.layer_bwd_s + mo.profile.layer_rec_s)
+    attn_share = float(mo.profile.attn_s) / max(layers_s, 1e-12)
+    if w.attention_impl == "flash" and gpu.architecture == "Hopper" and attn_share > 0.15:
+        notes.append(
+            f"attention is {attn_share:.0%} of the layers' time at FlashAttention-2's Hopper rate; a stack "
+            "with FA3 or Transformer Engine's cuDNN attention runs it ~2x faster (attention_impl: fa3)"
+        )
     notes += cl.warnings()
     return TrainingTime(
         step_time_s=step,
