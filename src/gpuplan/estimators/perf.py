@@ -325,6 +325,12 @@ def eager_score_bytes(act_b: float, dropout: bool) -> tuple[float, float]:
 FA3_ENGINES: Final = ("vllm", "tensorrt-llm", "sglang")
 
 
+def _eager_scores_op(c: _Ctx, phase: str, elements: float, dropout: bool, backward: bool = False) -> Op:
+    """The kernels between eager attention's two matmuls, over `elements` materialised scores."""
+    per = eager_score_bytes(c.act_b, dropout)[1 if backward else 0]
+    return _roof("attention scores (eager softmax)", phase, 0.0, elements * per, 1.0, c.bw * eff.COPY_BW_EFF)
+
+
 def _attn_kernel(c: _Ctx) -> str:
     """The attention kernel a workload runs: "eager", "fa3" (Hopper-native) or "fa2"."""
     w = c.w
@@ -341,14 +347,15 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     ctx = _avg_context(seq, s.window, causal)
     tp = c.w.tp
     layers = s.layers / c.pp
-    eager = c.w.attention_impl == "eager"
+    kernel = _attn_kernel(c)
+    eager = kernel == "eager"
     flops = 2.0 * tokens * ctx * (s.q + s.attn_out) / tp * layers
     nbytes = tokens * (2 * s.q + s.k + s.v) * c.act_b / tp * layers
     if backward:
         # FlashAttention's backward recomputes the scores; eager attention's reads the saved ones
         flops *= eff.ATTN_BWD_FLOP_RATIO if not eager else 2.0
         nbytes *= 2.0
-    e = eff.attention_efficiency(c.gpu, backward, _attn_kernel(c)) * eff.size_factor(seq)
+    e = eff.attention_efficiency(c.gpu, backward, kernel) * eff.size_factor(seq)
     if c.runs_as == "fp32":
         e = eff.FP32_CORE_EFF * 0.5
     peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else c.peak16
@@ -356,9 +363,8 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     if eager:
         # the whole s x s square is materialised (the causal mask only hides half of it)
         full = seq if s.window is None else min(seq, s.window)
-        per = eager_score_bytes(c.act_b, dropout=attention_dropout(c.model) > 0)[1 if backward else 0]
-        scores = tokens * full * max(s.heads, 1) / tp * per * layers
-        ops.append(_roof("attention scores (eager softmax)", phase, 0.0, scores, 1.0, c.bw * eff.COPY_BW_EFF))
+        elements = tokens * full * max(s.heads, 1) / tp * layers
+        ops.append(_eager_scores_op(c, phase, elements, attention_dropout(c.model) > 0, backward))
     return ops
 
 
@@ -604,10 +610,11 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
         notes.append(f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step")
     layers_s = float(mo.profile.layer_fwd_s + mo.profile.layer_bwd_s + mo.profile.layer_rec_s)
     attn_share = float(mo.profile.attn_s) / max(layers_s, 1e-12)
-    if w.attention_impl == "flash" and gpu.architecture == "Hopper" and attn_share > 0.15:
+    native = eff.attention_efficiency(gpu, kernel="fa3") / eff.attention_efficiency(gpu)
+    if w.attention_impl == "flash" and native > 1.0 and attn_share > 0.15:
         notes.append(
-            f"attention is {attn_share:.0%} of the layers' time at FlashAttention-2's Hopper rate; a stack "
-            "with FA3 or Transformer Engine's cuDNN attention runs it ~2x faster (attention_impl: fa3)"
+            f"attention is {attn_share:.0%} of the layers' time at FlashAttention-2's rate; a stack with FA3 "
+            f"or Transformer Engine's cuDNN attention runs it {native:.1f}x faster (attention_impl: fa3)"
         )
     notes += cl.warnings()
     return TrainingTime(
@@ -902,14 +909,12 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             gqa = model.num_heads / max(model.num_kv_heads, 1)
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)
         ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
-        if w.attention_impl == "eager":
+        if kernel == "eager":
             # eager attention materialises every query's scores over the whole context (the causal
             # mask hides half of a prefill's square without saving its traffic); no dropout
             square = new_tokens if a_stack.window is None else min(new_tokens, a_stack.window)
             keys = square if phase == "prefill" else attn_ctx
-            per = eager_score_bytes(c.act_b, dropout=False)[0]
-            scores = qtok * keys * max(a_stack.heads, 1) / tp * per * layers
-            ops.append(_roof("attention scores (eager softmax)", phase, 0.0, scores, 1.0, c.bw * eff.COPY_BW_EFF))
+            ops.append(_eager_scores_op(c, phase, qtok * keys * max(a_stack.heads, 1) / tp * layers, False))
         ew = _elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(_roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations
