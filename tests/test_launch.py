@@ -104,6 +104,17 @@ def test_megatron_flags_for_model_parallel_layouts() -> None:
     assert flags["--num-layers"] == "80" and flags["--hidden-size"] == "8192"
     assert flags["--global-batch-size"] == "1024"
     assert "--swiglu" in argv and "--group-query-attention" in argv
+    assert flags["--attention-backend"] == {"flash": "flash", "fa3": "fused", "eager": "unfused"}[
+        lay.get("attention_impl", "flash")
+    ]
+
+
+def test_megatron_runs_the_attention_kernel_the_estimate_assumed(tmp_path: Path) -> None:
+    keys = yaml.safe_load(Path(CLUSTER).read_text(encoding="utf-8"))
+    for impl, backend in (("fa3", "fused"), ("eager", "unfused"), ("flash", "flash")):
+        job = _write(tmp_path, f"{impl}.yaml", keys | {"attention_impl": impl})
+        argv = shlex.split(api.launch(job, "torchrun")["text"].replace("\\\n", " "), comments=True)
+        assert dict(itertools.pairwise(argv))["--attention-backend"] == backend
 
 
 def test_slurm_script_header() -> None:

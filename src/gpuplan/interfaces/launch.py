@@ -103,6 +103,7 @@ VLLM_QUANT: Final = {
     "nf4": "bitsandbytes",
     **{f"int4-g{g}": "torchao" for g in (32, 64, 128, 256)},
 }
+MEGATRON_ATTENTION: Final = {"flash": "flash", "fa3": "fused", "eager": "unfused"}
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
 
@@ -220,6 +221,9 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
         if not m.tie_word_embeddings:
             a.append("--untie-embeddings-and-output-weights")
+    # the attention kernel the estimate assumed (megatron/core/transformer/enums.py AttnBackend):
+    # flash-attn, Transformer Engine's cuDNN fused attention, or the unfused softmax
+    a.append(f"--attention-backend {MEGATRON_ATTENTION[w.attention_impl]}")
     if w.activation_checkpointing == "selective":
         a.append("--recompute-granularity selective")
     elif w.activation_checkpointing == "full":
