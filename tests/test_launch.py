@@ -104,9 +104,10 @@ def test_megatron_flags_for_model_parallel_layouts() -> None:
     assert flags["--num-layers"] == "80" and flags["--hidden-size"] == "8192"
     assert flags["--global-batch-size"] == "1024"
     assert "--swiglu" in argv and "--group-query-attention" in argv
-    assert flags["--attention-backend"] == {"flash": "flash", "fa3": "fused", "eager": "unfused"}[
-        lay.get("attention_impl", "flash")
-    ]
+    assert (
+        flags["--attention-backend"]
+        == {"flash": "flash", "fa3": "fused", "eager": "unfused"}[lay.get("attention_impl", "flash")]
+    )
 
 
 def test_megatron_runs_the_attention_kernel_the_estimate_assumed(tmp_path: Path) -> None:
