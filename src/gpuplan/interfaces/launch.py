@@ -25,6 +25,7 @@ from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_infere
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset
+from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
 
 FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm")
@@ -101,7 +102,7 @@ VLLM_QUANT: Final = {
     "gptq": "gptq",
     "int4": "awq",
     "nf4": "bitsandbytes",
-    **{f"int4-g{g}": "torchao" for g in (32, 64, 128, 256)},
+    **{f"int4-g{g}": "torchao" for g in TORCHAO_INT4_GROUPS},
 }
 MEGATRON_ATTENTION: Final = {"flash": "flash", "fa3": "fused", "eager": "unfused"}
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}

@@ -42,6 +42,7 @@ _GPTQ_G128_BITS: Final = 4 + (16 + 4) / 128
 # values and output column one bf16 scale and one bf16 zero (gpt-fast quantize.py
 # WeightOnlyInt4Linear.scales_and_zeros, [K/groupsize, N, 2] bf16) -> 4 + 32/g bits
 _TORCHAO_INT4: Final = "torchao Int4WeightOnlyConfig / gpt-fast int4, group {g}: bf16 scale + bf16 zero per group"
+TORCHAO_INT4_GROUPS: Final = (32, 64, 128, 256)
 
 _LLAMA_CPP_QUANT_README: Final = "ggml-org/llama.cpp tools/quantize/README.md, 'Llama 2 7B' bits-per-weight table"
 _GGML_BLOCK_FORMATS: Final = "ggml k-quants PR description (ggml-org/llama.cpp #1684): block layouts and bpw"
@@ -63,7 +64,7 @@ STORAGE_FORMATS: Final[dict[str, StorageFormat]] = {
         StorageFormat("fp4", 4 + _NF4_DQ_OVERHEAD_BITS, "bitsandbytes FP4: same block layout as NF4"),
         StorageFormat("gptq", _GPTQ_G128_BITS, "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
         StorageFormat("awq", _GPTQ_G128_BITS, "AWQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
-        *(StorageFormat(f"int4-g{g}", 4 + 32 / g, _TORCHAO_INT4.format(g=g)) for g in (32, 64, 128, 256)),
+        *(StorageFormat(f"int4-g{g}", 4 + 32 / g, _TORCHAO_INT4.format(g=g)) for g in TORCHAO_INT4_GROUPS),
         # ggml block formats: q8_0 = 32 int8 + one fp16 scale = 34 bytes per 32 weights
         StorageFormat("q8_0", 34 * 8 / 32, _GGML_BLOCK_FORMATS),
         # q4_0 = 32 4-bit + one fp16 scale = 18 bytes per 32 weights
