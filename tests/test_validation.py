@@ -121,6 +121,20 @@ def test_nemo_rows_run_transformer_engine_attention() -> None:
     assert "attention_impl" not in speed_workload(other.fields, row_workload(other, m), m)
 
 
+def test_trt_llm_v061_tables_are_per_gpu(catalog: Catalog) -> None:
+    """TensorRT-LLM's v0.6.1 doc headed its A100 table 'out tok/s'; the next revision of the same
+    data heads it 'out tok/s/GPU', so a TP=2 row is compared per GPU (half the total)."""
+    row = _row(id="T", category="inference", source="NVIDIA TensorRT-LLM performance doc (v0.6.1; static batching)",
+               source_ref="NVIDIA/TensorRT-LLM:docs/source/performance.md@138f96d45f90b9667426f7c47297d8c06bafac73",
+               model="llama-2-7b", gpu="A100-SXM4-80GB", num_gpus="2", precision="fp16",
+               task="offline generation (input 2048; output 2048)", seq_len="in=2048; out=2048", batch="64",
+               extra_config="TP=2; batch=64; TRT-LLM gptSessionBenchmark static batching",
+               metric="output_token_throughput", value="782", unit="output tokens/s")  # fmt: skip
+    (per_gpu,), _ = run_rows([row], catalog)
+    (total,), _ = run_rows([_row(**{**row.fields, "source_ref": "elsewhere"})], catalog)
+    assert per_gpu.predicted == pytest.approx(total.predicted / 2, rel=1e-9)
+
+
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:
     rows = bundled_rows()
     results, skipped = run_rows(rows, catalog)

@@ -25,6 +25,11 @@ from gpuplan.specs.workload import make_workload
 
 SPEED_CATEGORIES: Final = ("train_throughput", "inference")
 
+# Tables whose throughput is per GPU though a header said "out tok/s": TensorRT-LLM's v0.6.1
+# performance doc (commit 138f96d) headed its L40S and A100 tables "out tok/s"; the next revision of
+# the same data (commit 77d24b5) heads all three tables "out tok/s/GPU"
+PER_GPU_SOURCES: Final = ("NVIDIA/TensorRT-LLM:docs/source/performance.md@138f96d",)
+
 
 @dataclass(frozen=True)
 class SpeedPrediction:
@@ -277,7 +282,7 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
         value = it.tpot_s * 1e3
     elif "output_token" in metric or "throughput" in metric:
         value = it.best_output_tokens_per_s if max_batch is not None else it.output_tokens_per_s
-        if "/gpu" in unit:
+        if "/gpu" in unit or row_fields.get("source_ref", "").startswith(PER_GPU_SOURCES):
             value /= work.num_gpus
     else:
         raise InvalidSettingError(f"metric {row_fields['metric']!r} is not one gpuplan predicts")
