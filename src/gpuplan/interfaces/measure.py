@@ -275,13 +275,17 @@ def _run(torch: Any, w: Workload, steps: int, device: str, tiny: bool) -> dict[s
         seq = min(w.seq_len, 128) if tiny else w.seq_len
         batch = torch.randint(0, vocab, (w.batch_size, seq), device=device)
         model.train()
+        # fp16 autocast trains with dynamic loss scaling (Micikevicius et al. 2018; torch.amp.GradScaler),
+        # as an fp16 AMP run does: its unscale and inf check are part of the step timed
+        scaler = torch.amp.GradScaler(dev_type, enabled=amp is torch.float16 and cuda)
         for _ in range(steps):
             t0 = time.perf_counter()
             for _ in range(w.micro_batches):
                 with torch.autocast(dev_type, dtype=amp, enabled=amp is not None):
                     loss = model(input_ids=batch, labels=batch).loss
-                loss.backward()
-            opt.step()
+                scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             opt.zero_grad(set_to_none=True)
             _sync(torch, device)
             times.append(time.perf_counter() - t0)
