@@ -166,6 +166,11 @@ def test_vllm_serve(tmp_path: Path) -> None:
         api.launch(_write(tmp_path, "int4.yaml", keys), "vllm")["text"].replace("\\\n", " "), comments=True
     )
     assert "--quantization=torchao" in argv and not any(a.startswith("--kv-cache-dtype") for a in argv)
+    # NVFP4 and MXFP4 checkpoints load through vLLM's modelopt_fp4 and mxfp4 methods
+    for fmt, method in (("nvfp4", "modelopt_fp4"), ("mxfp4", "mxfp4")):
+        path = _write(tmp_path, f"{fmt}.yaml", keys | {"weight_dtype": fmt})
+        argv = shlex.split(api.launch(path, "vllm")["text"].replace("\\\n", " "), comments=True)
+        assert f"--quantization={method}" in argv
 
 
 def test_launch_from_plan_json(tmp_path: Path, run_cli: RunCli) -> None:

@@ -31,6 +31,9 @@ from gpuplan.specs.precision import bytes_per_value, compute_peak, storage_forma
         ("int4-g64", 4.5),
         ("int4-g128", 4.25),
         ("int4-g256", 4.125),
+        # NVFP4: an E4M3 scale per 16 values; OCP MXFP4: an E8M0 scale per 32
+        ("nvfp4", 4.5),
+        ("mxfp4", 4.25),
         # ggml blocks: q8_0 34 B / 32 weights, q4_0 18 B / 32
         ("q8_0", 8.5),
         ("q4_0", 4.5),

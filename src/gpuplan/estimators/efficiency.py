@@ -77,6 +77,15 @@ GEMM_HALF_DIM: Final = 128.0
 # (cuBLAS/CUTLASS skinny configurations; Marlin's 16-row blocks, Frantar et al. 2024), so it
 # saturates sooner: half efficiency at 16 rows.
 GEMM_HALF_ROWS: Final = 16.0
+# Block-scaled FP4 GEMMs (NVFP4/MXFP4 on Blackwell's FP4 tensor cores): cuBLAS 13.3 runs
+# 8192^3 at 5,239 of B200's 9,000 dense TFLOP/s (deepseek-ai/DeepGEMM PR #348's cuBLAS column;
+# DeepGEMM's own kernel 5,702), the share taken as FP4's MAMF. Each launch also costs more fixed
+# time than a 16-bit GEMM's: in vLLM's B200 GEMM benchmark (vllm-project/vllm PR #20646,
+# N=6144 K=4096, 1,024-4,096 rows) time against rows has an intercept of 3.9-5.4 us for NVFP4
+# and 1.8 us for bf16, so ~3 us more per launch.
+_FP4_SRC: Final = "B200 FP4 8192^3 5239/9000 (cuBLAS 13.3, DeepGEMM PR #348)"
+FP4_MAMF_SHARE: Final = 5239.0 / 9000.0
+FP4_GEMM_LATENCY_S: Final = 3.0e-6
 
 # --- attention kernels ----------------------------------------------------------------------------
 # FlashAttention-2, forward + backward together (Dao-AILab/flash-attention@0251105a README benchmark
@@ -177,6 +186,8 @@ def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
     e16, e8, src = _MAMF_BY_NAME.get(gpu.name) or _MAMF_BY_ARCH.get(gpu.architecture) or _MAMF_DEFAULT
     k = sustained_share(gpu)
     src = f"{src}; x {k:g} sustained"
+    if runs_as == "fp4":
+        return GemmEfficiency(FP4_MAMF_SHARE * k, f"{_FP4_SRC}; x {k:g} sustained")
     if runs_as in ("fp8", "int8", "int4"):
         if e8 is not None:
             return GemmEfficiency(e8 * k, src)

@@ -31,7 +31,7 @@ from gpuplan.estimators.parallel import MicroProfile, compose
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
-from gpuplan.specs.precision import compute_peak, storage_format
+from gpuplan.specs.precision import FP4_TENSOR_FORMATS, compute_peak, fp4_peak, storage_format
 from gpuplan.specs.workload import Workload
 
 # Engines whose decode runs under CUDA graphs with fused kernels (vLLM, TensorRT-LLM, SGLang,
@@ -170,7 +170,7 @@ class _Ctx:
 
 
 def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
-    prec = w.precision
+    prec: str = w.precision
     if w.is_training and prec == "fp8" and not gpu.supports("fp8"):
         raise InvalidSettingError(
             f"fp8 training needs FP8 tensor cores; {gpu.name} has none (FP8 needs compute capability 8.9+). "
@@ -185,7 +185,9 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         )
     if not w.is_training:
         fmt = w.effective_weight_dtype
-        if fmt == "fp8" and gpu.supports("fp8") and prec in ("bf16", "fp16", "fp8"):
+        if fmt in FP4_TENSOR_FORMATS and fp4_peak(gpu) is not None and prec in ("bf16", "fp16", "fp8"):
+            prec = "fp4"  # W4A4: NVFP4 weights and activations on FP4 tensor cores (Blackwell)
+        elif fmt == "fp8" and gpu.supports("fp8") and prec in ("bf16", "fp16", "fp8"):
             prec = "fp8"  # W8A8: fp8 weights with fp8 activations run on FP8 tensor cores
         elif prec == "fp8" and not gpu.supports("fp8"):
             prec = "bf16" if gpu.supports("bf16") else "fp16"
@@ -194,7 +196,7 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         # torch.backends.cudnn.allow_tf32 and TensorFlow's tf32 execution both default to on (Ampere+)
         prec = "tf32"
         notes.append(f"fp32 convolutions run in TF32 on {gpu.name} (the frameworks' default)")
-    peak = compute_peak(gpu, prec)
+    peak = (fp4_peak(gpu) if prec == "fp4" else None) or compute_peak(gpu, prec)
     if peak.reason:
         notes.append(peak.reason)
     g = eff.gemm_efficiency(gpu, peak.runs_as)
@@ -826,7 +828,7 @@ def _weight_bytes_per_element(c: _Ctx) -> tuple[float, bool, float]:
     other = 4.0 if fmt == "fp32" else 2.0
     if fmt.startswith(("q", "iq")) and fmt not in ("qlora",):
         other = b  # GGUF files quantise the embeddings and output too
-    weight_only = b < 2.0 and not (c.runs_as == "fp8" and fmt == "fp8")
+    weight_only = b < 2.0 and not (c.runs_as == "fp8" and fmt == "fp8") and c.runs_as != "fp4"
     return b, weight_only and c.runs_as != "fp32", other
 
 
@@ -884,7 +886,12 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             dequant = n_out * k_in * count * touched * NF4_DEQUANT_BYTES
             ops.append(_roof(f"{g.name} 4-bit dequantise", phase, 0.0, dequant, 1.0, c.bw * eff.COPY_BW_EFF))
             per_elt, quantised = 2.0, False
-        ops.append(_gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised))
+        op = _gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised)
+        if c.runs_as == "fp4":
+            # one (grouped) block-scaled GEMM launch per layer and projection: its fixed latency
+            launches = count / model.num_experts if g.role == "expert" and model.num_experts else count
+            op = Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
+        ops.append(op)
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     kernel = _attn_kernel(c)
     for a_stack in stack_shapes(model):

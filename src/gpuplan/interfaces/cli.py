@@ -443,7 +443,10 @@ def fit(
     input_len: Annotated[int | None, typer.Option(help="Inference: prompt tokens.")] = None,
     output_len: Annotated[int | None, typer.Option(help="Inference: generated tokens.")] = None,
     weight_dtype: Annotated[
-        str | None, typer.Option(help="Inference weights: bf16, fp8, int8, int4, int4-g128, nf4, awq, gptq, q4_k_m …")
+        str | None,
+        typer.Option(
+            help="Inference weights: bf16, fp8, int8, int4, int4-g128, nvfp4, mxfp4, nf4, awq, gptq, q4_k_m …"
+        ),
     ] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV cache dtype: bf16 | fp8 …")] = None,
     set_: SetOpt = None,

@@ -102,6 +102,8 @@ VLLM_QUANT: Final = {
     "gptq": "gptq",
     "int4": "awq",
     "nf4": "bitsandbytes",
+    "nvfp4": "modelopt_fp4",  # a ModelOpt NVFP4 checkpoint (nvidia/*-FP4 on the Hub)
+    "mxfp4": "mxfp4",  # gpt-oss's MXFP4 MoE weights
     **{f"int4-g{g}": "torchao" for g in TORCHAO_INT4_GROUPS},
 }
 MEGATRON_ATTENTION: Final = {"flash": "flash", "fa3": "fused", "eager": "unfused"}

@@ -44,6 +44,16 @@ _GPTQ_G128_BITS: Final = 4 + (16 + 4) / 128
 _TORCHAO_INT4: Final = "torchao Int4WeightOnlyConfig / gpt-fast int4, group {g}: bf16 scale + bf16 zero per group"
 TORCHAO_INT4_GROUPS: Final = (32, 64, 128, 256)
 
+# 4-bit floats (E2M1) with block scales. NVFP4 (NVIDIA, Blackwell): one FP8 E4M3 scale per 16
+# values plus a per-tensor fp32 scale -> 4 + 8/16 bits (TensorRT Model Optimizer NVFP4_DEFAULT_CFG:
+# block_sizes 16, scale_bits (4, 3)). MXFP4 (OCP Microscaling Formats v1.0, 2023): one E8M0 scale
+# per 32 values -> 4 + 8/32 bits (gpt-oss ships its MoE weights so).
+_NVFP4_BITS: Final = 4 + 8 / 16
+_MXFP4_BITS: Final = 4 + 8 / 32
+# Formats whose matmuls run on FP4 tensor cores where the GPU has them (W4A4: ModelOpt's NVFP4
+# quantises activations as well); elsewhere, and for MXFP4 here, weight-only (dequantised to 16 bits)
+FP4_TENSOR_FORMATS: Final = frozenset({"nvfp4"})
+
 _LLAMA_CPP_QUANT_README: Final = "ggml-org/llama.cpp tools/quantize/README.md, 'Llama 2 7B' bits-per-weight table"
 _GGML_BLOCK_FORMATS: Final = "ggml k-quants PR description (ggml-org/llama.cpp #1684): block layouts and bpw"
 
@@ -62,6 +72,8 @@ STORAGE_FORMATS: Final[dict[str, StorageFormat]] = {
         StorageFormat("nf4", 4 + _NF4_DQ_OVERHEAD_BITS, "QLoRA sec. 3: NF4, blocksize 64, double quantisation"),
         StorageFormat("nf4-no-dq", 4 + _NF4_OVERHEAD_BITS, "QLoRA sec. 3: NF4, blocksize 64, fp32 absmax"),
         StorageFormat("fp4", 4 + _NF4_DQ_OVERHEAD_BITS, "bitsandbytes FP4: same block layout as NF4"),
+        StorageFormat("nvfp4", _NVFP4_BITS, "NVFP4: E2M1 values, FP8 E4M3 scale per 16 (+ fp32 per tensor)"),
+        StorageFormat("mxfp4", _MXFP4_BITS, "OCP MXFP4: E2M1 values, E8M0 scale per 32"),
         StorageFormat("gptq", _GPTQ_G128_BITS, "GPTQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
         StorageFormat("awq", _GPTQ_G128_BITS, "AWQ 4-bit, group 128: fp16 scale + 4-bit zero per group"),
         *(StorageFormat(f"int4-g{g}", 4 + 32 / g, _TORCHAO_INT4.format(g=g)) for g in TORCHAO_INT4_GROUPS),
@@ -93,6 +105,9 @@ _STORAGE_ALIASES: Final = {
     "awq-int4": "awq",
     "gptq-int4": "gptq",
     "qlora": "nf4",
+    "modelopt_fp4": "nvfp4",
+    "nv-fp4": "nvfp4",
+    "mx-fp4": "mxfp4",
 }
 
 
@@ -150,6 +165,14 @@ _WHY_MISSING: Final = {
     "fp16": "has no FP16 tensor cores",
     "fp64": "lists no FP64 rate",
 }
+
+
+def fp4_peak(gpu: GPU) -> ComputePeak | None:
+    """The dense FP4 tensor-core peak (Blackwell: NVIDIA's B200 and RTX 50 tables), None without one.
+    Not a `precision` a workload asks for: what an NVFP4 checkpoint's matmuls run at."""
+    if gpu.fp4_flop_per_s is None:
+        return None
+    return ComputePeak("fp4", "fp4", gpu.fp4_flop_per_s, "")
 
 
 def compute_peak(gpu: GPU, precision: str) -> ComputePeak:
