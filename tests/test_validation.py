@@ -135,6 +135,21 @@ def test_trt_llm_v061_tables_are_per_gpu(catalog: Catalog) -> None:
     assert per_gpu.predicted == pytest.approx(total.predicted / 2, rel=1e-9)
 
 
+def test_fp4_rows_name_their_block_format() -> None:
+    """A bare "FP4" on a serving row is NVFP4 (TensorRT-LLM / ModelOpt); bitsandbytes' FP4 stays fp4."""
+    m = load_model("llama-3.1-70b")
+    base = dict(model="llama-3.1-70b", gpu="B200", num_gpus="1", task="offline serving", seq_len="128",
+                batch="8", metric="output_token_throughput", value="1", unit="output tokens/s")  # fmt: skip
+    for prec, extra, want in (
+        ("FP4", "", "nvfp4"),
+        ("fp4 (NVFP4 ModelOpt checkpoint)", "", "nvfp4"),
+        ("MXFP4 experts", "", "mxfp4"),
+        ("fp4", "transformers bitsandbytes load_in_4bit", "fp4"),
+    ):
+        row = _row(**base, precision=prec, extra_config=extra)
+        assert row_workload(row, m)["weight_dtype"] == want, prec
+
+
 def test_bundled_validation_runs_every_memory_row(catalog: Catalog) -> None:
     rows = bundled_rows()
     results, skipped = run_rows(rows, catalog)

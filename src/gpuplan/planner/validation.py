@@ -192,10 +192,14 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     if found:
         w["precision"] = min(found)[1]  # the first named: "fp8 (Transformer Engine; bf16 master)" is fp8
     if w["task"] == "inference":
-        for fmt in ("nf4", "int4", "int8", "fp8", "awq", "gptq"):
+        for fmt in ("nf4", "int4", "int8", "fp8", "awq", "gptq", "mxfp4", "nvfp4", "fp4"):
             if re.search(rf"\b{fmt}\b", prec):
-                w["weight_dtype"] = fmt
+                # a bare "FP4" is NVFP4 (TensorRT-LLM / ModelOpt, vLLM, SGLang) unless bitsandbytes ran it
+                bnb = _has(prose, r"bitsandbytes", r"\bbnb\b", r"load_in_4bit")
+                w["weight_dtype"] = "nvfp4" if fmt == "fp4" and not bnb else fmt
                 w["precision"] = "bf16"
+                if fmt in ("mxfp4", "nvfp4"):
+                    break  # "FP4 (NVFP4 ...)": the named block format, not the bare word after it
     w["num_gpus"] = _first_int(row["num_gpus"]) or 1
     seq = _first_int(row["seq_len"])
     batch = _first_int(row["batch"])
