@@ -124,6 +124,21 @@ def test_nvfp4_runs_on_fp4_tensor_cores_only_where_they_exist(catalog: Catalog) 
     assert weight_only.ttft_s > estimate_inference_time(m, w, h100).ttft_s  # dequantised, at the bf16 rate
 
 
+def test_serving_engines_keep_a_micro_batch_per_pipeline_stage_in_flight(catalog: Catalog) -> None:
+    """vLLM runs pipeline_parallel_size batches concurrently (max_concurrent_batches), so a KV-heavy
+    batch over 4 stages keeps every GPU busy; llama.cpp's layer split passes one batch through the
+    stages in turn. A single sequence cannot be split: both pay every stage per token."""
+    m, g = load_model("llama-3.1-70b"), catalog.get("L40S")
+    keys = {"model": "llama-3.1-70b", "task": "inference", "weight_dtype": "fp8", "input_len": 1024,
+            "output_len": 512, "num_gpus": 4, "pp": 4}  # fmt: skip
+
+    def run(engine: str, batch: int) -> Any:
+        return estimate_inference_time(m, make_workload({**keys, "engine": engine, "batch_size": batch}), g)
+
+    assert run("vllm", 64).output_tokens_per_s > 1.3 * run("llama.cpp", 64).output_tokens_per_s
+    assert run("vllm", 1).tpot_s == pytest.approx(run("llama.cpp", 1).tpot_s, rel=1e-9)
+
+
 def _falcon(catalog: Catalog, **kw: Any) -> tuple[float, Any]:
     """falcon-7b batch-1 decode on an A100 40GB, as the LitGPT quantize tutorial ran it."""
     m, g = load_model("falcon-7b"), catalog.get("A100 SXM4 40GB")

@@ -44,6 +44,11 @@ LAST_TOKEN_LOGITS_ENGINES: Final = GRAPH_ENGINES | {"transformers"}
 # Most sequences one engine step batches by default: vLLM max_num_seqs (runtime.py), TensorRT-LLM
 # trtllm-bench max batch size 2048 (TensorRT-LLM docs, perf-benchmarking "max_batch_size").
 ENGINE_MAX_BATCH: Final = {"tensorrt-llm": 2048}
+# Serving engines keep one batch per pipeline stage in flight, so no stage idles: vLLM's executors
+# run pipeline_parallel_size batches concurrently (vllm/v1/executor/ray_executor.py,
+# max_concurrent_batches), TensorRT-LLM and SGLang split the running batch into micro-batches.
+# llama.cpp's layer split passes one batch through the stages in turn.
+PP_INFLIGHT_ENGINES: Final = frozenset({"vllm", "tensorrt-llm", "sglang"})
 
 # Bytes per logit through the loss, forward and backward, per vocabulary entry and token
 # (transformers: logits.float() then cross_entropy: write bf16, upcast write fp32, softmax read and
@@ -858,6 +863,10 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
     tp, pp = w.tp, w.pp
     wb, weight_only, other_b = _weight_bytes_per_element(c)
     bnb = _bnb_kernel(c)
+    if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
+        # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
+        # (a sequence is not split: fewer sequences than stages leave stages idle)
+        batch = max(batch / pp, min(batch, 1.0))
     tokens = batch * new_tokens
     ops: list[Op] = []
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
@@ -939,9 +948,9 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             )
         )
     if pp > 1:
-        # a step's tokens pass every stage in turn (no micro-batch interleaving across steps: the
-        # llama.cpp layer split, vLLM's pipeline without concurrent batches), so the stage's
-        # operators are paid pp times, plus the hops between stages
+        # every stage runs its layers pp times a step: for the serving engines once per micro-batch
+        # of batch / pp (all stages busy), for the llama.cpp layer split on the whole batch while
+        # the other stages wait; plus the hops between stages
         ops = [Op(o.name, o.phase, o.flops * pp, o.bytes * pp, o.time_s * pp, o.bound) for o in ops]
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
