@@ -44,7 +44,8 @@ def test_l40_class_is_the_4k_choice(catalog: Catalog) -> None:
     w = make_workload({"task": "streaming", "resolution": "4k", "streams": 24})
     options, _ = plan_graphics(w, catalog)
     top = [o.capacity.gpu.name for o in options[:2]]
-    assert set(top) <= {"L40", "L40S", "RTX 6000 Ada"}
+    rtx_pro = {"RTX PRO 6000 WS", "RTX PRO 6000 Max-Q", "RTX PRO 6000 Server"}
+    assert set(top) <= {"L40", "L40S", "RTX 6000 Ada"} | rtx_pro
     assert cap(catalog, "L40S", task="streaming", resolution="4k").per_gpu >= 3
     assert cap(catalog, "L4", task="streaming", resolution="4k").per_gpu == 1
 

@@ -123,6 +123,74 @@ def test_moe_active_parameters() -> None:
     assert qwen.active_params == pytest.approx(3.3e9, rel=0.03)  # "A3B": 3.3B activated (model card)
 
 
+def test_gpt_oss_counts_match_transformers() -> None:
+    """gpt-oss totals equal transformers 5.22.2 GptOssForCausalLM built on the meta device from the
+    bundled configs (quantization_config dropped: MXFP4 changes storage, not the parameter count)."""
+    small, big = load_model("gpt-oss-20b"), load_model("gpt-oss-120b")
+    assert small.total_params == 20_914_757_184
+    assert big.total_params == 116_829_156_672
+    # model card (arXiv 2508.10925) Table 1, rounded: 20.91B / 116.83B total; attention 0.64B /
+    # 0.96B (q/k/v/o with biases + sinks); MLP 19.12B / 114.71B (experts + router)
+    assert round(small.total_params / 1e9, 2) == 20.91 and round(big.total_params / 1e9, 2) == 116.83
+    for m, attn, mlp in ((small, 0.64, 19.12), (big, 0.96, 114.71)):
+        roles = m.params_by_role()
+        assert round(roles["attention"] / 1e9, 2) == attn
+        assert round((roles["expert"] + roles["router"]) / 1e9, 2) == mlp
+        assert not m.tie_word_embeddings and roles["head"] == roles["embedding"] == 201088 * 2880
+
+
+def test_gpt_oss_layer_shapes() -> None:
+    m = load_model("gpt-oss-120b")
+    assert (m.num_experts, m.experts_per_token, m.head_dim) == (128, 4, 64)
+    by_name = {g.name: g for g in m.groups}
+    # head_dim 64 x 64 heads: q projects 2880 -> 4096 (not hidden_size), k/v to 8 x 64
+    assert by_name["self_attn.q_proj"].linear == (2880, 4096)
+    assert by_name["self_attn.k_proj"].linear == (2880, 512)
+    assert by_name["self_attn.o_proj"].linear == (4096, 2880)
+    assert all(f"self_attn.{p}_proj.bias" in by_name for p in "qkvo")
+    assert by_name["self_attn.sinks"].total == 36 * 64
+    # per expert: fused gate_up [H, 2I] and down [I, H], each with a bias; biased router
+    assert by_name["mlp.experts.gate_up_proj"].linear == (2880, 5760)
+    assert by_name["mlp.experts.gate_up_proj.bias"].total == 36 * 128 * 5760
+    assert by_name["mlp.experts.down_proj.bias"].total == 36 * 128 * 2880
+    assert by_name["mlp.router"].linear == (2880, 128) and by_name["mlp.router.bias"].total == 36 * 128
+
+
+def test_gpt_oss_active_parameters() -> None:
+    """4 of the experts per token; the model card's active counts leave out the input embedding
+    (Table 1: "Unembedding parameters are counted towards active, but not embeddings")."""
+    small, big = load_model("gpt-oss-20b"), load_model("gpt-oss-120b")
+    assert small.active_params == 4_187_440_704
+    assert big.active_params == 5_711_982_912
+    assert small.active_params - small.embedding_params == 3_608_307_264  # card: 3.61B
+    assert big.active_params - big.embedding_params == 5_132_849_472  # card: 5.13B
+
+
+def test_gpt_oss_sliding_layers_cap_the_kv_cache() -> None:
+    per_layer = 2 * 8 * 64 * 2  # K and V, 8 KV heads x head_dim 64, 16-bit
+    for name, layers in (("gpt-oss-20b", 24), ("gpt-oss-120b", 36)):
+        m = load_model(name)
+        windows = [a.window for a in m.attention_layers]
+        assert windows == [128, None] * (layers // 2)  # layer_types: sliding, full, ...
+        assert m.kv_bytes_per_token() == layers * per_layer
+        # half the layers keep at most the 128-token window
+        assert m.kv_cache_bytes(100) == 100 * layers * per_layer
+        assert m.kv_cache_bytes(8192) == (layers // 2) * (8192 + 128) * per_layer
+
+
+def test_gpt_oss_without_layer_types_alternates_like_transformers() -> None:
+    """transformers GptOssConfig defaults layer_types to sliding on even layers, full on odd."""
+    cfg = {
+        "model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "vocab_size": 100,
+        "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8,
+    }  # fmt: skip
+    m = model_from_config(cfg, "tiny-gpt-oss")
+    assert [a.window for a in m.attention_layers] == [8, None, 8, None]
+    with pytest.raises(ModelConfigError, match="exceeds num_local_experts"):
+        model_from_config({**cfg, "num_experts_per_tok": 5}, "tiny-gpt-oss")
+
+
 def test_flops_per_token_includes_attention() -> None:
     m = load_model("llama-2-7b")
     # PaLM App. B: forward = 2N + 4 L H Q T, N = matmul weights (the lm_head counts, the input embedding not)
@@ -271,6 +339,7 @@ _odd_values = st.one_of(
         [
             "llama",
             "mixtral",
+            "gpt_oss",
             "qwen2_moe",
             "deepseek_v3",
             "gpt2",

@@ -302,14 +302,16 @@ def _window_layers(c: _Cfg, layers: int, model_type: str) -> list[int | None]:
     types = c.raw.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
         return [window if t == "sliding_attention" else None for t in types]
-    if model_type in ("gemma2",):
+    if model_type in ("gemma2", "gpt_oss"):
         # Gemma 2: local (sliding) and global attention alternate, the first layer local
-        # (Gemma 2 report, sec. 2; transformers Gemma2: layer_idx % 2 == 0 is sliding)
+        # (Gemma 2 report, sec. 2; transformers Gemma2: layer_idx % 2 == 0 is sliding);
+        # gpt-oss likewise (model card sec. 2.1: banded-window and dense layers alternate;
+        # transformers GptOssConfig's default layer_types start with "sliding_attention")
         return [window if i % 2 == 0 else None for i in range(layers)]
     return [window] * layers
 
 
-# --- decoder LMs of the Llama lineage (llama, mistral, mixtral, qwen2/3(+moe), gemma/2, phi3) ----
+# --- decoder LMs of the Llama lineage (llama, mistral, mixtral, qwen2/3(+moe), gemma/2, phi3, gpt-oss) --
 
 
 def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]]:
@@ -326,8 +328,9 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
     g = _Groups()
     g.vector("embed_tokens", vocab * d, 1, "embedding")
 
-    qkv_bias = c.get_bool("attention_bias", model_type in ("qwen2", "qwen2_moe"))
-    o_bias = c.get_bool("attention_bias", False) and model_type not in ("qwen2", "qwen2_moe")
+    # gpt-oss biases q, k, v and o by default (transformers GptOssConfig: attention_bias=True)
+    qkv_bias = c.get_bool("attention_bias", model_type in ("qwen2", "qwen2_moe", "gpt_oss"))
+    o_bias = c.get_bool("attention_bias", model_type == "gpt_oss") and model_type not in ("qwen2", "qwen2_moe")
     mlp_bias = c.get_bool("mlp_bias", False)
     q_out, kv_out = heads * head_dim, kv_heads * head_dim
     g.linear("self_attn.q_proj", d, q_out, layers, "attention", bias=qkv_bias)
@@ -337,6 +340,10 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
     if model_type in ("qwen3", "qwen3_moe"):
         g.norm("self_attn.q_norm", head_dim, layers, bias=False)
         g.norm("self_attn.k_norm", head_dim, layers, bias=False)
+    if model_type == "gpt_oss":
+        # one learned attention-sink logit per query head (model card sec. 2.1; transformers
+        # GptOssAttention.sinks [num_attention_heads])
+        g.vector("self_attn.sinks", heads, layers, "attention")
     norms_per_layer = 4 if model_type == "gemma2" else 2
     g.norm("layernorms", d, layers * norms_per_layer, bias=False)
     g.norm("norm", d, 1, bias=False)
@@ -350,6 +357,18 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
         for w in ("w1", "w3"):
             g.linear(f"experts.{w}", d, ff, layers * experts, "expert", frac=k / experts)
         g.linear("experts.w2", ff, d, layers * experts, "expert", frac=k / experts)
+    elif model_type == "gpt_oss":
+        # gpt-oss (transformers GptOssTopKRouter / GptOssExperts): a biased linear router, and per
+        # expert a fused gate_up projection [H, 2I] and a down projection [I, H], both biased
+        experts = c.positive(c.get_int("num_local_experts"), "num_local_experts")
+        k = c.positive(c.get_int("num_experts_per_tok", "experts_per_token"), "num_experts_per_tok")
+        if k > experts:
+            raise ModelConfigError(f"{c.name}: num_experts_per_tok={k} exceeds num_local_experts={experts}.")
+        c.positive(ff, "intermediate_size")
+        moe = {"experts": experts, "k": k, "shared": 0}
+        g.linear("mlp.router", d, experts, layers, "router", bias=True)
+        g.linear("mlp.experts.gate_up_proj", d, 2 * ff, layers * experts, "expert", bias=True, frac=k / experts)
+        g.linear("mlp.experts.down_proj", ff, d, layers * experts, "expert", bias=True, frac=k / experts)
     elif model_type in ("qwen2_moe", "qwen3_moe"):
         experts = c.get_int("num_experts")
         k = c.get_int("num_experts_per_tok")
@@ -748,6 +767,7 @@ _BUILDERS: Final[dict[str, tuple[_Builder, str]]] = {
     "gemma": (_build_llama_like, "decoder"),
     "gemma2": (_build_llama_like, "decoder"),
     "phi3": (_build_llama_like, "decoder"),
+    "gpt_oss": (_build_llama_like, "decoder"),
     "deepseek_v2": (_build_deepseek, "decoder"),
     "deepseek_v3": (_build_deepseek, "decoder"),
     "gpt2": (_build_gpt2, "decoder"),
