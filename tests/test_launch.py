@@ -171,6 +171,10 @@ def test_vllm_serve(tmp_path: Path) -> None:
         path = _write(tmp_path, f"{fmt}.yaml", keys | {"weight_dtype": fmt})
         argv = shlex.split(api.launch(path, "vllm")["text"].replace("\\\n", " "), comments=True)
         assert f"--quantization={method}" in argv
+    # a pre-quantised checkpoint (gpt-oss's MXFP4) is detected by vLLM from its config.json
+    path = _write(tmp_path, "oss.yaml", keys | {"model": "gpt-oss-120b", "weight_dtype": None, "kv_dtype": None})
+    argv = shlex.split(api.launch(path, "vllm")["text"].replace("\\\n", " "), comments=True)
+    assert not any(a.startswith("--quantization") for a in argv)
 
 
 def test_launch_from_plan_json(tmp_path: Path, run_cli: RunCli) -> None:

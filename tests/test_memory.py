@@ -261,3 +261,24 @@ def test_fuzzed_workloads_give_a_breakdown_or_one_clear_error(catalog: Catalog, 
     assert e.per_gpu_bytes > 0
     assert all(x.bytes >= 0 for x in e.lines)
     assert e.per_gpu_bytes == pytest.approx(sum(x.bytes for x in e.lines))
+
+
+def test_a_prequantised_checkpoint_keeps_its_own_format(catalog: Catalog) -> None:
+    """gpt-oss ships MXFP4 experts and leaves attention, router, embeddings and head in bf16
+    (config.json quantization_config.modules_to_not_convert): its weights come to the checkpoint's
+    size, 12.8 GiB for gpt-oss-20b and 60.8 GiB for gpt-oss-120b (model card, arXiv 2508.10925,
+    sec. 2.1), to 0.5%. Asking for bf16 dequantises everything; DeepSeek-V3 ships block FP8."""
+    gpu = catalog.get("H100 SXM5 80GB")
+
+    def weights(model: str, **kw: Any) -> float:
+        w = make_workload({"model": model, "task": "inference", "input_len": 128, "output_len": 16, **kw})
+        est = estimate_memory(load_model(model), w, gpu)
+        return next(line.bytes for line in est.lines if line.name.startswith("weights"))
+
+    assert weights("gpt-oss-20b") / GIB == pytest.approx(12.8, rel=0.005)
+    assert weights("gpt-oss-120b") / GIB == pytest.approx(60.8, rel=0.005)
+    assert weights("gpt-oss-20b", weight_dtype="mxfp4") == weights("gpt-oss-20b")
+    assert weights("gpt-oss-20b", weight_dtype="bf16") == pytest.approx(2 * load_model("gpt-oss-20b").total_params)
+    ds = load_model("deepseek-v3")
+    assert weights("deepseek-v3") < 0.55 * weights("deepseek-v3", weight_dtype="bf16")
+    assert weights("deepseek-v3") > ds.total_params  # fp8 block linears, 16-bit embeddings and head

@@ -30,7 +30,7 @@ from gpuplan.estimators.lora import adapter_params, lora_targets
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO, optimizer_state_bytes
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
-from gpuplan.specs.precision import storage_format
+from gpuplan.specs.precision import checkpoint_format, kept_unquantised, storage_format
 from gpuplan.specs.workload import Workload
 
 # Linear layers inside the blocks: what weight-only quantisation (GPTQ, AWQ, bitsandbytes int8 /
@@ -133,12 +133,41 @@ def _act_bytes(precision: str) -> float:
     return 4.0 if precision in ("fp32", "tf32") else 2.0
 
 
-def _weight_bytes(groups: list[ParamGroup], fmt: str, other_bytes: float) -> float:
-    """Bytes of `groups` stored as `fmt`: block linears in the format, the rest at `other_bytes`."""
+@dataclass(frozen=True)
+class InferenceWeights:
+    """The format an inference workload's weights are stored in."""
+
+    fmt: str
+    kept: frozenset[str] = frozenset()  # groups the checkpoint leaves at 16 bits under `fmt`
+    from_checkpoint: bool = False  # read from config.json's quantization_config
+
+
+def inference_weights(model: ModelSpec, w: Workload) -> InferenceWeights:
+    """The workload's `weight_dtype`; without one, the format the checkpoint ships in (config.json's
+    quantization_config: gpt-oss's MXFP4 experts, DeepSeek-V3's block FP8), which vLLM, SGLang and
+    transformers load as it is, with the modules it leaves unquantised at 16 bits; else the
+    compute precision."""
+    ck = checkpoint_format(model.config)
+    if ck is not None and (w.weight_dtype is None or w.weight_dtype == ck.fmt):
+        kept = frozenset(g.name for g in model.groups if kept_unquantised(g.name, ck.keep))
+        return InferenceWeights(ck.fmt, kept, True)
+    return InferenceWeights(w.effective_weight_dtype)
+
+
+def is_quantised(g: ParamGroup, fmt: str, kept: frozenset[str] = frozenset()) -> bool:
+    """Whether a parameter group is stored in a weight-only format `fmt` (vs 16 bits)."""
+    if g.name in kept:
+        return False
+    return fmt in _GGUF or (g.linear is not None and g.role in _QUANTISED_ROLES)
+
+
+def _weight_bytes(groups: list[ParamGroup], fmt: str, other_bytes: float, kept: frozenset[str] = frozenset()) -> float:
+    """Bytes of `groups` stored as `fmt`: block linears in the format (less the checkpoint's
+    unquantised `kept` groups), the rest at `other_bytes`."""
     per = storage_format(fmt).bytes_per_value
     total = 0.0
     for g in groups:
-        if fmt in _GGUF or (g.linear is not None and g.role in _QUANTISED_ROLES):
+        if is_quantised(g, fmt, kept):
             total += g.total * per
         else:
             total += g.total * other_bytes
@@ -657,10 +686,12 @@ def _gathered_layers(model: ModelSpec, c: float, mp: int, layers: int) -> float:
 def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     _check_parallel(model, w)
     mp = w.tp * w.pp
-    fmt = w.effective_weight_dtype
+    iw = inference_weights(model, w)
+    fmt = iw.fmt
     other = 4.0 if fmt == "fp32" else 2.0
-    weights = _weight_bytes(list(model.groups), fmt, other) / mp
+    weights = _weight_bytes(list(model.groups), fmt, other, iw.kept) / mp
     bits = storage_format(fmt).bits_per_value
+    kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
     lines_w = [
         MemoryLine(
             f"weights ({fmt})",
@@ -668,7 +699,9 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
             f"{model.total_params / 1e9:.3g}B params; "
             + ("all tensors" if fmt in _GGUF else "block linears")
             + f" at {bits:.3g} bits"
-            + ("" if fmt in _GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}"),
+            + ("" if fmt in _GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
+            + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
+            + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else ""),
             "model",
         )
     ]

@@ -26,7 +26,7 @@ from gpuplan.estimators import comm
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import StackShape, attention_dropout, stack_shapes
 from gpuplan.estimators.lora import lora_targets
-from gpuplan.estimators.memory import ATTN_OUT_LEAVES, MLP_DOWN_LEAVES
+from gpuplan.estimators.memory import ATTN_OUT_LEAVES, MLP_DOWN_LEAVES, InferenceWeights, inference_weights
 from gpuplan.estimators.parallel import MicroProfile, compose
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GPU
@@ -172,6 +172,7 @@ class _Ctx:
     bw_eff: float = eff.KERNEL_BW_EFF  # share of bw a streaming kernel reaches (measured, if calibrated)
     notes: list[str] = field(default_factory=list)
     pp: int = 1  # pipeline stages the operators are split over (training builds at 1, then composes)
+    weights: InferenceWeights = field(default_factory=lambda: InferenceWeights("bf16"))  # inference weights
 
 
 def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
@@ -188,8 +189,9 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         notes.append(
             f"{gpu.name} has no BF16 tensor cores: timed as fp16" + (" with loss scaling" if w.is_training else "")
         )
+    weights = inference_weights(model, w) if not w.is_training else InferenceWeights(w.effective_weight_dtype)
     if not w.is_training:
-        fmt = w.effective_weight_dtype
+        fmt = weights.fmt
         if fmt in FP4_TENSOR_FORMATS and fp4_peak(gpu) is not None and prec in ("bf16", "fp16", "fp8"):
             prec = "fp4"  # W4A4: NVFP4 weights and activations on FP4 tensor cores (Blackwell)
         elif fmt == "fp8" and gpu.supports("fp8") and prec in ("bf16", "fp16", "fp8"):
@@ -222,6 +224,7 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         bw_eff=eff.bandwidth_efficiency(gpu),
         notes=notes,
         pp=w.pp,
+        weights=weights,
     )
 
 
@@ -828,7 +831,7 @@ def _encoder_inference(c: _Ctx) -> InferenceTime:
 
 def _weight_bytes_per_element(c: _Ctx) -> tuple[float, bool, float]:
     """(bytes per block-linear weight, weight-only dequant?, bytes per embedding/head weight)."""
-    fmt = c.w.effective_weight_dtype
+    fmt = c.weights.fmt
     b = storage_format(fmt).bytes_per_value
     other = 4.0 if fmt == "fp32" else 2.0
     if fmt.startswith(("q", "iq")) and fmt not in ("qlora",):
@@ -842,7 +845,7 @@ def _bnb_kernel(c: _Ctx) -> str | None:
     (load_in_8bit: LLM.int8), "4bit" (load_in_4bit) or "4bit-dq" (with double quantisation)."""
     if c.w.engine != "transformers":
         return None
-    fmt = storage_format(c.w.effective_weight_dtype).name
+    fmt = storage_format(c.weights.fmt).name
     return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
 
 
@@ -880,8 +883,9 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             m = batch  # logits for the last position only
         elif g.role == "head":
             m = tokens
-        per_elt = other_b if g.role in ("head",) else wb
-        quantised = weight_only and g.role != "head"
+        kept = g.name in c.weights.kept  # left at 16 bits by the checkpoint (gpt-oss's attention, router)
+        per_elt = other_b if g.role in ("head",) or kept else wb
+        quantised = weight_only and g.role != "head" and not kept
         touched = 1.0
         if g.role == "expert" and g.active_fraction < 1.0:
             # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)

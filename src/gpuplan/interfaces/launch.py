@@ -20,7 +20,7 @@ from typing import Any, Final
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.model import ModelSpec
@@ -522,7 +522,9 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
     argv.append(f"--gpu-memory-utilization={w.gpu_memory_utilization:g}")
     argv.append(f"--max-num-seqs={w.batch_size}")
     argv.append(f"--dtype={'float16' if w.precision == 'fp16' else 'bfloat16'}")
-    q = VLLM_QUANT.get(w.effective_weight_dtype)
+    # a pre-quantised checkpoint (config.json's quantization_config) is detected by vLLM itself
+    iw = inference_weights(lp.model, w)
+    q = None if iw.from_checkpoint else VLLM_QUANT.get(iw.fmt)
     if q:
         argv.append(f"--quantization={q}")
     kv = VLLM_KV.get(w.effective_kv_dtype)

@@ -8,8 +8,11 @@ Two different questions live here:
 
 from __future__ import annotations
 
+import fnmatch
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 
@@ -126,6 +129,70 @@ def storage_format(name: str) -> StorageFormat:
 def bytes_per_value(name: str) -> float:
     """Bytes per stored value for a dtype name, e.g. 2.0 for bf16, 0.5159 for nf4."""
     return storage_format(name).bytes_per_value
+
+
+# --- pre-quantised checkpoints: config.json's quantization_config -------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """How a checkpoint stores its weights, read from its config.json."""
+
+    fmt: str  # the storage format its block linears ship in
+    method: str  # the config's quant_method
+    keep: tuple[str, ...]  # module names or patterns it leaves unquantised
+
+
+# quant_method -> storage format, where the config alone decides it (transformers'
+# quantizers/auto.py names the methods; bitsandbytes, GPTQ and AWQ by their bit width)
+_CHECKPOINT_METHODS: Final = {"mxfp4": "mxfp4", "fp8": "fp8", "fbgemm_fp8": "fp8"}
+_MODELOPT_ALGOS: Final = {"nvfp4": "nvfp4", "fp8": "fp8"}
+# the keys transformers and the serving engines read the unquantised modules from
+_KEEP_KEYS: Final = ("modules_to_not_convert", "ignored_layers", "exclude_modules", "llm_int8_skip_modules")
+
+
+def checkpoint_format(config: Mapping[str, Any]) -> CheckpointFormat | None:
+    """The storage format a checkpoint's config.json declares (`quantization_config`), or None for
+    an unquantised checkpoint or a method gpuplan does not map (compressed-tensors' schemes)."""
+    q = config.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    bits = q.get("bits", q.get("w_bit"))
+    fmt: str | None = _CHECKPOINT_METHODS.get(method)
+    if method in ("awq", "gptq") and bits == 4:
+        fmt = method
+    elif method == "bitsandbytes":
+        if q.get("load_in_4bit"):
+            kind = str(q.get("bnb_4bit_quant_type", "nf4")).lower()
+            fmt = kind if q.get("bnb_4bit_use_double_quant") else f"{kind}-no-dq" if kind == "nf4" else kind
+        elif q.get("load_in_8bit"):
+            fmt = "int8"
+    elif method == "modelopt":
+        fmt = _MODELOPT_ALGOS.get(str(q.get("quant_algo", "")).lower())
+    if fmt is None:
+        return None
+    keep: list[str] = []
+    for key in _KEEP_KEYS:
+        value = q.get(key)
+        if isinstance(value, list):
+            keep += [str(v) for v in value]
+    return CheckpointFormat(fmt, method, tuple(keep))
+
+
+def kept_unquantised(group_name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a parameter group ("self_attn.q_proj", "mlp.router", ...) falls under one of a
+    checkpoint's unquantised module names: "model.layers.*.self_attn" keeps every attention
+    projection, "lm_head" the head (full names, prefixes or fnmatch patterns)."""
+    for pattern in patterns:
+        tail = re.sub(r"^(?:model\.)?(?:layers\.(?:\*|\d+)\.)?", "", pattern.strip())
+        if not tail:
+            continue
+        if fnmatch.fnmatch(group_name, tail) or group_name.startswith(tail + ".") or group_name == tail:
+            return True
+        if group_name.endswith("." + tail):
+            return True
+    return False
 
 
 # Compute precisions a workload may ask for, in catalog column order.
