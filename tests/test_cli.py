@@ -93,6 +93,12 @@ def test_model_json_contract(run_cli: RunCli) -> None:
     assert rec["total_params"] == 8_030_261_248
     assert rec["active_params"] == 8_030_261_248
     assert rec["kv_bytes_per_token"] == 131_072
+    assert rec["kv_bytes_per_token_beyond_windows"] == 131_072  # no sliding windows
+    # gpt-oss: 12 of 24 layers slide over 128 tokens; past them only the full layers grow
+    # (8 KV heads x 64 dims x K and V x 2 bytes = 2 KiB per layer)
+    code, out, err = run_cli("model", "gpt-oss-20b", "--json")
+    oss = json.loads(out)
+    assert (oss["kv_bytes_per_token"], oss["kv_bytes_per_token_beyond_windows"]) == (24 * 2048, 12 * 2048)
     assert rec["flops_per_token"] == pytest.approx(2 * (8_030_261_248 - 128256 * 4096) + 4 * 32 * 4096 * 2048, rel=1e-4)
 
 

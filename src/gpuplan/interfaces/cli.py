@@ -323,7 +323,11 @@ def model(
         if rec["sliding_windows"]:
             t.add_row("sliding window", ", ".join(str(w) for w in rec["sliding_windows"]))
         t.add_row("vocabulary", f"{spec.vocab_size:,}" + (" (tied embeddings)" if spec.tie_word_embeddings else ""))
-        t.add_row("KV cache per token (16-bit)", f"{rec['kv_bytes_per_token'] / 1024:,.1f} KiB")
+        kv = f"{rec['kv_bytes_per_token'] / 1024:,.1f} KiB"
+        if rec["sliding_windows"]:
+            beyond = rec["kv_bytes_per_token_beyond_windows"]
+            kv += f" ({beyond / 1024:,.1f} KiB past the window{'s' if len(rec['sliding_windows']) > 1 else ''})"
+        t.add_row("KV cache per token (16-bit)", kv)
         t.add_row(f"forward FLOPs per token @ {rec['flops_per_token_context']}", _count(rec["flops_per_token"]))
     else:
         t.add_row("forward FLOPs per image (224²)", _count(rec["flops_per_token"]))
