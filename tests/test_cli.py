@@ -243,7 +243,7 @@ def test_bundled_examples(run_cli: RunCli) -> None:
     assert code == 0, err
     serving = json.loads(out)["memory"]["serving"]
     assert serving["max_tokens"] > 100_000 and serving["max_sequences"] >= 16
-    # gpt-oss-20b from its MXFP4 checkpoint fits a 24 GB card (OpenAI: "runs within 16GB of memory")
+    # gpt-oss-20b from its MXFP4 checkpoint (12.8 GiB of weights) fits a 24 GB card with room for the cache
     code, out, err = run_cli("estimate", str(root / "serve-gpt-oss-20b.yaml"), "--json")
     assert code == 0, err
     mem = json.loads(out)["memory"]
