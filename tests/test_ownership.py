@@ -245,7 +245,7 @@ def test_cli_json_keys(run_cli: RunCli) -> None:
         (("l40",), "No purchase price for L40"),
         (("4090", "--hours-per-month", "-5"), "'hours_per_month' parameter must be at least 0 and at most 744"),
         (("4090", "--hours-per-month", "800"), "Got 800 instead"),
-        (("4090", "--years", "0"), "'years' parameter must be above 0"),
+        (("4090", "--years", "0"), "'years' parameter must be at least 0.00273973"),
         (("4090", "--price", "-3"), "'price' parameter must be above 0"),
         (("4090", "--rent-usd-per-hour", "0"), "'rent_usd_per_hour' parameter must be above 0"),
         (("4090", "--purchase-prices", "/no/such/file.csv"), "No purchase-price file at"),
@@ -319,3 +319,14 @@ def test_fuzz_only_gpuplan_errors(
         owned = rec["purchase"]["usd"] * (1 - s["resale_fraction"]) + s["hosting_usd_per_month"] * months
         owned += s["electricity_usd_per_hour"] * h_star * months
         assert owned == pytest.approx(offer["usd_per_hour"] * h_star * months, rel=1e-6, abs=1e-6)
+
+
+def test_vanishing_use_or_horizon_gives_no_overflowing_figure() -> None:
+    """Found by the fuzz test: a horizon of 2.2e-308 years overflowed the cost per year to inf, and
+    a vanishing monthly use overflows the cost per used hour. The horizon is at least a day; ratios
+    that would overflow are reported as absent, like a zero denominator."""
+    with pytest.raises(GpuplanError, match="'years' parameter must be at least"):
+        api.rent_vs_buy("4090", 0.0, 2.2250738585072014e-308, price_usd=4.0)
+    rec = api.rent_vs_buy("4090", 5e-324, 3.0, price_usd=4.0)
+    json.dumps(rec, allow_nan=False)
+    assert rec["own"]["usd_per_used_hour"] is None

@@ -33,6 +33,7 @@ from gpuplan.specs.gpu import GPU
 MAX_HOURS_PER_MONTH: Final = 31 * 24.0  # the longest month: 744 h
 AVG_HOURS_PER_MONTH: Final = 365.25 * 24.0 / 12.0  # 730.5 h: what "share of the month" divides by
 MAX_YEARS: Final = 20.0  # beyond any GPU's service life; a guard against typos
+MIN_YEARS: Final = 1.0 / 365.0  # one day: a shorter horizon is no ownership question (and 1/years overflows)
 
 # PUE (facility power / IT power). Uptime Institute's industry average from its annual Global Data
 # Center Survey: "In 2023, industry average PUE stood at 1.58" ("Large data centers are mostly more
@@ -129,7 +130,7 @@ def _check(name: str, value: float, low: float, high: float, what: str, low_open
 def check_ownership(o: Ownership) -> None:
     """One InvalidSettingError line, naming the parameter, its range and the value, for a bad setting."""
     _check("price", o.purchase_usd, 0, 1e8, "USD", low_open=True)
-    _check("years", o.years, 0, MAX_YEARS, "years", low_open=True)
+    _check("years", o.years, MIN_YEARS, MAX_YEARS, "years (one day to 20 years)")
     _check("hours_per_month", o.hours_per_month, 0, MAX_HOURS_PER_MONTH, "GPU-hours (31 days x 24 h)")
     _check("board_power_w", o.board_power_w, 0, 1e5, "W", low_open=True)
     _check("pue", o.pue, 1.0, 3.0, "(facility power / IT power)")
@@ -163,6 +164,15 @@ class OwnershipCost:
     used_hours: float
 
 
+def _ratio(num: float, den: float) -> float | None:
+    """num / den, or None where den is not positive or the quotient overflows (a vanishing use or
+    margin: no finite break-even or per-hour figure exists)."""
+    if den <= 0:
+        return None
+    q = num / den
+    return q if math.isfinite(q) else None
+
+
 def ownership_cost(o: Ownership) -> OwnershipCost:
     check_ownership(o)
     used = o.hours_per_month * o.months
@@ -179,7 +189,7 @@ def ownership_cost(o: Ownership) -> OwnershipCost:
         resale_usd=resale,
         total_usd=total,
         usd_per_year=total / o.years,
-        usd_per_used_hour=total / used if used > 0 else None,
+        usd_per_used_hour=_ratio(total, used),
         used_hours=used,
     )
 
@@ -198,7 +208,7 @@ def break_even_hours_per_month(o: Ownership, rent_usd_per_hour: float) -> float 
     if margin <= 0:
         return None
     fixed = o.purchase_usd * (1.0 - o.resale) + o.hosting_usd_per_month * o.months
-    return fixed / (o.months * margin)
+    return _ratio(fixed, o.months * margin)
 
 
 def payback_months(o: Ownership, rent_usd_per_hour: float) -> float | None:
@@ -209,7 +219,7 @@ def payback_months(o: Ownership, rent_usd_per_hour: float) -> float | None:
     saving = o.hours_per_month * (rent_usd_per_hour - electricity_usd_per_hour(o)) - o.hosting_usd_per_month
     if saving <= 0:
         return None
-    return o.purchase_usd * (1.0 - o.resale) / saving
+    return _ratio(o.purchase_usd * (1.0 - o.resale), saving)
 
 
 @dataclass(frozen=True)
