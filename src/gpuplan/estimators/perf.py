@@ -26,7 +26,13 @@ from gpuplan.estimators import comm
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import StackShape, attention_dropout, stack_shapes
 from gpuplan.estimators.lora import lora_targets
-from gpuplan.estimators.memory import ATTN_OUT_LEAVES, MLP_DOWN_LEAVES, InferenceWeights, inference_weights
+from gpuplan.estimators.memory import (
+    ATTN_OUT_LEAVES,
+    MLP_DOWN_LEAVES,
+    InferenceWeights,
+    inference_weights,
+    is_quantised,
+)
 from gpuplan.estimators.parallel import MicroProfile, compose
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GPU
@@ -189,8 +195,9 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
         notes.append(
             f"{gpu.name} has no BF16 tensor cores: timed as fp16" + (" with loss scaling" if w.is_training else "")
         )
-    weights = inference_weights(model, w) if not w.is_training else InferenceWeights(w.effective_weight_dtype)
+    weights = InferenceWeights(w.effective_weight_dtype)
     if not w.is_training:
+        weights = inference_weights(model, w)
         fmt = weights.fmt
         if fmt in FP4_TENSOR_FORMATS and fp4_peak(gpu) is not None and prec in ("bf16", "fp16", "fp8"):
             prec = "fp4"  # W4A4: NVFP4 weights and activations on FP4 tensor cores (Blackwell)
@@ -883,9 +890,11 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             m = batch  # logits for the last position only
         elif g.role == "head":
             m = tokens
-        kept = g.name in c.weights.kept  # left at 16 bits by the checkpoint (gpt-oss's attention, router)
-        per_elt = other_b if g.role in ("head",) or kept else wb
-        quantised = weight_only and g.role != "head" and not kept
+        # stored in the weight format as the memory estimate counts it (block linears, less what the
+        # checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
+        stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
+        per_elt = wb if stored else other_b
+        quantised = weight_only and stored
         touched = 1.0
         if g.role == "expert" and g.active_fraction < 1.0:
             # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
