@@ -6,7 +6,13 @@ import pytest
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.specs.gpu import Catalog
-from gpuplan.specs.precision import bytes_per_value, compute_peak, storage_format
+from gpuplan.specs.precision import (
+    bytes_per_value,
+    checkpoint_format,
+    compute_peak,
+    kept_unquantised,
+    storage_format,
+)
 
 
 @pytest.mark.parametrize(
@@ -90,3 +96,40 @@ def test_every_gpu_has_a_peak_for_every_precision(catalog: Catalog) -> None:
 def test_unknown_precision(catalog: Catalog) -> None:
     with pytest.raises(InvalidSettingError, match="The 'precision' parameter must be one of"):
         compute_peak(catalog.get("L4"), "fp6")
+
+
+@pytest.mark.parametrize(
+    ("qc", "fmt"),
+    [
+        ({"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}, "mxfp4"),
+        ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}, "fp8"),
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq"),
+        ({"quant_method": "gptq", "bits": 4}, "gptq"),
+        ({"quant_method": "gptq", "bits": 8}, None),  # 8-bit GPTQ: no matching storage format
+        (
+            {
+                "quant_method": "bitsandbytes",
+                "load_in_4bit": True,
+                "bnb_4bit_quant_type": "nf4",
+                "bnb_4bit_use_double_quant": True,
+            },
+            "nf4",
+        ),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "nf4-no-dq"),
+        ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "int8"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}, "nvfp4"),
+        ({"quant_method": "compressed-tensors"}, None),
+    ],
+)
+def test_checkpoint_formats_from_quantization_config(qc: dict[str, object], fmt: str | None) -> None:
+    """config.json's quantization_config names the storage format a pre-quantised checkpoint ships in."""
+    got = checkpoint_format({"quantization_config": qc})
+    assert (got.fmt if got else None) == fmt
+
+
+def test_unquantised_module_patterns_match_parameter_groups() -> None:
+    """gpt-oss's modules_to_not_convert keeps attention and router at 16 bits, not the experts."""
+    keep = ("model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head")
+    assert kept_unquantised("self_attn.q_proj", keep) and kept_unquantised("mlp.router", keep)
+    assert kept_unquantised("lm_head", keep) and kept_unquantised("embed_tokens", keep)
+    assert not kept_unquantised("mlp.experts.gate_up_proj", keep)
