@@ -384,3 +384,39 @@ def test_hub_unreachable_fails_fast(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.setattr(socket, "create_connection", refuse)
     with pytest.raises(UnknownModelError, match=r"cannot be reached \(offline\?\)"):
         resolve_model_config("someorg/somemodel")
+
+
+def test_llama_3_3_and_qwen3_dense_counts_match_transformers() -> None:
+    """Totals equal transformers 5.22.2 (Llama|Qwen3)ForCausalLM built on the meta device from the
+    bundled configs. Llama 3.3 70B has Llama 3.1 70B's shape; the Qwen3 model cards round to 8.2B
+    (6.95B non-embedding) and 32.8B (31.2B non-embedding); both are untied."""
+    assert load_model("llama-3.3-70b").total_params == 70_553_706_496
+    assert load_model("llama-3.3-70b").total_params == load_model("llama-3.1-70b").total_params
+    assert load_model("meta-llama/Llama-3.3-70B-Instruct").total_params == 70_553_706_496
+    q8, q32 = load_model("qwen3-8b"), load_model("qwen3-32b")
+    assert q8.total_params == 8_190_735_360
+    assert q32.total_params == 32_762_123_264
+    for m, hidden, total, non_emb, digits in ((q8, 4096, 8.2, 6.95, 2), (q32, 5120, 32.8, 31.2, 1)):
+        assert not m.tie_word_embeddings
+        roles = m.params_by_role()
+        assert roles["embedding"] == roles["head"] == 151936 * hidden
+        assert round(m.total_params / 1e9, 1) == total
+        assert round((m.total_params - 2 * 151936 * hidden) / 1e9, digits) == non_emb
+    # GQA with 8 KV heads x 128: 36 and 64 layers x 2 (K, V) x 8 x 128 x 2 bytes
+    assert q8.kv_bytes_per_token() == 36 * 2 * 8 * 128 * 2
+    assert q32.kv_bytes_per_token() == 64 * 2 * 8 * 128 * 2
+
+
+def test_qwen3_235b_a22b_total_and_active() -> None:
+    """Total equals transformers 5.22.2 Qwen3MoeForCausalLM on the meta device; 8 of 128 experts
+    (moe_intermediate 1536, SwiGLU) in each of the 94 layers. Model card: 235B total, 22B activated,
+    234B non-embedding."""
+    m = load_model("qwen3-235b-a22b")
+    assert (m.num_experts, m.experts_per_token) == (128, 8)
+    assert m.total_params == 235_093_634_560
+    per_expert = 3 * 4096 * 1536
+    assert m.params_by_role()["expert"] == 94 * 128 * per_expert
+    assert m.active_params == m.total_params - 94 * (128 - 8) * per_expert == 22_190_763_520
+    assert round(m.total_params / 1e9) == 235 and round(m.active_params / 1e9) == 22
+    assert round((m.total_params - 2 * 151936 * 4096) / 1e9) == 234
+    assert m.kv_bytes_per_token() == 94 * 2 * 4 * 128 * 2  # 4 KV heads
