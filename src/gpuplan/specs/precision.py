@@ -164,8 +164,9 @@ def checkpoint_format(config: Mapping[str, Any]) -> CheckpointFormat | None:
         fmt = method
     elif method == "bitsandbytes":
         if q.get("load_in_4bit"):
-            kind = str(q.get("bnb_4bit_quant_type", "nf4")).lower()
-            fmt = kind if q.get("bnb_4bit_use_double_quant") else f"{kind}-no-dq" if kind == "nf4" else kind
+            fmt = str(q.get("bnb_4bit_quant_type", "nf4")).lower()
+            if fmt == "nf4" and not q.get("bnb_4bit_use_double_quant"):
+                fmt = "nf4-no-dq"
         elif q.get("load_in_8bit"):
             fmt = "int8"
     elif method == "modelopt":
@@ -188,9 +189,11 @@ def kept_unquantised(group_name: str, patterns: tuple[str, ...]) -> bool:
         tail = re.sub(r"^(?:model\.)?(?:layers\.(?:\*|\d+)\.)?", "", pattern.strip())
         if not tail:
             continue
-        if fnmatch.fnmatch(group_name, tail) or group_name.startswith(tail + ".") or group_name == tail:
-            return True
-        if group_name.endswith("." + tail):
+        if (
+            fnmatch.fnmatchcase(group_name, tail)
+            or group_name.startswith(tail + ".")
+            or group_name.endswith("." + tail)
+        ):
             return True
     return False
 
