@@ -221,9 +221,7 @@ def model_record(spec: ModelSpec, context_len: int | None = None) -> dict[str, A
         "experts_per_token": spec.experts_per_token,
         "num_shared_experts": spec.num_shared_experts,
         "kv_bytes_per_token": spec.kv_bytes_per_token(2.0),
-        # what each token adds once the context passes every sliding window (full-attention layers only)
-        "kv_bytes_per_token_beyond_windows": 2.0
-        * sum(a.kv_elements for a in spec.attention_layers if not a.cross and a.window is None),
+        "kv_bytes_per_token_beyond_windows": spec.kv_bytes_per_token(2.0, past_windows=True),
         "cross_kv_bytes_per_input_token": spec.cross_kv_bytes_per_input_token(2.0),
         "flops_per_token": spec.flops_per_token(context_len),
         "flops_per_token_context": context_len if spec.kind != "cnn" else None,

@@ -108,14 +108,17 @@ class ModelSpec:
         return [g for g in self.groups if g.linear is not None]
 
     # --- KV cache ---------------------------------------------------------------------------
-    def kv_bytes_per_token(self, bytes_per_element: float = 2.0) -> float:
-        """KV-cache bytes one generated/cached token adds across all layers (16-bit by default).
+    def kv_bytes_per_token(self, bytes_per_element: float = 2.0, past_windows: bool = False) -> float:
+        """KV-cache bytes one generated/cached token adds across all layers (16-bit by default);
+        with `past_windows`, once the context is longer than every sliding window (only the
+        full-attention layers still grow).
 
         GQA/MQA cache num_kv_heads heads; MLA caches the compressed latent plus the rope key
         (DeepSeek-V2 paper, sec. 2.1.2: (d_c + d_h^R) * l elements per token). Cross-attention
         caches are per input token (see `cross_kv_bytes_per_input_token`).
         """
-        return sum(a.kv_elements for a in self.attention_layers if not a.cross) * bytes_per_element
+        layers = (a for a in self.attention_layers if not a.cross and not (past_windows and a.window is not None))
+        return sum(a.kv_elements for a in layers) * bytes_per_element
 
     def cross_kv_bytes_per_input_token(self, bytes_per_element: float = 2.0) -> float:
         return sum(a.kv_elements for a in self.attention_layers if a.cross) * bytes_per_element
