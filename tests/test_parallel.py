@@ -159,6 +159,37 @@ def test_expert_parallel_moves_tokens_and_splits_experts(catalog: Catalog) -> No
     assert m8.per_gpu_bytes < m1.per_gpu_bytes
 
 
+def test_expert_tensor_parallelism_folds_the_expert_group_into_the_node(catalog: Catalog) -> None:
+    """Megatron-Core lays expert ranks out etp-ep-dp-pp: with etp = 1 an ep = 8 group is one node's
+    8 GPUs (NVLink), with etp = tp = 4 its members sit 4 apart and span 4 nodes. The expert GEMMs
+    do the same FLOPs either way; only their shapes and the all-to-all's reach change."""
+    model = load_model("mixtral-8x7b")
+    cl = parse_cluster("8x8:H100", catalog)
+    base = dict(model="mixtral-8x7b", num_gpus=64, tp=4, ep=8, sequence_parallel=True, zero=1, global_batch=64)
+    folded = _w(**base, etp=1)
+    legacy = _w(**base)
+    a2a = {}
+    for name, w in (("etp1", folded), ("etp4", legacy)):
+        t = estimate_training_time(model, w, cl.gpu, cl)
+        a2a[name] = next(o.time_s for o in t.ops if o.name == "expert-parallel all-to-all")
+        mo = training_ops(model, w, cl.gpu)
+        assert mo.profile.ep_stride == (1.0 if name == "etp1" else 4.0)
+        flops = sum(o.flops for o in mo.fwd if "experts" in o.name)
+        a2a[name + "_flops"] = flops
+    # NVLink (450 GB/s a direction) against a 400 Gb/s NIC per GPU: several times faster, and the
+    # etp = 1 ranks send 1/tp of the tokens each
+    assert a2a["etp1"] < a2a["etp4"] / 4
+    assert a2a["etp1_flops"] == pytest.approx(a2a["etp4_flops"], rel=1e-9)
+    # memory: each GPU keeps 1/(ep x etp) of the experts instead of 1/(ep x tp)
+    m1 = estimate_memory(model, folded, cl.gpu).per_gpu_bytes
+    m4 = estimate_memory(model, legacy, cl.gpu).per_gpu_bytes
+    assert m1 > m4
+    with pytest.raises(GpuplanError, match="etp=2 with ep=1"):
+        _w(model="mixtral-8x7b", num_gpus=8, tp=4, etp=2)
+    with pytest.raises(GpuplanError, match="ep x etp"):
+        _w(model="mixtral-8x7b", num_gpus=8, ep=8, etp=2)
+
+
 def test_layout_rules(catalog: Catalog) -> None:
     model, gpu = load_model("llama-3.1-8b"), catalog.get("H100")
     with pytest.raises(InvalidSettingError, match="tp=3 must divide"):

@@ -210,3 +210,46 @@ def test_model_names_in_rows() -> None:
     assert _resolve_model("bigscience/mt0-xxl (mT5-XXL enc-dec)").name == "mt0-xxl"
     with pytest.raises(InvalidSettingError, match="not a bundled preset"):
         _resolve_model("CompVis/stable-diffusion-v1-4 (UNet)")
+
+
+@pytest.mark.parametrize(
+    ("name", "preset"),
+    [
+        ("LLAMA3-70B", "llama-3.1-70b"),  # NeMo tables: Llama 3 and 3.1 share the 70B shape
+        ("Meta-Llama-3-8B-Instruct", "llama-3.1-8b"),
+        ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
+        ("Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+        ("llama 7B", "llama-2-7b"),  # llama-bench's name for the LLaMA/Llama 2 7B shape
+        ("Vicuna-13B", "llama-2-13b"),
+        ("Qwen2-72B", "qwen2.5-72b"),
+        ("BLOOM-7B1", "bloomz-7b1"),
+    ],
+)
+def test_names_in_rows_find_their_preset(name: str, preset: str) -> None:
+    from gpuplan.planner.named_models import named_model
+
+    m = named_model(name)
+    assert m is not None and m.name == preset
+
+
+def test_family_shapes_by_name_have_their_published_sizes() -> None:
+    """Shapes from NeMo's recipes and the LLaMA paper, counted by the config.json reader: totals
+    within 1% of the size in the name (GPT-3 175B: Brown et al. 2020 table 2.1 = 175.0B; LLaMA-65B
+    = 65.2B in Touvron et al. 2023 table 2; Mixtral 8x22B = 141B in Mistral's announcement)."""
+    from gpuplan.planner.named_models import named_model
+
+    for name, billions in (("GPT3-175B", 175.0), ("GPT3-20B", 20.3), ("LLaMA-65B", 65.2), ("Mixtral 8x22B", 141.0)):
+        m = named_model(name)
+        assert m is not None
+        assert m.total_params / 1e9 == pytest.approx(billions, rel=0.01)
+    assert named_model("Mixtral 8x22B").num_experts == 8  # type: ignore[union-attr]
+    assert named_model("CompVis/stable-diffusion-v1-4") is None
+
+
+def test_megatron_deepspeed_hardware_tflops_count_the_recompute(catalog: Catalog) -> None:
+    """BigScience's BLOOM log counts TFLOP/s with the '4*2 co-efficient' (the recompute forward
+    included): the row is compared in the same units, 96 B s l h^2 (1 + s/6h + V/16lh)."""
+    row = next(r for r in bundled_rows() if r["id"] == "BLOOM-001")
+    (r,), _ = run_rows([row], catalog)
+    assert r.workload["tp"] == 4 and r.workload["pp"] == 12
+    assert abs(r.error) < 0.15  # -20% when compared with model FLOPs (no recompute)

@@ -470,7 +470,8 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     # expert parallelism splits the MoE experts over ep ranks; ZeRO then shards experts and the
     # rest alike over the data-parallel (x context-parallel) group (Megatron-Core distributed optimizer)
     expert_share = sum(g.total for g in groups if g.role == "expert") / max(total, 1)
-    ep_factor = 1.0 - expert_share + expert_share / w.ep
+    # (an expert's GEMMs split over etp ranks rather than tp where etp is set)
+    ep_factor = 1.0 - expert_share + expert_share * w.tp / (w.ep * (w.etp or w.tp))
 
     def shard(stage: int) -> float:
         """GPUs a state is split over: tp x pp (/ the expert split), and the data-parallel group

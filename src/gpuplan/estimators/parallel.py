@@ -62,6 +62,7 @@ class MicroProfile:
     cp_passes: float | Arr  # ring passes per micro-batch: forward 1, backward 2, recompute 1
     ep_bytes: float | Arr  # one all-to-all's buffer per MoE layer
     ep_collectives: float | Arr  # all-to-alls per micro-batch, all MoE layers
+    ep_stride: float | Arr  # rank distance between members of an expert-parallel group (the expert TP size)
     p2p_bytes: float | Arr  # activations crossing a pipeline stage boundary
     layers: float | Arr
     dense_params: float | Arr  # parameters every data-parallel rank holds (before tp x pp)
@@ -124,7 +125,9 @@ def compose(
     cp_link, cp_lat, _ = comm.group_link(cl, cp_a, comm.members_per_node(cl, cp_a, tp_a))
     cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) / pp_a
     t_cp = comm.exposed(cp_raw, p.attn_s / pp_a)
-    t_ep = comm.all_to_all(cl, ep_a, comm.members_per_node(cl, ep_a, tp_a * cp_a), p.ep_bytes) * p.ep_collectives / pp_a
+    # Megatron-Core lays expert ranks out etp-ep-dp-pp (parallel_state.py, expert rank generator; MoE
+    # parallel folding, Liu et al. 2025): an ep group's members sit etp ranks apart
+    t_ep = comm.all_to_all(cl, ep_a, comm.members_per_node(cl, ep_a, p.ep_stride), p.ep_bytes) * p.ep_collectives / pp_a
     stage_crosses = (tp_a * cp_a * dp_a >= gpn) & (cl.nodes > 1)
     pp_raw = np.where(pp_a > 1, 2.0 * vp_a * comm.p2p(cl, stage_crosses, p.p2p_bytes), 0.0)
     # the interleaved schedule batches its sends and receives behind the next chunk's compute

@@ -424,6 +424,9 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     c = _context(model, w, gpu)
     c.pp = 1
     tp, cp, ep = w.tp, w.cp, w.ep
+    # expert TP: as set, else Megatron-Core's default (tp), and 1 where the expert group is folded
+    # over the tensor-parallel ranks because ep exceeds the data- x context-parallel ranks
+    etp = w.etp if w.etp is not None else (1 if ep > w.dp * w.cp else tp)
     seq = float(w.seq_len)
     tokens = w.batch_size * seq / cp  # this rank's share of the micro-batch (TP ranks share it)
     trainable, frozen, adapters = _trainable_params(model, w)
@@ -436,13 +439,13 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     for g in model.groups:
         if g.linear is None:
             continue
-        # experts split over ep ranks: each holds count/ep of them and receives ep x the tokens;
-        # when ep exceeds the data-parallel x context-parallel ranks, Megatron-Core folds the
-        # expert group over the tensor-parallel ranks too and the experts are not TP-split (ETP 1)
-        folded = g.role == "expert" and ep > w.dp * w.cp
-        k_in, n_out = _shard_dims(g, 1 if folded else tp)
-        e = ep if g.role == "expert" else 1
-        m = tokens * g.active_fraction * e
+        # experts split over ep ranks: each holds count/ep of them, each GEMM split over etp ranks,
+        # and receives the tokens of ep x etp ranks that hold 1/tp of the micro-batch each (sequence
+        # parallel; Megatron-Core's MoE layer requires it with tp > 1): ep x etp / tp x the tokens
+        is_expert = g.role == "expert"
+        k_in, n_out = _shard_dims(g, etp if is_expert else tp)
+        e = ep if is_expert else 1
+        m = tokens * g.active_fraction * e * (etp / tp if is_expert else 1.0)
         count = g.count / e
         fwd.append(_gemm(c, f"linear {g.name}", "forward", m, n_out, k_in, count, w_bytes))
         # dgrad (grad of the input): m x k from m x n and the weight
@@ -514,8 +517,9 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         tp_collectives=(4 + (2 if w.activation_checkpointing == "full" else 0)) * layers,
         cp_bytes=tokens * kv / tp * c.act_b if cp > 1 else 0.0,
         cp_passes=3.0 + (1.0 if w.activation_checkpointing == "full" else 0.0),
-        ep_bytes=tokens * k_routed * d * c.act_b if ep > 1 else 0.0,
+        ep_bytes=tokens * etp / tp * k_routed * d * c.act_b if ep > 1 else 0.0,
         ep_collectives=(4 + (2 if w.activation_checkpointing == "full" else 0)) * float(moe_layers),
+        ep_stride=float(etp),
         p2p_bytes=tokens * d * c.act_b / (tp if w.sequence_parallel else 1),
         layers=layers,
         dense_params=float(model.total_params) - expert,

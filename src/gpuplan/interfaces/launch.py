@@ -200,6 +200,8 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         a.append(f"--context-parallel-size {w.cp}")
     if w.ep > 1:
         a.append(f"--expert-model-parallel-size {w.ep}")
+    if w.etp is not None:
+        a.append(f"--expert-tensor-parallel-size {w.etp}")
     if w.sequence_parallel:
         a.append("--sequence-parallel")
     if w.zero >= 1:
@@ -565,7 +567,7 @@ def plan_launch(
 
         gpu = bundled_catalog().get(w.gpu or "")
         cluster = implied_cluster(gpu, w.num_gpus)
-    layout_keys = {"tp", "pp", "cp", "ep", "vp", "zero", "sequence_parallel"}
+    layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
     fixed = bool(layout_keys & w.model_fields_set)
     label: str
     if w.is_training and search and not fixed and cluster.num_gpus > 1:

@@ -154,7 +154,7 @@ def _shape(w: Workload, tp: int, cp: int, ep: int, mb: int, ckpt: str, sp: bool)
     the search enumerates only legal values)."""
     return w.model_copy(
         update={
-            "tp": tp, "cp": cp, "ep": ep, "pp": 1, "vp": 1, "num_gpus": tp * cp * ep, "zero": 0, "grad_accum": 1,
+            "tp": tp, "cp": cp, "ep": ep, "etp": None, "pp": 1, "vp": 1, "num_gpus": tp * cp * ep, "zero": 0, "grad_accum": 1,
             "global_batch": None, "batch_size": mb, "activation_checkpointing": ckpt, "sequence_parallel": sp,
             "cluster": None,
         }

@@ -27,6 +27,7 @@ from typing import Any, Final
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.planner.measured import PREFIX, is_measured
+from gpuplan.planner.named_models import named_model
 from gpuplan.planner.validation_perf import SPEED_CATEGORIES, model_from_prose, predict_speed
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
@@ -127,7 +128,10 @@ def _first_int(text: str) -> int | None:
 
 def _resolve_model(text: str) -> ModelSpec:
     base = re.sub(r"\(.*?\)", "", text).strip()
-    tried = [base, re.sub(r"\s+", "-", base), base.split()[0] if base.split() else base, text.strip()]
+    named = named_model(base)
+    if named is not None:
+        return named
+    tried = [re.sub(r"\s+", "-", base), base.split()[0] if base.split() else base, text.strip()]
     for cand in tried:
         if cand and find_preset(cand) is not None:
             return load_model(cand)

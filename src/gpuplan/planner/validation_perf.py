@@ -18,9 +18,9 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.estimators.uncertainty import kind_of
+from gpuplan.planner.named_models import named_model
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec, model_from_config
-from gpuplan.specs.models import find_preset, load_model
+from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, ModelSpec, model_from_config
 from gpuplan.specs.workload import make_workload
 
 SPEED_CATEGORIES: Final = ("train_throughput", "inference")
@@ -47,11 +47,9 @@ def _num(pattern: str, text: str) -> int | None:
 def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
     """A preset by name, or a model built from the shape a row spells out."""
     base = text.split("(", 1)[0].strip()
-    names = [base, re.sub(r"(?i)-(chat|instruct|hf)$", "", base)]
-    names += [re.sub(r"(?i)^llama-3-", "llama-3.1-", n) for n in names]
-    for cand in names:
-        if cand and find_preset(cand) is not None:
-            return load_model(cand)
+    named = named_model(base)
+    if named is not None:
+        return named
     layers = _num(r"n_layers=(\d+)", text) or _num(r"(\d+) layers", text)
     d = _num(r"d_model=(\d+)", text) or _num(r"(\d+) (?:dim|hidden)\b", text) or _num(r"\bdim (\d+)", text)
     heads = _num(r"n_heads=(\d+)", text) or _num(r"(\d+) heads", text)
@@ -104,6 +102,39 @@ def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
             "vocab_size": vocab or 32000,
             "max_position_embeddings": pos,
         }
+    elif low.startswith("bloom"):
+        # BLOOM (BigScience 2022): GPT-3 style with ALiBi, embedding LayerNorm, tied embeddings
+        cfg = {"model_type": "bloom", "hidden_size": d, "n_layer": layers, "n_head": heads}
+        cfg["vocab_size"] = vocab or 250880
+    elif low.startswith("grok") and (experts := _num(r"(\d+) experts", text)):
+        # Grok-1 (xai-org/grok-1 model.py): GQA attention and top-k SwiGLU experts, the Mixtral layout
+        cfg = {
+            "model_type": "mixtral",
+            "hidden_size": d,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": _num(r"(\d+) KV heads", text) or heads,
+            "intermediate_size": _num(r"ffn (\d+)", text) or 4 * d,
+            "num_local_experts": experts,
+            "num_experts_per_tok": _num(r"top-(\d+)", text) or 2,
+            "vocab_size": vocab or 131072,
+            "max_position_embeddings": pos,
+            "tie_word_embeddings": True,
+        }
+    elif low.startswith("nemotron") and "nemotron" in SUPPORTED_MODEL_TYPES:
+        # Nemotron-4 (NeMo NemotronConfig): squared-ReLU MLP, LayerNorm, half rotary, untied, 256k vocab
+        cfg = {
+            "model_type": "nemotron",
+            "hidden_size": d,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": _num(r"(\d+) KV heads", text) or heads,
+            "intermediate_size": _num(r"ffn (\d+)", text) or 4 * d,
+            "vocab_size": vocab or 256000,
+            "partial_rotary_factor": 0.5,
+            "max_position_embeddings": pos,
+            "tie_word_embeddings": False,
+        }
     else:
         raise InvalidSettingError(f"model {base!r} is not a bundled preset and its family is not one gpuplan builds")
     return model_from_config(cfg, base)
@@ -128,7 +159,7 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
     w = dict(base)
     extra = row_fields.get("extra_config", "")
     prose = " ".join(row_fields.get(k, "") for k in ("task", "extra_config", "precision", "notes", "seq_len", "batch"))
-    for key, name in (("tp", "TP"), ("pp", "PP"), ("cp", "CP"), ("vp", "VP"), ("ep", "EP")):
+    for key, name in (("tp", "TP"), ("pp", "PP"), ("cp", "CP"), ("vp", "VP"), ("ep", "EP"), ("etp", "ETP")):
         v = _num(rf"\b{name}\s*=\s*(\d+)", extra)
         if v:
             w[key] = v
@@ -245,9 +276,10 @@ def predict_speed(row_fields: dict[str, str], base: dict[str, Any], model: Model
         if "tflops" in metric:
             # achieved TFLOP/s per GPU counted as the source counts them: Megatron-LM's formula
             # (Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh) per iteration, the
-            # recompute pass included) where the row says so, else PaLM's model FLOPs
+            # recompute pass included; Megatron-DeepSpeed's logger, BigScience's "4*2 co-efficient")
+            # where the row says so, else PaLM's model FLOPs
             notes = row_fields.get("notes", "")
-            if re.search(r"96\s*\*\s*B\s*\*\s*s", notes):
+            if re.search(r"96\s*\*\s*B\s*\*\s*s|4\s*\*\s*2 co-?efficient", notes):
                 h, n_l, s_ = model.hidden_size, model.num_layers, float(work.seq_len)
                 per_token = 96.0 * n_l * h * h * (1 + s_ / (6 * h) + model.vocab_size / (16 * n_l * h))
             else:

@@ -117,6 +117,9 @@ class Workload(BaseModel):
     # --- parallelism beyond DESIGN.md's tp/pp (issue 5) -----------------------------------------
     cp: int = Field(1, ge=1, le=1024)  # context parallelism: each sequence split over cp GPUs (ring attention)
     ep: int = Field(1, ge=1, le=1024)  # expert parallelism (MoE): experts split over ep data-parallel ranks
+    # expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): each expert's GEMMs split
+    # over etp ranks; unset, Megatron-Core's default (etp = tp), folded to 1 where ep spans TP ranks
+    etp: int | None = Field(None, ge=1, le=1024)
     vp: int = Field(1, ge=1, le=128)  # interleaved pipeline: virtual stages (model chunks) per GPU
     # Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers, with sequence parallelism):
     # tensor-parallel collectives split into chunks that overlap the GEMMs around them
@@ -256,6 +259,13 @@ class Workload(BaseModel):
             raise ValueError(
                 f"ep={self.ep} must divide the GPUs of one pipeline stage ({self.num_gpus // self.pp}): experts are "
                 "split across data-parallel ranks, folded over tensor/context-parallel ones (Megatron-Core)."
+            )
+        if self.etp is not None and (
+            (self.ep == 1 and self.etp != self.tp) or (self.num_gpus // self.pp) % (self.ep * self.etp)
+        ):
+            raise ValueError(
+                f"etp={self.etp} with ep={self.ep}: expert tensor parallelism needs ep > 1 (or etp = tp) and ep x etp "
+                f"must divide the GPUs of one pipeline stage ({self.num_gpus // self.pp}) (Megatron-Core MoE parallel folding)."
             )
         if self.tp_comm_overlap and not (self.sequence_parallel and self.tp > 1):
             raise ValueError("tp_comm_overlap needs tp > 1 with sequence_parallel: true (Megatron-Core requires both).")
