@@ -95,7 +95,8 @@ def test_no_graphics_mode_on_h100_and_a100_class(catalog: Catalog) -> None:
 
 def test_geforce_licence_flag(catalog: Catalog) -> None:
     for g in catalog:
-        assert g.geforce_eula == g.name.startswith("GeForce"), g.name
+        # the GeForce driver licence covers "GeForce or Titan branded hardware products" (clause 2.1.3)
+        assert g.geforce_eula == g.name.startswith(("GeForce", "TITAN")), g.name
 
 
 def test_single_host_cards_are_not_multi_node(catalog: Catalog) -> None:

@@ -341,7 +341,9 @@ def test_resnet50_training_finds_the_a100_good_value(catalog: Catalog, tmp_path:
           and catalog.get(o["gpu"]).memory_type.startswith("HBM")]  # fmt: skip
     dc.sort(key=lambda o: o["usd_per_million_tokens"])
     a100 = min(i for i, o in enumerate(dc) if o["gpu"].startswith("A100"))
-    assert a100 <= 2  # among the three cheapest datacenter (HBM) cards per image
+    # among the four cheapest datacenter (HBM) cards per image, behind GH200 at Lambda's $1.49/h
+    # and the V100s (price snapshot in data/prices/gpu-prices.csv)
+    assert a100 <= 3
     best_a100 = dc[a100]["usd_per_million_tokens"]
     h100 = next(o for o in dc if o["gpu"] == "H100 PCIe 80GB")["usd_per_million_tokens"]
     assert best_a100 < h100

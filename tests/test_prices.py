@@ -8,7 +8,7 @@ from gpuplan.specs.prices import load_prices, price_per_hour
 
 def test_prices_resolve_to_catalog_names(catalog: Catalog) -> None:
     prices = load_prices(catalog)
-    assert len(prices) >= 55  # 66 rows, TPU/GH200/Quadro RTX 6000 rows have no catalog GPU
+    assert len(prices) >= 55  # 66 rows, TPU/Quadro RTX 6000 rows have no catalog GPU
     assert all(p.usd_per_hour > 0 and p.source and p.version for p in prices)
     names = {p.gpu for p in prices}
     assert {"V100 SXM2 16GB", "V100 SXM2 32GB", "B200", "A10G", "L4", "H100 SXM5 80GB"} <= names

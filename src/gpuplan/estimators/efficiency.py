@@ -46,6 +46,7 @@ _MAMF_BY_ARCH: Final[dict[str, tuple[float, float | None, str]]] = {
     "Turing": (0.70, None, "derived default for pre-Ampere tensor cores"),
     "Volta": (0.70, None, "derived default for pre-Ampere tensor cores"),
     "CDNA 3": (668.4 / 1300, None, f"MI300X bf16; {_MAMF_SRC}"),
+    "CDNA 4": (668.4 / 1300, None, f"no MI355X MAMF published: MI300X's bf16 share (derived); {_MAMF_SRC}"),
     "CDNA 2": (147.0 / 191.5, None, "MI250X bf16 per GCD; MAMF v1 table @f0cca2fa"),
 }
 _MAMF_DEFAULT: Final = (0.70, None, "derived default")
@@ -107,6 +108,7 @@ ATTN_FWD_EFF: Final[dict[str, float]] = {
     "Hopper": 0.35 * ATTN_STEP_SHARE,
     "Blackwell": 0.34,
     "CDNA 3": 0.34,
+    "CDNA 4": 0.34,
     "CDNA 2": 0.34,
     "default": 0.65,
 }

@@ -29,6 +29,7 @@ from gpuplan.specs.workload import Workload
 RESOLUTIONS: Final = {"720p": (1280, 720), "1080p": (1920, 1080), "1440p": (2560, 1440), "4k": (3840, 2160)}
 _REF_PIXELS: Final = 1920 * 1080
 _ARCH: Final = {
+    "pascal": "volta",  # graphics.toml's Volta NVENC/NVDEC rows are the app note's Pascal figures
     "volta": "volta",
     "turing": "turing",
     "ampere": "ampere",

@@ -97,6 +97,7 @@ DEFAULT_FABRIC_BY_ARCH: Final = {
     "Hopper": "ib-ndr",
     "Blackwell": "ib-ndr",
     "CDNA 3": "roce",
+    "CDNA 4": "roce",  # MI355X platforms ship the same Pollara/RoCE class of NIC as MI300X/MI325X
     "CDNA 2": "ib-hdr",
 }
 # GPUs per node when a count spans hosts and no cluster is given (HGX/DGX boards hold 8).

@@ -2,7 +2,7 @@
 
 Each row names the GPU as the catalog does (a parenthetical or "16GB/32GB" is allowed), the
 provider and offer (on-demand or spot), the price per GPU-hour in USD, the catalog version it was
-read from, and the source. Rows for accelerators the catalog lacks (TPUs, GH200) are kept in the
+read from, and the source. Rows for accelerators the catalog lacks (TPUs) are kept in the
 file and skipped here. Prices drift; `price_per_hour` takes the cheapest on-demand offer.
 """
 
