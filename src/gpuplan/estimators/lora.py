@@ -24,6 +24,19 @@ DEFAULT_TARGETS: Final[dict[str, tuple[str, ...]]] = {
     "qwen3_moe": ("q_proj", "v_proj"),
     "gemma": ("q_proj", "v_proj"),
     "gemma2": ("q_proj", "v_proj"),
+    # PEFT 0.21 TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING; Gemma 3 / OLMo 2 / StarCoder2 /
+    # Nemotron / Granite / Cohere have no PEFT entry: their q_proj/v_proj play the same part
+    "gemma3_text": ("q_proj", "v_proj"),
+    "gemma3": ("q_proj", "v_proj"),
+    "opt": ("q_proj", "v_proj"),
+    "gptj": ("q_proj", "v_proj"),
+    "phi": ("q_proj", "v_proj", "fc1", "fc2"),
+    "gpt_bigcode": ("c_attn",),
+    "olmo2": ("q_proj", "v_proj"),
+    "starcoder2": ("q_proj", "v_proj"),
+    "nemotron": ("q_proj", "v_proj"),
+    "granite": ("q_proj", "v_proj"),
+    "cohere": ("q_proj", "v_proj"),
     # PEFT targets Phi-3's fused qkv_proj; gpuplan lists q/k/v separately (same weights)
     "phi3": ("q_proj", "k_proj", "v_proj"),
     "gpt2": ("c_attn",),

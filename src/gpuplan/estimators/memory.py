@@ -196,6 +196,10 @@ _RMSNORM_TYPES: Final = (
     "gemma",
     "gemma2",
     "phi3",
+    "gemma3",
+    "gemma3_text",
+    "olmo2",
+    "granite",
     "deepseek_v2",
     "deepseek_v3",
     "t5",
@@ -218,7 +222,7 @@ def _norm_bytes(model: ModelSpec, w: Workload, b: float) -> float:
 
 # leaf names of output projections (attention) and down projections (MLP) across the families
 ATTN_OUT_LEAVES: Final = ("o_proj", "out_proj", "dense", "c_proj", "o", "output")
-MLP_DOWN_LEAVES: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2")
+MLP_DOWN_LEAVES: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2", "fc_out")
 
 
 def _kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:

@@ -15,6 +15,11 @@ from typing import Any, Final
 
 from gpuplan.errors import ModelConfigError
 
+# Sanity bounds on what a config may ask for: integers past 2**53 are not exact as floats (FLOPs
+# and bytes are floats), and the model is built layer by layer.
+_MAX_CONFIG_INT: Final = 2**53
+_MAX_LAYERS: Final = 100_000
+
 # Roles of parameter groups, for breakdowns.
 ROLES: Final = ("embedding", "position", "attention", "mlp", "expert", "router", "norm", "head", "conv", "other")
 
@@ -183,6 +188,8 @@ class _Cfg:
                 continue
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v != int(v) or v < 0:
                 raise ModelConfigError(f"{self.name}: config key {k!r} must be a non-negative integer. Got {v!r}.")
+            if v > _MAX_CONFIG_INT:
+                raise ModelConfigError(f"{self.name}: config key {k!r} = {v!r} is too large for a model size.")
             return int(v)
         if default is not None:
             return default
@@ -210,6 +217,17 @@ class _Cfg:
         if not isinstance(v, Mapping):
             raise ModelConfigError(f"{self.name}: config key {key!r} must be an object. Got {v!r}.")
         return _Cfg(v, f"{self.name}: {key}")
+
+    def layers(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
+        """A layer count (named by the first key): at least `minimum`, at most _MAX_LAYERS."""
+        n = self.get_int(*keys, default=default)
+        if minimum > 0:
+            self.positive(n, keys[0])
+        if n > _MAX_LAYERS:
+            raise ModelConfigError(
+                f"{self.name}: config key {keys[0]!r} = {n} layers is more than gpuplan models ({_MAX_LAYERS:,})."
+            )
+        return n
 
     def opt_int(self, *keys: str) -> int | None:
         return self.get_int(*keys) if self.has(*keys) else None
@@ -295,8 +313,18 @@ def _check_heads(c: _Cfg, heads: int, kv_heads: int) -> None:
         )
 
 
+def _split_heads(c: _Cfg, d: int, heads: int, key: str) -> int:
+    """The head dim of families that split hidden_size evenly (their attention raises otherwise)."""
+    c.positive(heads, key)
+    if d % heads:
+        raise ModelConfigError(f"{c.name}: hidden size {d} must be a multiple of {key}={heads}.")
+    return d // heads
+
+
 def _window_layers(c: _Cfg, layers: int, model_type: str) -> list[int | None]:
     """Per-layer sliding window (None = full attention)."""
+    if not _FAMILIES.get(model_type, _LLAMA).windowed:
+        return [None] * layers
     window = c.opt_int("sliding_window")
     if window is None or window <= 0:
         return [None] * layers
@@ -311,45 +339,135 @@ def _window_layers(c: _Cfg, layers: int, model_type: str) -> list[int | None]:
         # gpt-oss likewise (model card sec. 2.1: banded-window and dense layers alternate;
         # transformers GptOssConfig's default layer_types start with "sliding_attention")
         return [window if i % 2 == 0 else None for i in range(layers)]
+    if model_type == "gemma3_text":
+        # Gemma 3: five local layers, then one global (Gemma 3 report, sec. 2.2); transformers
+        # Gemma3TextConfig: layer i is global when (i + 1) % sliding_window_pattern == 0 (default 6)
+        pattern = c.positive(c.get_int("sliding_window_pattern", default=6), "sliding_window_pattern")
+        return [None if (i + 1) % pattern == 0 else window for i in range(layers)]
     return [window] * layers
 
 
-# --- decoder LMs of the Llama lineage (llama, mistral, mixtral, qwen2/3(+moe), gemma/2, phi3, gpt-oss) --
+# --- decoder LMs of the Llama lineage ------------------------------------------------------------
+# llama, mistral, mixtral, qwen2/3(+moe), gemma/2/3, phi3, gpt-oss, and the families whose layer is
+# the same embed -> [norm, q/k/v/o attention, norm, MLP] x L -> norm -> lm_head with other knobs:
+# OLMo 2, Granite, Cohere, Nemotron, StarCoder2, Phi (1.5/2).
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How a family's decoder layer departs from Llama's (the defaults), as transformers builds it."""
+
+    tied: bool = False  # tie_word_embeddings when the config leaves it out
+    bias_key: str | None = "attention_bias"  # the config flag for the q/k/v/o biases; None: fixed
+    bias: bool = False  # those biases when the flag is absent (or always, without a flag)
+    o_bias: bool = True  # False: o_proj never has one (Qwen2 biases q, k and v only)
+    o_name: str = "o_proj"
+    # gated MLP (gate, up, down: SwiGLU/GeGLU) or, with two names, a plain one (in, out)
+    mlp: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")
+    mlp_bias_key: str | None = "mlp_bias"
+    mlp_bias: bool = False
+    # q/k norms: "head" = one head_dim vector each, shared by the heads; "proj" = over the whole
+    # q and k projections (heads x head_dim, kv_heads x head_dim)
+    qk_norm: str = ""
+    qk_norm_key: str | None = None  # the config flag that switches them on; None: always there
+    norms: int = 2  # norms per layer
+    norm_bias: bool = False  # LayerNorm with a bias (else RMSNorm / weight-only LayerNorm)
+    head_bias: bool = False  # lm_head has a bias (kept when the weight is tied)
+    windowed: bool = True  # honours sliding_window
+    # what transformers' config class fills in for keys a config leaves out, where real configs
+    # rely on it (Gemma 3's config.json lists only what differs from the defaults)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+_LLAMA: Final = _Family()
+
+# transformers Gemma3TextConfig (models/gemma3/configuration_gemma3.py) defaults, 5.22
+_GEMMA3_TEXT_DEFAULTS: Final = {
+    "vocab_size": 262_208,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 131_072,
+    "sliding_window": 4096,
+}
+
+_FAMILIES: Final[dict[str, _Family]] = {
+    # models/qwen2/modeling_qwen2.py: q/k/v biased, o_proj not
+    "qwen2": _Family(bias=True, o_bias=False),
+    "qwen2_moe": _Family(bias=True, o_bias=False),
+    # models/qwen3/modeling_qwen3.py: RMSNorm over each head's q and k
+    "qwen3": _Family(qk_norm="head"),
+    "qwen3_moe": _Family(qk_norm="head"),
+    "gemma": _Family(tied=True),
+    # models/gemma2/modeling_gemma2.py: pre- and post-norms around attention and MLP
+    "gemma2": _Family(tied=True, norms=4),
+    # models/gemma3/modeling_gemma3.py: Gemma 2's four norms plus per-head q/k RMSNorm
+    "gemma3_text": _Family(tied=True, norms=4, qk_norm="head", defaults=_GEMMA3_TEXT_DEFAULTS),
+    # models/gpt_oss/modeling_gpt_oss.py (GptOssConfig: attention_bias=True)
+    "gpt_oss": _Family(bias=True),
+    # models/olmo2/modeling_olmo2.py: post-norms only (after attention, after the MLP) and RMSNorm
+    # over the whole q and k projections
+    "olmo2": _Family(norms=2, qk_norm="proj", windowed=False),
+    # models/granite/modeling_granite.py: Llama's layer; its multipliers are scalars, not weights
+    "granite": _Family(windowed=False),
+    # models/cohere/modeling_cohere.py: parallel attention and MLP after one weight-only LayerNorm;
+    # optional q/k LayerNorms of shape (heads, head_dim); tied by default
+    "cohere": _Family(tied=True, norms=1, qk_norm="proj", qk_norm_key="use_qk_norm", windowed=False),
+    # models/nemotron/modeling_nemotron.py: squared-ReLU MLP without a gate, LayerNorm1P with bias
+    "nemotron": _Family(mlp=("up_proj", "down_proj"), norm_bias=True, windowed=False),
+    # models/starcoder2/modeling_starcoder2.py: use_bias on every linear, LayerNorm, plain GELU MLP
+    "starcoder2": _Family(
+        tied=True, bias_key="use_bias", bias=True, mlp=("c_fc", "c_proj"), mlp_bias_key="use_bias", mlp_bias=True,
+        norm_bias=True,
+    ),
+    # models/phi/modeling_phi.py (phi-1, phi-1.5, phi-2): parallel attention and MLP after one
+    # LayerNorm, biases everywhere (lm_head too), optional q/k LayerNorms; rotary on part of each head
+    "phi": _Family(
+        bias_key=None, bias=True, o_name="dense", mlp=("fc1", "fc2"), mlp_bias_key=None, mlp_bias=True,
+        qk_norm="head", qk_norm_key="qk_layernorm", norms=1, norm_bias=True, head_bias=True, windowed=False,
+    ),
+}  # fmt: skip
 
 
 def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    f = _FAMILIES.get(model_type, _LLAMA)
+    if f.defaults:
+        c = _Cfg({**f.defaults, **c.raw}, c.name)
     d = c.positive(c.get_int("hidden_size"), "hidden_size")
-    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    layers = c.layers("num_hidden_layers")
     heads = c.get_int("num_attention_heads")
     kv_heads = c.get_int("num_key_value_heads", default=heads)
     _check_heads(c, heads, kv_heads)
     head_dim = c.get_int("head_dim", default=d // heads)
     ff = c.get_int("intermediate_size")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
-    # transformers' default: Llama, Mistral, Mixtral, Qwen, Phi-3 untie; Gemma ties
-    tied = c.get_bool("tie_word_embeddings", model_type in ("gemma", "gemma2", "gemma3_text"))
+    tied = c.get_bool("tie_word_embeddings", f.tied)
     g = _Groups()
     g.vector("embed_tokens", vocab * d, 1, "embedding")
 
-    # gpt-oss biases q, k, v and o by default (transformers GptOssConfig: attention_bias=True)
-    qkv_bias = c.get_bool("attention_bias", model_type in ("qwen2", "qwen2_moe", "gpt_oss"))
-    o_bias = c.get_bool("attention_bias", model_type == "gpt_oss") and model_type not in ("qwen2", "qwen2_moe")
-    mlp_bias = c.get_bool("mlp_bias", False)
+    qkv_bias = c.get_bool(f.bias_key, f.bias) if f.bias_key else f.bias
+    o_bias = qkv_bias and f.o_bias
+    mlp_bias = c.get_bool(f.mlp_bias_key, f.mlp_bias) if f.mlp_bias_key else f.mlp_bias
     q_out, kv_out = heads * head_dim, kv_heads * head_dim
     g.linear("self_attn.q_proj", d, q_out, layers, "attention", bias=qkv_bias)
     g.linear("self_attn.k_proj", d, kv_out, layers, "attention", bias=qkv_bias)
     g.linear("self_attn.v_proj", d, kv_out, layers, "attention", bias=qkv_bias)
-    g.linear("self_attn.o_proj", q_out, d, layers, "attention", bias=o_bias)
-    if model_type in ("qwen3", "qwen3_moe"):
-        g.norm("self_attn.q_norm", head_dim, layers, bias=False)
-        g.norm("self_attn.k_norm", head_dim, layers, bias=False)
+    g.linear(f"self_attn.{f.o_name}", q_out, d, layers, "attention", bias=o_bias)
+    if f.qk_norm and (f.qk_norm_key is None or c.get_bool(f.qk_norm_key, False)):
+        # Phi's q/k LayerNorms are sized hidden_size // heads whatever head_dim says
+        per_head = d // heads if model_type == "phi" else head_dim
+        q_dim, k_dim = (per_head, per_head) if f.qk_norm == "head" else (q_out, kv_out)
+        g.norm("self_attn.q_norm", q_dim, layers, bias=f.norm_bias)
+        g.norm("self_attn.k_norm", k_dim, layers, bias=f.norm_bias)
     if model_type == "gpt_oss":
         # one learned attention-sink logit per query head (model card sec. 2.1; transformers
         # GptOssAttention.sinks [num_attention_heads])
         g.vector("self_attn.sinks", heads, layers, "attention")
-    norms_per_layer = 4 if model_type == "gemma2" else 2
-    g.norm("layernorms", d, layers * norms_per_layer, bias=False)
-    g.norm("norm", d, 1, bias=False)
+    g.norm("layernorms", d, layers * f.norms, bias=f.norm_bias)
+    g.norm("norm", d, 1, bias=f.norm_bias)
 
     moe: dict[str, int] = {}
     if model_type == "mixtral":
@@ -396,24 +514,75 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
         g.linear("mlp.down_proj", ff, d, n_dense, "mlp")
     else:
         c.positive(ff, "intermediate_size")
-        g.linear("mlp.gate_proj", d, ff, layers, "mlp", bias=mlp_bias)
-        g.linear("mlp.up_proj", d, ff, layers, "mlp", bias=mlp_bias)
-        g.linear("mlp.down_proj", ff, d, layers, "mlp", bias=mlp_bias)
+        *ins, out = f.mlp
+        for name in ins:
+            g.linear(f"mlp.{name}", d, ff, layers, "mlp", bias=mlp_bias)
+        g.linear(f"mlp.{out}", ff, d, layers, "mlp", bias=mlp_bias)
 
-    _lm_head(g, d, vocab, tied)
+    _lm_head(g, d, vocab, tied, bias=f.head_bias)
     windows = _window_layers(c, layers, model_type)
     g.attn = [AttentionLayer(2 * kv_out, q_out, q_out, w) for w in windows]
     shape = _Shape(d, layers, heads, kv_heads, head_dim, ff, vocab, c.opt_int("max_position_embeddings"), tied)
     return shape, g, moe
 
 
-def _lm_head(g: _Groups, d: int, vocab: int, tied: bool) -> None:
+def _lm_head(g: _Groups, d: int, vocab: int, tied: bool, *, bias: bool = False) -> None:
     """The output projection: a real d x V matmul every token; only an untied head adds
-    parameters (a tied one reuses the input embedding)."""
+    weights (a tied one reuses the input embedding); a bias stays the head's own either way."""
     if tied:
         g.items.append(ParamGroup("lm_head (tied to the embedding)", 0, 1, "head", (d, vocab)))
+        g.vector("lm_head.bias", vocab if bias else 0, 1, "head")
     else:
-        g.linear("lm_head", d, vocab, 1, "head")
+        g.linear("lm_head", d, vocab, 1, "head", bias=bias)
+
+
+# --- Gemma 3 with its vision tower (Gemma3ForConditionalGeneration) -----------------------------
+
+
+def _build_gemma3(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    """Gemma 3 4B/12B/27B as transformers' Gemma3ForConditionalGeneration builds them
+    (models/gemma3/modeling_gemma3.py): the Gemma 3 text decoder from text_config, a SigLIP
+    vision tower from vision_config, and the projector between them.
+
+    The vision tower and projector run once per image, not per text token: they count in the
+    parameters (memory) but carry no per-token linear shapes (FLOPs, LoRA) and no KV cache.
+    """
+    text = c.sub("text_config")
+    # the outer config's tie_word_embeddings (default true) ties lm_head to the text embedding;
+    # text_config's own flag is not read
+    tied = c.get_bool("tie_word_embeddings", True)
+    shape, g, moe = _build_llama_like(_Cfg({**text.raw, "tie_word_embeddings": tied}, text.name), "gemma3_text")
+    vision_d = _siglip_vision_tower(g, c.sub("vision_config"))
+    # Gemma3MultiModalProjector: a (vision hidden x text hidden) weight and an RMSNorm
+    g.vector("multi_modal_projector.mm_input_projection_weight", vision_d * shape.d, 1, "other", stack="encoder")
+    g.vector("multi_modal_projector.mm_soft_emb_norm", vision_d, 1, "other", stack="encoder")
+    return shape, g, moe
+
+
+def _siglip_vision_tower(g: _Groups, v: _Cfg) -> int:
+    """SigLIP's vision transformer as transformers' SiglipVisionModel (models/siglip/modeling_siglip.py);
+    the defaults are SiglipVisionConfig's. Returns its hidden size."""
+    d = v.positive(v.get_int("hidden_size", default=768), "hidden_size")
+    ff = v.get_int("intermediate_size", default=3072)
+    layers = v.layers("num_hidden_layers", default=12, minimum=0)
+    _split_heads(v, d, v.get_int("num_attention_heads", default=12), "num_attention_heads")
+    channels = v.get_int("num_channels", default=3)
+    patch = v.positive(v.get_int("patch_size", default=16), "patch_size")
+    patches = (v.positive(v.get_int("image_size", default=224), "image_size") // patch) ** 2
+    block = 4 * (d * d + d) + 2 * d * ff + ff + d + 2 * (2 * d)  # q/k/v/out, fc1/fc2, 2 LayerNorms
+    tower = "vision_tower"
+    g.vector(f"{tower}.embeddings.patch_embedding", channels * patch * patch * d + d, 1, "other", stack="encoder")
+    g.vector(f"{tower}.embeddings.position_embedding", patches * d, 1, "other", stack="encoder")
+    g.vector(f"{tower}.encoder.layers", block, layers, "other", stack="encoder")
+    g.vector(f"{tower}.post_layernorm", 2 * d, 1, "other", stack="encoder")
+    # the attention-pooling head, unless the config says vision_use_head (false in Gemma 3)
+    use_head = v.raw.get("vision_use_head", True)
+    if use_head is not None and not isinstance(use_head, bool):
+        raise ModelConfigError(f"{v.name}: config key 'vision_use_head' must be true or false. Got {use_head!r}.")
+    if use_head:
+        # probe, nn.MultiheadAttention (in_proj 3d x d + 3d, out_proj d x d + d), LayerNorm, MLP
+        g.vector(f"{tower}.head", d + 4 * (d * d + d) + 2 * d + 2 * d * ff + ff + d, 1, "other", stack="encoder")
+    return d
 
 
 # --- DeepSeek V2 / V3: MLA attention, fine-grained MoE with shared experts ---------------------
@@ -421,7 +590,7 @@ def _lm_head(g: _Groups, d: int, vocab: int, tied: bool) -> None:
 
 def _build_deepseek(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("hidden_size"), "hidden_size")
-    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    layers = c.layers("num_hidden_layers")
     heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     ff = c.get_int("intermediate_size")
@@ -474,12 +643,12 @@ def _build_deepseek(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str
     return shape, g, {"experts": experts, "k": k, "shared": shared}
 
 
-# --- GPT-2, GPT-NeoX (Pythia), Falcon, MPT, BLOOM ---------------------------------------------
+# --- GPT-2, GPT-NeoX (Pythia), Falcon, MPT, BLOOM, OPT, GPT-J, GPT-BigCode ----------------------
 
 
 def _build_gpt2(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("n_embd", "hidden_size"), "n_embd")
-    layers = c.positive(c.get_int("n_layer", "num_hidden_layers"), "n_layer")
+    layers = c.layers("n_layer", "num_hidden_layers")
     heads = c.positive(c.get_int("n_head", "num_attention_heads"), "n_head")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     pos = c.get_int("n_positions", "max_position_embeddings")
@@ -501,7 +670,7 @@ def _build_gpt2(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
 
 def _build_gpt_neox(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("hidden_size"), "hidden_size")
-    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    layers = c.layers("num_hidden_layers")
     heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     ff = c.positive(c.get_int("intermediate_size"), "intermediate_size")
@@ -523,7 +692,7 @@ def _build_gpt_neox(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
 
 def _build_falcon(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("hidden_size", "n_embed"), "hidden_size")
-    layers = c.positive(c.get_int("num_hidden_layers", "n_layer"), "num_hidden_layers")
+    layers = c.layers("num_hidden_layers", "n_layer")
     heads = c.positive(c.get_int("num_attention_heads", "n_head"), "num_attention_heads")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     head_dim = d // heads
@@ -558,7 +727,7 @@ def _build_falcon(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
 
 def _build_mpt(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("d_model", "hidden_size"), "d_model")
-    layers = c.positive(c.get_int("n_layers", "num_hidden_layers"), "n_layers")
+    layers = c.layers("n_layers", "num_hidden_layers")
     heads = c.positive(c.get_int("n_heads", "num_attention_heads"), "n_heads")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     ff = c.get_int("expansion_ratio", default=4) * d
@@ -582,7 +751,7 @@ def _build_mpt(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
 
 def _build_bloom(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("hidden_size", "n_embed"), "hidden_size")
-    layers = c.positive(c.get_int("n_layer", "num_hidden_layers"), "n_layer")
+    layers = c.layers("n_layer", "num_hidden_layers")
     heads = c.positive(c.get_int("n_head", "num_attention_heads"), "n_head")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     tied = c.get_bool("tie_word_embeddings", True)
@@ -600,6 +769,96 @@ def _build_bloom(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     return _Shape(d, layers, heads, heads, d // heads, 4 * d, vocab, None, tied), g, {}
 
 
+def _build_opt(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    """OPT (transformers models/opt/modeling_opt.py): learned positions with 2 extra rows
+    (OPTLearnedPositionalEmbedding's offset), biases everywhere, a ReLU MLP of ffn_dim; pre-LN
+    (and a final LayerNorm) or post-LN (opt-350m); embeddings of word_embed_proj_dim projected
+    in and out when it differs from hidden_size (opt-350m: 512 vs 1024)."""
+    d = c.positive(c.get_int("hidden_size"), "hidden_size")
+    layers = c.layers("num_hidden_layers")
+    heads = c.get_int("num_attention_heads")
+    hd = _split_heads(c, d, heads, "num_attention_heads")
+    ff = c.positive(c.get_int("ffn_dim"), "ffn_dim")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    pos = c.get_int("max_position_embeddings")
+    proj = c.positive(c.get_int("word_embed_proj_dim", default=d), "word_embed_proj_dim")
+    bias = c.get_bool("enable_bias", True)
+    affine = c.get_bool("layer_norm_elementwise_affine", True)
+    final_ln = c.get_bool("do_layer_norm_before", True) and not c.get_bool("_remove_final_layer_norm", False)
+    tied = c.get_bool("tie_word_embeddings", True)
+    g = _Groups()
+    g.vector("embed_tokens", vocab * proj, 1, "embedding")
+    g.vector("embed_positions", (pos + 2) * d, 1, "position")
+    if proj != d:
+        g.linear("project_in", proj, d, 1, "other")
+        g.linear("project_out", d, proj, 1, "other")
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        g.linear(f"self_attn.{name}", d, d, layers, "attention", bias=bias)
+    g.linear("fc1", d, ff, layers, "mlp", bias=bias)
+    g.linear("fc2", ff, d, layers, "mlp", bias=bias)
+    if affine:
+        g.norm("self_attn_layer_norm/final_layer_norm", d, 2 * layers, bias=True)
+        g.norm("decoder.final_layer_norm", d, 1 if final_ln else 0, bias=True)
+    _lm_head(g, proj, vocab, tied)
+    g.attn = [AttentionLayer(2 * d, d, d) for _ in range(layers)]
+    return _Shape(d, layers, heads, heads, hd, ff, vocab, pos, tied), g, {}
+
+
+def _build_gptj(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    """GPT-J (transformers models/gptj/modeling_gptj.py): attention and MLP in parallel after one
+    LayerNorm, rotary on rotary_dim of each head (no weights), q/k/v/out without biases, a
+    biased MLP, and an untied lm_head with a bias."""
+    d = c.positive(c.get_int("n_embd", "hidden_size"), "n_embd")
+    layers = c.layers("n_layer", "num_hidden_layers")
+    heads = c.get_int("n_head", "num_attention_heads")
+    hd = _split_heads(c, d, heads, "n_head")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    ff = c.positive(c.get_int("n_inner", default=4 * d), "n_inner")
+    tied = c.get_bool("tie_word_embeddings", False)
+    g = _Groups()
+    g.vector("wte", vocab * d, 1, "embedding")
+    g.norm("ln_1", d, layers, bias=True)
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        g.linear(f"attn.{name}", d, d, layers, "attention")
+    g.linear("mlp.fc_in", d, ff, layers, "mlp", bias=True)
+    g.linear("mlp.fc_out", ff, d, layers, "mlp", bias=True)
+    g.norm("ln_f", d, 1, bias=True)
+    _lm_head(g, d, vocab, tied, bias=True)
+    g.attn = [AttentionLayer(2 * d, d, d) for _ in range(layers)]
+    return (
+        _Shape(d, layers, heads, heads, hd, ff, vocab, c.opt_int("n_positions", "max_position_embeddings"), tied),
+        g,
+        {},
+    )
+
+
+def _build_gpt_bigcode(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    """GPT-BigCode: SantaCoder, StarCoder(Base) (transformers models/gpt_bigcode/modeling_gpt_bigcode.py):
+    GPT-2's block with multi-query attention (multi_query, the default: one K and V head, so c_attn
+    projects to d + 2 x head_dim), learned positions, tied embeddings."""
+    d = c.positive(c.get_int("n_embd", "hidden_size"), "n_embd")
+    layers = c.layers("n_layer", "num_hidden_layers")
+    heads = c.get_int("n_head", "num_attention_heads")
+    hd = _split_heads(c, d, heads, "n_head")
+    vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
+    pos = c.get_int("n_positions", "max_position_embeddings")
+    ff = c.positive(c.get_int("n_inner", default=4 * d), "n_inner")
+    kv_heads = 1 if c.get_bool("multi_query", True) else heads
+    tied = c.get_bool("tie_word_embeddings", True)
+    g = _Groups()
+    g.vector("wte", vocab * d, 1, "embedding")
+    g.vector("wpe", pos * d, 1, "position")
+    g.norm("ln_1/ln_2", d, 2 * layers, bias=True)
+    g.linear("attn.c_attn", d, d + 2 * kv_heads * hd, layers, "attention", bias=True)
+    g.linear("attn.c_proj", d, d, layers, "attention", bias=True)
+    g.linear("mlp.c_fc", d, ff, layers, "mlp", bias=True)
+    g.linear("mlp.c_proj", ff, d, layers, "mlp", bias=True)
+    g.norm("ln_f", d, 1, bias=True)
+    _lm_head(g, d, vocab, tied)
+    g.attn = [AttentionLayer(2 * kv_heads * hd, d, d) for _ in range(layers)]
+    return _Shape(d, layers, heads, kv_heads, hd, ff, vocab, pos, tied), g, {}
+
+
 # --- encoders: BERT, RoBERTa; ViT ---------------------------------------------------------------
 
 
@@ -613,7 +872,7 @@ def _encoder_layers(g: _Groups, d: int, ff: int, layers: int, stack: str = "enco
 
 def _build_bert(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("hidden_size"), "hidden_size")
-    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    layers = c.layers("num_hidden_layers")
     heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
     ff = c.positive(c.get_int("intermediate_size"), "intermediate_size")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
@@ -633,7 +892,7 @@ def _build_bert(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
 
 def _build_vit(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
     d = c.positive(c.get_int("hidden_size"), "hidden_size")
-    layers = c.positive(c.get_int("num_hidden_layers"), "num_hidden_layers")
+    layers = c.layers("num_hidden_layers")
     heads = c.positive(c.get_int("num_attention_heads"), "num_attention_heads")
     ff = c.positive(c.get_int("intermediate_size"), "intermediate_size")
     image = c.positive(c.get_int("image_size", default=224), "image_size")
@@ -668,8 +927,8 @@ def _build_t5(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str, int]
     d = c.positive(c.get_int("d_model"), "d_model")
     dkv = c.positive(c.get_int("d_kv"), "d_kv")
     ff = c.positive(c.get_int("d_ff"), "d_ff")
-    enc_layers = c.positive(c.get_int("num_layers"), "num_layers")
-    dec_layers = c.get_int("num_decoder_layers", default=enc_layers)
+    enc_layers = c.layers("num_layers")
+    dec_layers = c.layers("num_decoder_layers", default=enc_layers, minimum=0)
     heads = c.positive(c.get_int("num_heads"), "num_heads")
     vocab = c.positive(c.get_int("vocab_size"), "vocab_size")
     buckets = c.get_int("relative_attention_num_buckets", default=32)
@@ -769,6 +1028,14 @@ _BUILDERS: Final[dict[str, tuple[_Builder, str]]] = {
     "qwen3_moe": (_build_llama_like, "decoder"),
     "gemma": (_build_llama_like, "decoder"),
     "gemma2": (_build_llama_like, "decoder"),
+    "gemma3_text": (_build_llama_like, "decoder"),
+    "gemma3": (_build_gemma3, "decoder"),
+    "olmo2": (_build_llama_like, "decoder"),
+    "granite": (_build_llama_like, "decoder"),
+    "cohere": (_build_llama_like, "decoder"),
+    "nemotron": (_build_llama_like, "decoder"),
+    "starcoder2": (_build_llama_like, "decoder"),
+    "phi": (_build_llama_like, "decoder"),
     "phi3": (_build_llama_like, "decoder"),
     "gpt_oss": (_build_llama_like, "decoder"),
     "deepseek_v2": (_build_deepseek, "decoder"),
@@ -780,6 +1047,9 @@ _BUILDERS: Final[dict[str, tuple[_Builder, str]]] = {
     "RefinedWeb": (_build_falcon, "decoder"),
     "mpt": (_build_mpt, "decoder"),
     "bloom": (_build_bloom, "decoder"),
+    "opt": (_build_opt, "decoder"),
+    "gptj": (_build_gptj, "decoder"),
+    "gpt_bigcode": (_build_gpt_bigcode, "decoder"),
     "bert": (_build_bert, "encoder"),
     "roberta": (_build_bert, "encoder"),
     "t5": (_build_t5, "encoder-decoder"),

@@ -19,7 +19,7 @@ from typing import Any, Final
 from urllib.parse import urlparse
 
 from gpuplan.errors import ModelConfigError, UnknownModelError, did_you_mean
-from gpuplan.specs.model import ModelSpec, model_from_config
+from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, ModelSpec, model_from_config
 
 _MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything huge
 
@@ -96,8 +96,15 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise ModelConfigError(f"{origin}: config.json must hold a JSON object, not {type(data).__name__}.")
-    # multimodal wrappers keep the language model's config under text_config
-    if "text_config" in data and isinstance(data["text_config"], dict) and "hidden_size" not in data:
+    # multimodal wrappers keep the language model's config under text_config; a wrapper the reader
+    # builds whole (Gemma 3: text decoder + SigLIP tower + projector) is read as it is
+    wrapper_read_whole = data.get("model_type") in SUPPORTED_MODEL_TYPES
+    if (
+        "text_config" in data
+        and isinstance(data["text_config"], dict)
+        and "hidden_size" not in data
+        and not wrapper_read_whole
+    ):
         inner = dict(data["text_config"])
         inner.setdefault("model_type", data.get("model_type"))
         return inner
