@@ -9,11 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from catalog_helpers import GB, TERA, check_datasheet
 from gpuplan.errors import CatalogError, UnknownGPUError
 from gpuplan.specs.gpu import _VALUE_FIELDS, GIB, Catalog, bundled_catalog, load_catalog, parse_catalog_text
-
-TERA = 1e12
-GB = 1e9
 
 REQUIRED = [
     "H100 SXM5 80GB", "H100 PCIe 80GB", "H100 NVL 94GB", "H200 SXM 141GB", "B200",
@@ -127,15 +125,7 @@ SPOT = [
 def test_datasheet_spot_checks(
     catalog: Catalog, name: str, mem_gib: float, bw_gbps: float, peaks: dict[str, float | None], tdp: float
 ) -> None:
-    g = catalog.get(name)
-    assert g.memory_bytes == pytest.approx(mem_gib * GIB)
-    assert g.memory_bandwidth_bytes_per_s == pytest.approx(bw_gbps * GB)
-    for p, v in peaks.items():
-        if v is None:
-            assert g.peak_flop_per_s[p] is None, (name, p)
-        else:
-            assert g.peak_flop_per_s[p] == pytest.approx(v * TERA, rel=1e-3), (name, p)
-    assert g.tdp_watts == tdp
+    check_datasheet(catalog, name, mem_gib, bw_gbps, peaks, tdp)
 
 
 def test_geforce_half_rate_fp32_accumulate(catalog: Catalog) -> None:

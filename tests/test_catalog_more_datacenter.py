@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.specs.gpu import GIB, Catalog
+from catalog_helpers import GB, TERA, check_datasheet
+from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.precision import compute_peak
-
-TERA = 1e12
-GB = 1e9
 
 NEW_ROWS = [
     "GH200 96GB", "GH200 144GB", "H200 NVL 141GB", "A30", "B300",
@@ -61,15 +59,7 @@ SPOT = [
 def test_datasheet_spot_checks(
     catalog: Catalog, name: str, mem_gib: float, bw_gbps: float, peaks: dict[str, float | None], tdp: float
 ) -> None:
-    g = catalog.get(name)
-    assert g.memory_bytes == pytest.approx(mem_gib * GIB)
-    assert g.memory_bandwidth_bytes_per_s == pytest.approx(bw_gbps * GB)
-    for p, v in peaks.items():
-        if v is None:
-            assert g.peak_flop_per_s[p] is None, (name, p)
-        else:
-            assert g.peak_flop_per_s[p] == pytest.approx(v * TERA, rel=1e-3), (name, p)
-    assert g.tdp_watts == tdp
+    check_datasheet(catalog, name, mem_gib, bw_gbps, peaks, tdp)
 
 
 @pytest.mark.parametrize(

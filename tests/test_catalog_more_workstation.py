@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.specs.gpu import GIB, Catalog
-
-TERA = 1e12
-GB = 1e9
+from catalog_helpers import GB, TERA, check_datasheet
+from gpuplan.specs.gpu import Catalog
 
 NEW_ROWS = [
     "RTX A4000", "RTX A4500", "RTX A5000", "RTX 2000 Ada", "RTX 4000 Ada", "RTX 4500 Ada", "RTX 5000 Ada",
@@ -79,15 +77,7 @@ SPOT = [
 def test_datasheet_spot_checks(
     catalog: Catalog, name: str, mem_gib: float, bw_gbps: float, peaks: dict[str, float | None], tdp: float
 ) -> None:
-    g = catalog.get(name)
-    assert g.memory_bytes == pytest.approx(mem_gib * GIB)
-    assert g.memory_bandwidth_bytes_per_s == pytest.approx(bw_gbps * GB)
-    for p, v in peaks.items():
-        if v is None:
-            assert g.peak_flop_per_s[p] is None, (name, p)
-        else:
-            assert g.peak_flop_per_s[p] == pytest.approx(v * TERA, rel=1e-3), (name, p)
-    assert g.tdp_watts == tdp
+    check_datasheet(catalog, name, mem_gib, bw_gbps, peaks, tdp)
 
 
 @pytest.mark.parametrize(
