@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, ModelSpec, model_from_config
+from gpuplan.specs.model import ModelSpec, model_from_config
 from gpuplan.specs.models import find_preset, load_model
 
 
@@ -24,20 +24,24 @@ class NamedShape:
     source: str
 
 
-def _gpt3(layers: int, d: int, heads: int, ffn: int | None = None) -> dict[str, Any]:
-    # NeMo GPTConfig: LayerNorm, GeLU MLP with biases, learned absolute positions, tied embeddings,
-    # seq 2048, the GPT-2 BPE vocabulary (50,257) padded to a multiple of 128 = 50,304
+def gpt3_config(
+    layers: int, d: int, heads: int, ffn: int | None = None, vocab: int = 50304, positions: int = 2048
+) -> dict[str, Any]:
+    """NeMo GPTConfig: LayerNorm, GeLU MLP with biases, learned absolute positions, tied embeddings,
+    seq 2048, the GPT-2 BPE vocabulary (50,257) padded to a multiple of 128 = 50,304."""
     cfg: dict[str, Any] = {"model_type": "gpt2", "n_embd": d, "n_layer": layers, "n_head": heads}
-    cfg |= {"vocab_size": 50304, "n_positions": 2048}
+    cfg |= {"vocab_size": vocab, "n_positions": positions}
     if ffn:
         cfg["n_inner"] = ffn
     return cfg
 
 
-def _nemotron(layers: int, d: int, heads: int, ffn: int, kv: int | None = None) -> dict[str, Any]:
-    # NeMo NemotronConfig: LayerNorm (zero-centred gamma) with bias, squared-ReLU non-gated MLP,
-    # no linear biases, rotary on half the head, untied embeddings, 256k vocabulary (Nemotron-4
-    # report, Parmar et al. 2024, sec. 2), seq 4096
+def nemotron_config(
+    layers: int, d: int, heads: int, ffn: int, kv: int | None = None, vocab: int = 256000, positions: int = 4096
+) -> dict[str, Any]:
+    """NeMo NemotronConfig: LayerNorm (zero-centred gamma) with bias, squared-ReLU non-gated MLP,
+    no linear biases, rotary on half the head, untied embeddings, 256k vocabulary (Nemotron-4
+    report, Parmar et al. 2024, sec. 2), seq 4096."""
     return {
         "model_type": "nemotron",
         "hidden_size": d,
@@ -45,25 +49,27 @@ def _nemotron(layers: int, d: int, heads: int, ffn: int, kv: int | None = None) 
         "num_attention_heads": heads,
         "num_key_value_heads": kv or heads,
         "intermediate_size": ffn,
-        "vocab_size": 256000,
+        "vocab_size": vocab,
         "partial_rotary_factor": 0.5,
-        "max_position_embeddings": 4096,
+        "max_position_embeddings": positions,
         "tie_word_embeddings": False,
     }
 
 
-def _llama1(layers: int, d: int, heads: int, ffn: int) -> dict[str, Any]:
-    # LLaMA (Touvron et al. 2023, table 2): SwiGLU FFN of 2/3 x 4d rounded up to 256, RMSNorm,
-    # rotary, 32k SentencePiece vocabulary, untied output, 2,048 positions
+def llama1_config(
+    layers: int, d: int, heads: int, ffn: int, kv: int | None = None, vocab: int = 32000, positions: int = 2048
+) -> dict[str, Any]:
+    """LLaMA (Touvron et al. 2023, table 2): SwiGLU FFN of 2/3 x 4d rounded up to 256, RMSNorm,
+    rotary, 32k SentencePiece vocabulary, untied output, 2,048 positions."""
     return {
         "model_type": "llama",
         "hidden_size": d,
         "num_hidden_layers": layers,
         "num_attention_heads": heads,
-        "num_key_value_heads": heads,
+        "num_key_value_heads": kv or heads,
         "intermediate_size": ffn,
-        "vocab_size": 32000,
-        "max_position_embeddings": 2048,
+        "vocab_size": vocab,
+        "max_position_embeddings": positions,
         "tie_word_embeddings": False,
     }
 
@@ -73,19 +79,21 @@ _NEMO_NEMOTRON: Final = "NVIDIA/NeMo:nemo/collections/llm/gpt/model/nemotron.py@
 _LLAMA1: Final = "Touvron et al. 2023, 'LLaMA: Open and Efficient Foundation Language Models', table 2"
 
 NAMED_SHAPES: Final[tuple[NamedShape, ...]] = (
-    NamedShape(r"gpt-?3-126m", _gpt3(12, 768, 12), _NEMO_GPT),
-    NamedShape(r"gpt-?3-5b", _gpt3(24, 4096, 32), _NEMO_GPT),
-    NamedShape(r"gpt-?3-7b", _gpt3(32, 4096, 32, 10880), _NEMO_GPT),
-    NamedShape(r"gpt-?3-20b", _gpt3(44, 6144, 48), _NEMO_GPT),
-    NamedShape(r"gpt-?3-40b", _gpt3(48, 8192, 64), _NEMO_GPT),
-    NamedShape(r"gpt-?3-175b", _gpt3(96, 12288, 96), _NEMO_GPT),
-    NamedShape(r"nemotron-?3-4b|nemotron-4b", _nemotron(32, 3072, 24, 9216, kv=8) | {"head_dim": 128}, _NEMO_NEMOTRON),
-    NamedShape(r"nemotron-?3-8b|nemotron-8b", _nemotron(32, 4096, 32, 16384), _NEMO_NEMOTRON),
-    NamedShape(r"nemotron-?3-22b|nemotron-22b", _nemotron(40, 6144, 48, 24576), _NEMO_NEMOTRON),
-    NamedShape(r"nemotron-?4-15b|nemotron-15b", _nemotron(32, 6144, 48, 24576, kv=8), _NEMO_NEMOTRON),
-    NamedShape(r"nemotron-?4-340b|nemotron-340b", _nemotron(96, 18432, 96, 73728, kv=8), _NEMO_NEMOTRON),
-    NamedShape(r"llama-?1?-33b|llama-30b", _llama1(60, 6656, 52, 17920), _LLAMA1),
-    NamedShape(r"llama-?1?-65b", _llama1(80, 8192, 64, 22016), _LLAMA1),
+    NamedShape(r"gpt-?3-126m", gpt3_config(12, 768, 12), _NEMO_GPT),
+    NamedShape(r"gpt-?3-5b", gpt3_config(24, 4096, 32), _NEMO_GPT),
+    NamedShape(r"gpt-?3-7b", gpt3_config(32, 4096, 32, 10880), _NEMO_GPT),
+    NamedShape(r"gpt-?3-20b", gpt3_config(44, 6144, 48), _NEMO_GPT),
+    NamedShape(r"gpt-?3-40b", gpt3_config(48, 8192, 64), _NEMO_GPT),
+    NamedShape(r"gpt-?3-175b", gpt3_config(96, 12288, 96), _NEMO_GPT),
+    NamedShape(
+        r"nemotron-?3-4b|nemotron-4b", nemotron_config(32, 3072, 24, 9216, kv=8) | {"head_dim": 128}, _NEMO_NEMOTRON
+    ),
+    NamedShape(r"nemotron-?3-8b|nemotron-8b", nemotron_config(32, 4096, 32, 16384), _NEMO_NEMOTRON),
+    NamedShape(r"nemotron-?3-22b|nemotron-22b", nemotron_config(40, 6144, 48, 24576), _NEMO_NEMOTRON),
+    NamedShape(r"nemotron-?4-15b|nemotron-15b", nemotron_config(32, 6144, 48, 24576, kv=8), _NEMO_NEMOTRON),
+    NamedShape(r"nemotron-?4-340b|nemotron-340b", nemotron_config(96, 18432, 96, 73728, kv=8), _NEMO_NEMOTRON),
+    NamedShape(r"llama-?1?-33b|llama-30b", llama1_config(60, 6656, 52, 17920), _LLAMA1),
+    NamedShape(r"llama-?1?-65b", llama1_config(80, 8192, 64, 22016), _LLAMA1),
     NamedShape(
         r"mixtral-8x22b",
         # Mixtral-8x22B-v0.1: 56 layers, d 6144, 48 heads (8 KV), experts of 16,384, 8 top-2, 32k vocab
@@ -122,7 +130,6 @@ def candidate_names(text: str) -> list[str]:
     out.append(n)
     n = re.sub(r"^meta-", "", n)
     n = re.sub(r"\bllama(?=\d)", "llama-", n)  # LLAMA3-70B, Llama2-7B
-    n = re.sub(r"\bqwen(?=\d)", "qwen", n)
     while True:
         stripped = _SUFFIX.sub("", n)
         if stripped == n:
@@ -150,6 +157,6 @@ def named_model(text: str) -> ModelSpec | None:
             return load_model(cand)
     for cand in cands[1:]:
         for shape in NAMED_SHAPES:
-            if shape.config["model_type"] in SUPPORTED_MODEL_TYPES and re.fullmatch(shape.pattern, cand):
+            if re.fullmatch(shape.pattern, cand):
                 return model_from_config(dict(shape.config), cands[0])
     return None

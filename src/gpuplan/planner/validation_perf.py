@@ -18,9 +18,9 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.estimators.uncertainty import kind_of
-from gpuplan.planner.named_models import named_model
+from gpuplan.planner.named_models import gpt3_config, llama1_config, named_model, nemotron_config
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, ModelSpec, model_from_config
+from gpuplan.specs.model import ModelSpec, model_from_config
 from gpuplan.specs.workload import make_workload
 
 SPEED_CATEGORIES: Final = ("train_throughput", "inference")
@@ -75,8 +75,7 @@ def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
         }
     elif low.startswith(("gpt3", "gpt-3")):
         # GPT-3 shapes (Brown et al. 2020, table 2.1) with the GPT-2 tokenizer, padded to 50304
-        cfg = {"model_type": "gpt2", "n_embd": d, "n_layer": layers, "n_head": heads, "vocab_size": vocab or 50304}
-        cfg["n_positions"] = pos
+        cfg = gpt3_config(layers, d, heads, vocab=vocab or 50304, positions=pos)
     elif low.startswith("gpt-j"):
         # GPT-J: parallel attention + MLP with rotary; the GPT-NeoX layout has the same matmuls
         cfg = {
@@ -91,17 +90,9 @@ def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
         }
     elif low.startswith("llama"):
         # LLaMA-1 FFN: 2/3 of 4d rounded up to a multiple of 256 (facebookresearch/llama model.py)
-        ff = 256 * math.ceil(8 * d / 3 / 256)
-        cfg = {
-            "model_type": "llama",
-            "hidden_size": d,
-            "num_hidden_layers": layers,
-            "num_attention_heads": heads,
-            "num_key_value_heads": _num(r"(\d+) KV heads", text) or heads,
-            "intermediate_size": _num(r"ffn (\d+)", text) or ff,
-            "vocab_size": vocab or 32000,
-            "max_position_embeddings": pos,
-        }
+        ff = _num(r"ffn (\d+)", text) or 256 * math.ceil(8 * d / 3 / 256)
+        kv = _num(r"(\d+) KV heads", text)
+        cfg = llama1_config(layers, d, heads, ff, kv=kv, vocab=vocab or 32000, positions=pos)
     elif low.startswith("bloom"):
         # BLOOM (BigScience 2022): GPT-3 style with ALiBi, embedding LayerNorm, tied embeddings
         cfg = {"model_type": "bloom", "hidden_size": d, "n_layer": layers, "n_head": heads}
@@ -121,20 +112,10 @@ def model_from_prose(text: str, seq_hint: int) -> ModelSpec:
             "max_position_embeddings": pos,
             "tie_word_embeddings": True,
         }
-    elif low.startswith("nemotron") and "nemotron" in SUPPORTED_MODEL_TYPES:
-        # Nemotron-4 (NeMo NemotronConfig): squared-ReLU MLP, LayerNorm, half rotary, untied, 256k vocab
-        cfg = {
-            "model_type": "nemotron",
-            "hidden_size": d,
-            "num_hidden_layers": layers,
-            "num_attention_heads": heads,
-            "num_key_value_heads": _num(r"(\d+) KV heads", text) or heads,
-            "intermediate_size": _num(r"ffn (\d+)", text) or 4 * d,
-            "vocab_size": vocab or 256000,
-            "partial_rotary_factor": 0.5,
-            "max_position_embeddings": pos,
-            "tie_word_embeddings": False,
-        }
+    elif low.startswith("nemotron"):
+        ff = _num(r"ffn (\d+)", text) or 4 * d
+        kv = _num(r"(\d+) KV heads", text)
+        cfg = nemotron_config(layers, d, heads, ff, kv=kv, vocab=vocab or 256000, positions=pos)
     else:
         raise InvalidSettingError(f"model {base!r} is not a bundled preset and its family is not one gpuplan builds")
     return model_from_config(cfg, base)
