@@ -320,3 +320,12 @@ def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
     )  # fmt: skip
     ns = check_vllm_serve(_argv(api.launch(serve, "vllm")["text"], "vllm"))
     assert ns.tensor_parallel_size == 4 and ns.kv_cache_dtype == "fp8"
+    # vllm serve, DeepSeek-V3 with attention data parallelism and the experts over all 8 GPUs
+    dpep = _write(
+        tmp_path,
+        "dpep.yaml",
+        {"model": "deepseek-v3", "task": "inference", "gpu": "H200", "num_gpus": 8, "tp": 1, "ep": 8,
+         "input_len": 2048, "output_len": 512},
+    )  # fmt: skip
+    ns = check_vllm_serve(_argv(api.launch(dpep, "vllm")["text"], "vllm"))
+    assert ns.data_parallel_size == 8 and ns.enable_expert_parallel and ns.tensor_parallel_size == 1

@@ -178,6 +178,14 @@ def gather_time(gpu: GPU, n: int, nbytes: float) -> tuple[float, float]:
     return float(gather(cl, n, k, nbytes)), (n - 1) / n * nbytes
 
 
+def all_to_all_time(gpu: GPU, n: int, nbytes: float) -> float:
+    """Time of an all-to-all over `n` contiguous GPUs, each scattering `nbytes` evenly over the group."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    cl, k = _contiguous(gpu, n)
+    return float(all_to_all(cl, n, k, nbytes))
+
+
 def p2p_time(gpu: GPU, nbytes: float) -> float:
     cl, _ = _contiguous(gpu, 2)
     return float(p2p(cl, False, nbytes))

@@ -174,6 +174,16 @@ def _weight_bytes(groups: list[ParamGroup], fmt: str, other_bytes: float, kept: 
     return total
 
 
+def kv_shards(model: ModelSpec, tp: int) -> int:
+    """GPUs one layer's KV cache is split over under tensor parallelism: the KV heads are divided
+    among the tp ranks (replicated where tp exceeds them); MLA's latent is one shared "head" that
+    every rank keeps whole (vLLM ModelConfig.get_num_kv_heads: "When using MLA during decode it
+    becomes MQA", return 1), the reason MLA models are served with attention data parallelism."""
+    if model.attention_type == "mla":
+        return 1
+    return min(tp, max(model.num_kv_heads, 1))
+
+
 def _tokens_per_sample(model: ModelSpec, w: Workload) -> int:
     if model.kind == "vision-transformer":
         return model.max_position_embeddings or w.seq_len  # patches + [CLS]
@@ -383,6 +393,10 @@ def _check_parallel(model: ModelSpec, w: Workload) -> None:
         )
     if w.pp > 1 and model.num_layers < w.pp:
         raise InvalidSettingError(f"The 'pp' parameter must be at most num_layers={model.num_layers}. Got {w.pp}.")
+    if w.ep > 1 and not model.is_moe:
+        raise InvalidSettingError(f"ep={w.ep} needs a mixture-of-experts model; {model.name} is dense.")
+    if w.ep > 1 and model.num_experts % w.ep:
+        raise InvalidSettingError(f"ep={w.ep} must divide the {model.num_experts} experts.")
 
 
 def _runtime_lines(allocated: float, n: int, gpu: GPU | None, lazy: bool = True) -> list[MemoryLine]:
@@ -695,6 +709,14 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
     fmt = iw.fmt
     other = 4.0 if fmt == "fp32" else 2.0
     weights = _weight_bytes(list(model.groups), fmt, other, iw.kept) / mp
+    ep_note = ""
+    if w.ep > 1 and model.is_moe:
+        # attention data parallelism + expert parallelism: the experts are spread over all
+        # tp x dp GPUs of a stage, attention and the dense layers are whole in each replica
+        spread = w.num_gpus // (w.pp * w.cp)
+        experts = _weight_bytes([g for g in model.groups if g.role == "expert"], fmt, other, iw.kept)
+        weights -= experts / mp * (1.0 - w.tp / spread)
+        ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
     bits = storage_format(fmt).bits_per_value
     kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
     lines_w = [
@@ -706,12 +728,13 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
             + f" at {bits:.3g} bits"
             + ("" if fmt in _GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
             + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
-            + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else ""),
+            + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else "")
+            + ep_note,
             "model",
         )
     ]
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
-    kv_split = min(w.tp, max(model.num_kv_heads, 1)) * w.pp
+    kv_split = kv_shards(model, w.tp) * w.pp
     n_in, n_out = w.input_len, w.output_len
     notes: list[str] = []
     c = _act_bytes(w.precision)

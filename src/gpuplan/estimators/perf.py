@@ -32,6 +32,7 @@ from gpuplan.estimators.memory import (
     InferenceWeights,
     inference_weights,
     is_quantised,
+    kv_shards,
 )
 from gpuplan.estimators.parallel import MicroProfile, compose
 from gpuplan.specs.cluster import Cluster, implied_cluster
@@ -156,17 +157,18 @@ class InferenceTime:
     ttft_s: float  # prefill of the whole batch (static batching: every sequence's first token)
     ttft_single_s: float  # prefill of one request (continuous batching admits requests one by one)
     tpot_s: float  # mean decode step over the output
-    output_tokens_per_s: float  # static batch of `batch_size`, all GPUs together
+    output_tokens_per_s: float  # static batch of `batch_size` per replica, all GPUs together
     request_latency_s: float
-    batch: int
-    max_batch: int  # most sequences the KV budget (or the engine) allows
+    batch: int  # sequences per data-parallel replica (all of them when num_gpus = tp x pp)
+    max_batch: int  # most sequences the KV budget (or the engine) allows, per replica
     best_batch: int
-    best_output_tokens_per_s: float  # continuous batching within the KV capacity
+    best_output_tokens_per_s: float  # continuous batching within the KV capacity, all replicas
     prefill_tokens_per_s: float
     bottleneck: str  # of a decode step at the workload's batch
     prefill_ops: tuple[Op, ...]
     decode_ops: tuple[Op, ...]
     notes: tuple[str, ...] = ()
+    replicas: int = 1  # data-parallel replicas (num_gpus / (tp x pp)), each serving `batch` sequences
 
 
 @dataclass
@@ -894,14 +896,21 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         # (a sequence is not split: fewer sequences than stages leave stages idle)
         batch = max(batch / pp, min(batch, 1.0))
     tokens = batch * new_tokens
+    ep, etp, dp = _serving_ep(model, w)
     ops: list[Op] = []
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
     for g in model.groups:
         if g.linear is None:
             continue
-        k_in, n_out = _shard_dims(g, tp)
+        is_ep = g.role == "expert" and ep > 1
+        k_in, n_out = _shard_dims(g, etp if is_ep else tp)
         count = g.count / pp if g.role not in ("head",) else 1.0
         m = tokens * g.active_fraction
+        if is_ep:
+            # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
+            # and computes them for the tokens of every data-parallel replica
+            count /= ep
+            m *= dp
         if g.role == "head" and (phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES):
             m = batch  # logits for the last position only
         elif g.role == "head":
@@ -914,7 +923,8 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         touched = 1.0
         if g.role == "expert" and g.active_fraction < 1.0:
             # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
-            touched = max(1.0 - (1.0 - g.active_fraction) ** max(tokens, 1.0), 1e-9)
+            routed = tokens * (dp if is_ep else 1)
+            touched = max(1.0 - (1.0 - g.active_fraction) ** max(routed, 1.0), 1e-9)
         rows = m / touched
         calls += count * touched
         qcalls += count * touched if quantised else 0.0
@@ -947,11 +957,12 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         flops = 2.0 * qtok * attn_ctx * (a_stack.q + a_stack.attn_out) / tp * layers
         if phase == "prefill":
             nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
-            nbytes += qtok * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers  # KV write
+            nbytes += qtok * kv_per_tok * kv_b / kv_shards(model, tp) * layers  # KV write
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(new_tokens)
         else:
-            nbytes = batch * attn_ctx * kv_per_tok * kv_b / min(tp, max(model.num_kv_heads, 1)) * layers
-            gqa = model.num_heads / max(model.num_kv_heads, 1)
+            nbytes = batch * attn_ctx * kv_per_tok * kv_b / kv_shards(model, tp) * layers
+            # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
+            gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)
         ops.append(_roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
         if kernel == "eager":
@@ -962,17 +973,39 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
             ops.append(_eager_scores_op(c, phase, qtok * keys * max(a_stack.heads, 1) / tp * layers, False))
         ew = _elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(_roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
-    # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations
+    # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations. Expert
+    # parallelism inside one replica (dp = 1) keeps that: every GPU already holds all the tokens,
+    # runs its own experts on them and the MoE output is all-reduced like a TP MLP's. Across
+    # attention data-parallel replicas (dp > 1) a MoE layer dispatches tokens to the GPUs holding
+    # their experts and combines the results back instead of its all-reduce.
     layers_total = sum(s.layers for s in stack_shapes(model)) / pp
+    moe_layers = max((g.count for g in model.groups if g.role == "router"), default=0) / pp
+    a2a = ep > 1 and dp > 1
     if tp > 1:
         t_ar, nbytes = comm.allreduce_time(c.gpu, tp, tokens * model.hidden_size * c.act_b)
+        n_ar = 2 * layers_total - (moe_layers if a2a else 0.0)
+        ops.append(Op("tensor-parallel all-reduce", "communication", 0.0, nbytes * n_ar, t_ar * n_ar, "communication"))
+    if a2a:
+        # two all-to-alls per MoE layer over the stage's tp x dp GPUs, each GPU sending its 1/tp
+        # share of its replica's tokens once to every expert group one of the token's top-k
+        # experts sits in (ep x (1 - (1 - 1/ep)^k) groups under uniform routing; DeepEP's and
+        # TensorRT-LLM's dispatch send a token once per rank), to all etp GPUs of the group. Where
+        # the experts run in fp8/fp4 the dispatch is quantised to 1 byte a value and the combine
+        # stays 16-bit (DeepEP README: "FP8 dispatching and BF16 combining").
+        k_routed = max(model.experts_per_token, 1)
+        groups_hit = ep * (1.0 - (1.0 - 1.0 / ep) ** k_routed)
+        values = tokens / tp * groups_hit * etp * model.hidden_size
+        dispatch_b = 1.0 if c.runs_as in ("fp8", "fp4") else c.act_b
+        t_a2a = comm.all_to_all_time(c.gpu, tp * dp, values * dispatch_b) + comm.all_to_all_time(
+            c.gpu, tp * dp, values * c.act_b
+        )
         ops.append(
             Op(
-                "tensor-parallel all-reduce",
+                "expert-parallel dispatch + combine (all-to-all)",
                 "communication",
                 0.0,
-                nbytes * 2 * layers_total,
-                t_ar * 2 * layers_total,
+                values * (dispatch_b + c.act_b) * moe_layers,
+                t_a2a * moe_layers,
                 "communication",
             )
         )
@@ -999,6 +1032,18 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         }[bnb]
         ops.append(Op(f"bitsandbytes {bnb} calls (host)", "launch", 0.0, 0.0, per_call * qcalls * pp, "launch"))
     return ops
+
+
+def _serving_ep(model: ModelSpec, w: Workload) -> tuple[int, int, int]:
+    """(ep, etp, dp) of a serving layout: dp = num_gpus / (tp x pp) replicas each run attention
+    and the dense layers on their own sequences; with ep > 1 a MoE model's experts are spread over
+    a stage's tp x dp GPUs instead, ep groups of them each split over etp = tp x dp / ep GPUs
+    (attention data parallelism + expert parallelism: vLLM --data-parallel-size with
+    --enable-expert-parallel, SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp)."""
+    dp = max(w.num_gpus // (w.tp * w.pp * w.cp), 1)
+    if w.ep <= 1 or not model.is_moe:
+        return 1, w.tp, dp
+    return w.ep, max(w.tp * dp // w.ep, 1), dp
 
 
 def _eager_overhead(ops: list[Op], kernels: float, calls: float) -> float:
@@ -1056,6 +1101,9 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     b = w.batch_size
     if model.kind in ("encoder", "vision-transformer"):
         return _encoder_inference(c)
+    check_layout(model, w)
+    # data-parallel replicas (num_gpus / (tp x pp)) serve `batch_size` sequences each, in step
+    _, _, replicas = _serving_ep(model, w)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     cap = ENGINE_MAX_BATCH.get(w.engine, 1024)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
@@ -1073,15 +1121,16 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         ttft_s=ttft,
         ttft_single_s=single,
         tpot_s=tpot,
-        output_tokens_per_s=tput,
+        output_tokens_per_s=tput * replicas,
         request_latency_s=ttft + (out - 1) * tpot,
         batch=b,
         max_batch=limit,
         best_batch=best_b,
-        best_output_tokens_per_s=best_t,
-        prefill_tokens_per_s=b * max(w.input_len, 1) / ttft if ttft > 0 else 0.0,
+        best_output_tokens_per_s=best_t * replicas,
+        prefill_tokens_per_s=replicas * b * max(w.input_len, 1) / ttft if ttft > 0 else 0.0,
         bottleneck=_bound_of(dec),
         prefill_ops=tuple(pre),
         decode_ops=tuple(dec),
         notes=tuple(c.notes),
+        replicas=replicas,
     )

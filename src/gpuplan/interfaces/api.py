@@ -415,6 +415,7 @@ def time_record(t: TrainingTime | InferenceTime, arch: str, model_kind: str = "d
         _with_band(rec, "output_tokens_per_s", t.output_tokens_per_s, k("serving throughput"))
         rec["request_latency_s"] = t.request_latency_s
         rec["batch"] = t.batch
+        rec["replicas"] = t.replicas
         rec["max_batch"] = t.max_batch
         _with_band(rec, "best_output_tokens_per_s", t.best_output_tokens_per_s, k("serving throughput"))
         rec["best_batch"] = t.best_batch

@@ -763,10 +763,13 @@ def _print_time(c: Console, rec: dict[str, Any]) -> None:
     else:
         tab.add_row("time to first token", _range(t, "ttft_s", _dur))
         tab.add_row("time per output token", _range(t, "tpot_s", _dur))
-        tab.add_row(f"output tokens/s at batch {t['batch']}", _range(t, "output_tokens_per_s", lambda v: f"{v:,.0f}"))
+        per = f" per replica x {t['replicas']}" if t.get("replicas", 1) > 1 else ""
+        tab.add_row(
+            f"output tokens/s at batch {t['batch']}{per}", _range(t, "output_tokens_per_s", lambda v: f"{v:,.0f}")
+        )
         if t["best_batch"] != t["batch"]:
             tab.add_row(
-                f"best within the KV cache (batch {t['best_batch']})",
+                f"best within the KV cache (batch {t['best_batch']}{per})",
                 _range(t, "best_output_tokens_per_s", lambda v: f"{v:,.0f}"),
             )
     tab.add_row("limited by", escape(t["bottleneck"]))

@@ -530,6 +530,17 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
     argv = ["vllm", "serve", lp.model_id, f"--tensor-parallel-size={w.tp}"]
     if w.pp > 1:
         argv.append(f"--pipeline-parallel-size={w.pp}")
+    dp = w.num_gpus // (w.tp * w.pp)
+    if dp > 1:
+        argv.append(f"--data-parallel-size={dp}")  # replicas; with experts spread, attention data parallel
+    if w.ep > 1:
+        # vLLM's expert parallelism spans every GPU of the tensor x data parallel group (EP = TP x DP)
+        if w.ep != w.tp * dp:
+            raise InvalidSettingError(
+                f"vLLM spreads the experts over all tp x dp = {w.tp} x {dp} = {w.tp * dp} GPUs (--enable-expert-"
+                f"parallel); ep={w.ep} is another split. Set ep: {w.tp * dp}, or leave ep at 1."
+            )
+        argv.append("--enable-expert-parallel")
     argv.append(f"--max-model-len={w.input_len + w.output_len}")
     argv.append(f"--gpu-memory-utilization={w.gpu_memory_utilization:g}")
     argv.append(f"--max-num-seqs={w.batch_size}")
@@ -594,7 +605,11 @@ def plan_launch(
                 w.activation_checkpointing, w.sequence_parallel,
             ).label  # fmt: skip
         else:
-            label = f"TP{w.tp} PP{w.pp}" + (f" DP{w.dp} (replicas)" if w.dp > 1 else "")
+            label = f"TP{w.tp} PP{w.pp}"
+            if w.dp > 1:
+                label += f" DP{w.dp}" + (f" EP{w.ep} (attention data parallel)" if w.ep > 1 else " (replicas)")
+            elif w.ep > 1:
+                label += f" EP{w.ep}"
     mem = estimate_memory(model, w, cluster.gpu)
     training = estimate_training_time(model, w, cluster.gpu, cluster) if w.is_training else None
     inference = None if w.is_training else estimate_inference_time(model, w, cluster.gpu)

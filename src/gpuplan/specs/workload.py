@@ -260,6 +260,11 @@ class Workload(BaseModel):
                 f"ep={self.ep} must divide the GPUs of one pipeline stage ({self.num_gpus // self.pp}): experts are "
                 "split across data-parallel ranks, folded over tensor/context-parallel ones (Megatron-Core)."
             )
+        if self.etp is not None and self.task == "inference":
+            raise ValueError(
+                "etp is a training key (Megatron-Core); serving with ep > 1 splits each expert over "
+                "tp x (num_gpus / (tp x pp)) / ep GPUs by itself: drop etp."
+            )
         if self.etp is not None and (
             (self.ep == 1 and self.etp != self.tp) or (self.num_gpus // self.pp) % (self.ep * self.etp)
         ):
