@@ -190,6 +190,19 @@ def test_expert_tensor_parallelism_folds_the_expert_group_into_the_node(catalog:
         _w(model="mixtral-8x7b", num_gpus=8, ep=8, etp=2)
 
 
+def test_folded_expert_group_keeps_an_eighth_of_the_experts(catalog: Catalog) -> None:
+    """tp = ep = 8 on 8 GPUs, etp unset: the ep group folds over the TP ranks (etp = 1), so each GPU
+    holds 1/8 of the experts whole, in memory as in the step time (not 1/(ep x tp) = 1/64)."""
+    model, gpu = load_model("mixtral-8x7b"), catalog.get("H100")
+    w = _w(model="mixtral-8x7b", num_gpus=8, tp=8, ep=8, sequence_parallel=True, global_batch=8)
+    assert w.expert_tp == 1
+    assert training_ops(model, w, gpu).profile.ep_stride == 1.0
+    experts = sum(g.total for g in model.groups if g.role == "expert")
+    dense = model.total_params - experts
+    weights = next(x.bytes for x in estimate_memory(model, w, gpu).lines if x.name.startswith("weights"))
+    assert weights == pytest.approx(2.0 * (dense / 8 + experts / 8), rel=1e-12)  # bf16
+
+
 def test_layout_rules(catalog: Catalog) -> None:
     model, gpu = load_model("llama-3.1-8b"), catalog.get("H100")
     with pytest.raises(InvalidSettingError, match="tp=3 must divide"):

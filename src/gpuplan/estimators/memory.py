@@ -488,8 +488,9 @@ def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     # expert parallelism splits the MoE experts over ep ranks; ZeRO then shards experts and the
     # rest alike over the data-parallel (x context-parallel) group (Megatron-Core distributed optimizer)
     expert_share = sum(g.total for g in groups if g.role == "expert") / max(total, 1)
-    # (an expert's GEMMs split over etp ranks rather than tp where etp is set)
-    ep_factor = 1.0 - expert_share + expert_share * w.tp / (w.ep * (w.etp or w.tp))
+    # (an expert's GEMMs split over etp ranks rather than tp: as set, or folded to 1 where ep
+    # spans the tensor-parallel ranks, the same split the step time uses)
+    ep_factor = 1.0 - expert_share + expert_share * w.tp / (w.ep * w.expert_tp)
 
     def shard(stage: int) -> float:
         """GPUs a state is split over: tp x pp (/ the expert split), and the data-parallel group

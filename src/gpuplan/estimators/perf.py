@@ -438,9 +438,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     c = _context(model, w, gpu)
     c.pp = 1
     tp, cp, ep = w.tp, w.cp, w.ep
-    # expert TP: as set, else Megatron-Core's default (tp), and 1 where the expert group is folded
-    # over the tensor-parallel ranks because ep exceeds the data- x context-parallel ranks
-    etp = w.etp if w.etp is not None else (1 if ep > w.dp * w.cp else tp)
+    etp = w.expert_tp  # as set, Megatron-Core's default (tp), or 1 where ep folds over the TP ranks
     seq = float(w.seq_len)
     tokens = w.batch_size * seq / cp  # this rank's share of the micro-batch (TP ranks share it)
     trainable, frozen, adapters = _trainable_params(model, w)

@@ -311,6 +311,16 @@ class Workload(BaseModel):
         return self.num_gpus // (self.tp * self.pp * self.cp)
 
     @property
+    def expert_tp(self) -> int:
+        """GPUs each expert's GEMMs are split over in training: `etp` as set, else Megatron-Core's
+        default (tp), and 1 where the expert group is folded over the tensor-parallel ranks because
+        ep exceeds the data- x context-parallel ranks (MoE parallel folding: ep x etp must fit in
+        the GPUs of a stage)."""
+        if self.etp is not None:
+            return self.etp
+        return 1 if self.ep > self.dp * self.cp else self.tp
+
+    @property
     def micro_batches(self) -> int:
         """Micro-batches per optimizer step on each data-parallel rank: from global_batch when set,
         else grad_accum."""
