@@ -15,13 +15,13 @@ a GPU that misses one is unsuitable with the reason. Constants live in data/grap
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.specs import tomlcache
 from gpuplan.specs.gpu import GIB, GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
@@ -42,7 +42,7 @@ _ARCH: Final = {
 @lru_cache(maxsize=1)
 def constants() -> dict[str, Any]:
     text = (resources.files("gpuplan") / "data" / "graphics.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return tomlcache.loads(text)
 
 
 def _arch(gpu: GPU) -> str | None:

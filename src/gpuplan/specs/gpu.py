@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpuplan.errors import CatalogError, UnknownGPUError, did_you_mean
+from gpuplan.specs import tomlcache
 
 # Units, converted once here. GiB = 2**30 bytes (IEC 80000-13); GB, TFLOPS, GB/s are decimal.
 GIB: Final = 2.0**30
@@ -242,7 +243,7 @@ def _row_to_gpu(row: _Row, sources: Mapping[str, Source], origin: str) -> GPU:
 def parse_catalog_text(text: str, origin: str) -> list[GPU]:
     """The GPUs of one catalog file's text; every value must resolve to a dated source."""
     try:
-        doc = tomllib.loads(text)
+        doc = tomlcache.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{origin}: not valid TOML ({exc}). See data/gpus/FORMAT.md.") from None
     unknown = set(doc) - {"gpu", "source"}

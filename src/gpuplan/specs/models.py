@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -19,6 +18,7 @@ from typing import Any, Final
 from urllib.parse import urlparse
 
 from gpuplan.errors import ModelConfigError, UnknownModelError, did_you_mean
+from gpuplan.specs import tomlcache
 from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, ModelSpec, model_from_config
 
 _MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything huge
@@ -48,7 +48,7 @@ def _norm(name: str) -> str:
 def presets() -> dict[str, Preset]:
     """The bundled presets by name."""
     text = (resources.files("gpuplan") / "data" / "models" / "index.toml").read_text(encoding="utf-8")
-    doc = tomllib.loads(text)
+    doc = tomlcache.loads(text)
     out: dict[str, Preset] = {}
     for name, body in doc.get("preset", {}).items():
         out[name] = Preset(

@@ -1,0 +1,90 @@
+"""TOML parsed once per content: the catalog files take ~100 ms to parse with tomllib (pure
+Python) on every start, their JSON form ~3 ms. The parsed document is kept as JSON under the
+user's cache folder, named by the SHA-256 of the text, so an edited file is parsed afresh and a
+stale entry is never read. Dates and times are tagged so the document comes back exactly as
+tomllib gave it. Any problem with the cache (no home, read-only disk, a damaged entry) falls back
+to parsing; parse errors are tomllib's own, whichever way the text is read.
+
+GPUPLAN_CACHE_DIR names the folder; set to an empty string it turns the cache off.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any, Final
+
+CACHE_ENV: Final = "GPUPLAN_CACHE_DIR"
+_VERSION: Final = "1"  # bump when the stored form changes
+_TAG: Final = "__gpuplan_toml__"
+
+
+def cache_dir() -> Path | None:
+    """The folder for parsed documents, or None when turned off or there is no home."""
+    env = os.environ.get(CACHE_ENV)
+    if env is not None:
+        return Path(env) if env else None
+    base = os.environ.get("XDG_CACHE_HOME")
+    try:
+        root = Path(base) if base else Path.home() / ".cache"
+    except RuntimeError:  # no home directory to expand
+        return None
+    return root / "gpuplan" / "toml"
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return {_TAG: "datetime", "v": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {_TAG: "date", "v": value.isoformat()}
+    if isinstance(value, dt.time):
+        return {_TAG: "time", "v": value.isoformat()}
+    raise TypeError(f"not a TOML value: {type(value).__name__}")
+
+
+def _decode(obj: dict[str, Any]) -> Any:
+    kind = obj.get(_TAG)
+    if kind is None or set(obj) != {_TAG, "v"}:
+        return obj
+    parse = {"datetime": dt.datetime.fromisoformat, "date": dt.date.fromisoformat, "time": dt.time.fromisoformat}
+    return parse[kind](obj["v"])
+
+
+def loads(text: str) -> dict[str, Any]:
+    """tomllib.loads(text), from the cache where this exact text was parsed before."""
+    folder = cache_dir()
+    path = None
+    if folder is not None:
+        key = hashlib.sha256(f"{_VERSION}\0{text}".encode()).hexdigest()
+        path = folder / f"{key}.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"), object_hook=_decode)
+            if isinstance(doc, dict):
+                return doc
+        except (OSError, ValueError, KeyError):
+            pass
+    doc = tomllib.loads(text)  # TOMLDecodeError reaches the caller as before
+    if path is not None:
+        _store(path, doc)
+    return doc
+
+
+def _store(path: Path, doc: dict[str, Any]) -> None:
+    """Write atomically (a reader never sees half a file); give up quietly where it cannot."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, default=_encode, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except (OSError, TypeError, ValueError):
+        pass
