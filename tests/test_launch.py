@@ -110,6 +110,34 @@ def test_megatron_flags_for_model_parallel_layouts() -> None:
     )
 
 
+def test_megatron_pipeline_splits(tmp_path: Path) -> None:
+    """Even splits name the layers per virtual stage; layers + embedding + loss that divide use
+    Megatron's account-for flags; anything else is spelled out as a --pipeline-model-parallel-layout
+    (megatron/training/arguments.py accepts only one of the three)."""
+    from gpuplan.interfaces.launch import pipeline_layout
+
+    def flags(keys: dict[str, object]) -> list[str]:
+        job = _write(tmp_path, "pp.yaml", {"task": "pretrain", "gpu": "H100", "seq_len": 4096, **keys})
+        return shlex.split(api.launch(job, "torchrun")["text"].replace("\\\n", " "), comments=True)
+
+    even = flags({"model": "llama-3.1-70b", "num_gpus": 64, "tp": 8, "pp": 4, "vp": 5, "global_batch": 64})
+    assert even[even.index("--num-layers-per-virtual-pipeline-stage") + 1] == "4"  # 80 / (4 x 5)
+    plus2 = flags({"model": "llama-3.1-405b", "num_gpus": 128, "tp": 8, "pp": 16, "global_batch": 64})
+    assert "--account-for-embedding-in-pipeline-split" in plus2 and "--account-for-loss-in-pipeline-split" in plus2
+    assert "--num-virtual-stages-per-pipeline-rank" not in plus2  # 126 + 2 = 8 x 16, no interleaving
+    uneven = flags({"model": "llama-3.1-70b", "num_gpus": 24, "tp": 8, "pp": 3, "global_batch": 48})
+    layout = uneven[uneven.index("--pipeline-model-parallel-layout") + 1]
+    # 80 = 27 + 27 + 26: the spare layers go to the middle, then to the first stage (the embedding is
+    # cheap), the last keeping the fewest (it also runs the head and the loss)
+    assert layout == pipeline_layout(80, 3) == "E" + "t" * 27 + "|" + "t" * 27 + "|" + "t" * 26 + "L"
+    assert "--account-for-embedding-in-pipeline-split" not in uneven
+    # DeepSeek-V3's 61 layers over pp 8 x vp 4: 32 stages, 1 or 2 layers each, E first, L last
+    stages = pipeline_layout(61, 32).split("|")
+    assert len(stages) == 32 and stages[0].startswith("E") and stages[-1].endswith("L")
+    counts = [s.count("t") for s in stages]
+    assert sum(counts) == 61 and max(counts) - min(counts) == 1 and counts[0] == counts[-1] == 1
+
+
 def test_megatron_runs_the_attention_kernel_the_estimate_assumed(tmp_path: Path) -> None:
     keys = yaml.safe_load(Path(CLUSTER).read_text(encoding="utf-8"))
     for impl, backend in (("fa3", "fused"), ("eager", "unfused"), ("flash", "flash")):

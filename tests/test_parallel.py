@@ -203,6 +203,36 @@ def test_folded_expert_group_keeps_an_eighth_of_the_experts(catalog: Catalog) ->
     assert weights == pytest.approx(2.0 * (dense / 8 + experts / 8), rel=1e-12)  # bf16
 
 
+def test_uneven_pipeline_is_timed_on_the_fullest_rank(catalog: Catalog) -> None:
+    """pp x vp that do not divide the layers: Megatron-Core's --pipeline-model-parallel-layout puts
+    ceil(layers / (pp x vp)) on the fullest virtual stages; the step is timed on that rank."""
+    from gpuplan.estimators.parallel import stage_share
+
+    assert float(stage_share(80, 8)) == pytest.approx(1 / 8, rel=1e-15)  # even: unchanged
+    assert float(stage_share(126, 16)) == pytest.approx(8 / 126, rel=1e-15)  # 405B on pp 16
+    assert float(stage_share(61, 8, 4)) == pytest.approx(2 * 4 / 61, rel=1e-15)  # DeepSeek-V3
+    model, gpu = load_model("llama-3.1-70b"), catalog.get("H100")
+    base = dict(model="llama-3.1-70b", num_gpus=24, tp=8, global_batch=48, seq_len=4096)
+    three = estimate_training_time(model, _w(**base, pp=3), gpu)  # 80 layers: 27 on the fullest stage
+    assert any("uneven pipeline" in n and "up to 27" in n for n in three.notes)
+    layers = sum(o.time_s for o in three.ops if o.phase == "forward" and o.name.startswith("linear mlp"))
+    ops = training_ops(model, _w(**base, pp=3), gpu)
+    whole = sum(o.time_s for o in ops.fwd if o.name.startswith("linear mlp"))
+    assert layers == pytest.approx(whole * 27 / 80, rel=1e-12)
+    with pytest.raises(InvalidSettingError, match="virtual stages is more than the 80 layers"):
+        estimate_training_time(model, _w(**base, pp=3, vp=30), gpu)
+
+
+def test_search_pipelines_a_model_whose_layers_no_stage_count_divides(catalog: Catalog) -> None:
+    """DeepSeek-V3's 61 layers (prime): only uneven pipeline splits exist, as Megatron-Bridge's own
+    recipes use them (pp 8 x vp 4, pp 16); the search now weighs them with the rest."""
+    model = load_model("deepseek-v3")
+    cl = parse_cluster("32x8:H100", catalog)
+    w = _w(model="deepseek-v3", num_gpus=256, seq_len=4096, global_batch=1024)
+    best = search_layouts(model, w, cl, top=5).best
+    assert best and any(b.layout.pp > 1 and 61 % (b.layout.pp * b.layout.vp) for b in best)
+
+
 def test_layout_rules(catalog: Catalog) -> None:
     model, gpu = load_model("llama-3.1-8b"), catalog.get("H100")
     with pytest.raises(InvalidSettingError, match="tp=3 must divide"):

@@ -98,6 +98,14 @@ def _f(x: float | int | Arr) -> Arr:
     return np.asarray(x, dtype=np.float64)
 
 
+def stage_share(layers: float | Arr, pp: float | Arr, vp: float | Arr = 1) -> Arr:
+    """Share of the layers on the fullest pipeline rank: 1/pp where the pp x vp virtual stages
+    divide them evenly, else ceil(layers / (pp x vp)) on each of its vp chunks, / layers."""
+    pp_a, vp_a = _f(pp), _f(vp)
+    n = np.maximum(_f(layers), 1.0)
+    return np.minimum(np.ceil(n / (pp_a * vp_a)) * vp_a / n, 1.0)
+
+
 def compose(
     p: MicroProfile,
     cl: Cluster,
@@ -115,19 +123,24 @@ def compose(
     gpn = cl.gpus_per_node
 
     # --- one micro-batch on the busiest (last) stage ---
-    gpu_time = (p.layer_fwd_s + p.layer_bwd_s + p.layer_rec_s) / pp_a + p.once_fwd_s + p.once_bwd_s
-    floor = p.launch_floor_s / pp_a
+    # its share of the layers: 1/pp where pp x vp virtual stages divide them, else the fullest
+    # virtual stage's ceil(layers / (pp x vp)) on each of vp chunks (an uneven layout)
+    share = stage_share(p.layers, pp_a, vp_a)
+    gpu_time = (p.layer_fwd_s + p.layer_bwd_s + p.layer_rec_s) * share + p.once_fwd_s + p.once_bwd_s
+    floor = p.launch_floor_s * share
     micro = np.maximum(gpu_time, floor)
     launch = micro - gpu_time
 
-    tp_raw = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives / pp_a
+    tp_raw = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives * share
     t_tp = np.where(p.tp_overlap, comm.exposed(tp_raw, gpu_time), tp_raw)
     cp_link, cp_lat, _ = comm.group_link(cl, cp_a, comm.members_per_node(cl, cp_a, tp_a))
-    cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) / pp_a
-    t_cp = comm.exposed(cp_raw, p.attn_s / pp_a)
+    cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) * share
+    t_cp = comm.exposed(cp_raw, p.attn_s * share)
     # Megatron-Core lays expert ranks out etp-ep-dp-pp (parallel_state.py, expert rank generator; MoE
     # parallel folding, Liu et al. 2025): an ep group's members sit etp ranks apart
-    t_ep = comm.all_to_all(cl, ep_a, comm.members_per_node(cl, ep_a, p.ep_stride), p.ep_bytes) * p.ep_collectives / pp_a
+    t_ep = (
+        comm.all_to_all(cl, ep_a, comm.members_per_node(cl, ep_a, p.ep_stride), p.ep_bytes) * p.ep_collectives * share
+    )
     stage_crosses = (tp_a * cp_a * dp_a >= gpn) & (cl.nodes > 1)
     pp_raw = np.where(pp_a > 1, 2.0 * vp_a * comm.p2p(cl, stage_crosses, p.p2p_bytes), 0.0)
     # the interleaved schedule batches its sends and receives behind the next chunk's compute
@@ -146,8 +159,8 @@ def compose(
     params_e = p.expert_params / (mp * ep_a) * p.param_b
     k_d = comm.members_per_node(cl, dpc, tp_a)
     k_e = comm.members_per_node(cl, edp, tp_a * ep_a)
-    bwd_last = p.layer_bwd_s / pp_a + p.once_bwd_s
-    fwd_first = p.layer_fwd_s / pp_a
+    bwd_last = p.layer_bwd_s * share + p.once_bwd_s
+    fwd_first = p.layer_fwd_s * share
     ar = comm.allreduce(cl, dpc, k_d, grads_d) + comm.allreduce(cl, edp, k_e, grads_e)
     rs = comm.gather(cl, dpc, k_d, grads_d) + comm.gather(cl, edp, k_e, grads_e)
     ag = comm.gather(cl, dpc, k_d, params_d) + comm.gather(cl, edp, k_e, params_e)

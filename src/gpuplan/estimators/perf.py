@@ -34,7 +34,7 @@ from gpuplan.estimators.memory import (
     is_quantised,
     kv_shards,
 )
-from gpuplan.estimators.parallel import MicroProfile, compose
+from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
@@ -575,11 +575,11 @@ def with_checkpointing(mo: MicroOps, checkpointing: str) -> MicroProfile:
     )
 
 
-def _scaled(ops: tuple[Op, ...], pp: int, phase: str | None = None) -> list[Op]:
-    """The last stage's share of all-layer operators: layers / pp, the head and loss whole."""
+def _scaled(ops: tuple[Op, ...], share: float, phase: str | None = None) -> list[Op]:
+    """The last stage's share of all-layer operators (its layers / all layers), the head and loss whole."""
     out = []
     for o in ops:
-        k = 1.0 if _once(o) else 1.0 / pp
+        k = 1.0 if _once(o) else share
         out.append(Op(o.name, phase or o.phase, o.flops * k, o.bytes * k, o.time_s * k, o.bound))
     return out
 
@@ -609,7 +609,8 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     mfu = per_gpu * model_flops / c_peak
     hw_flops = model_flops + (fwd_flops if w.activation_checkpointing == "full" else 0.0)
     hfu = per_gpu * hw_flops / c_peak
-    fwd, bwd, rec = _scaled(mo.fwd, pp), _scaled(mo.bwd, pp), _scaled(mo.recompute, pp)
+    share = float(stage_share(mo.profile.layers, pp, w.vp))
+    fwd, bwd, rec = _scaled(mo.fwd, share), _scaled(mo.bwd, share), _scaled(mo.recompute, share)
     opt_t = float(parts.optimizer[()])
     opt_name = "optimizer step on CPU (offload)" if w.offload != "none" else f"optimizer step ({w.optimizer})"
     opt_ops = [Op(opt_name, "optimizer", 0.0, 0.0, opt_t, "memory")]
@@ -641,6 +642,13 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     notes = list(mo.notes)
     if pp > 1:
         notes.append(f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step")
+        layers = max(model.num_layers, 1)
+        if layers % (pp * w.vp):
+            most = math.ceil(layers / (pp * w.vp))
+            notes.append(
+                f"uneven pipeline: {layers} layers over {pp} x {w.vp} virtual stages, up to {most} a stage; "
+                "timed on the fullest rank (Megatron-Core --pipeline-model-parallel-layout)"
+            )
     layers_s = float(mo.profile.layer_fwd_s + mo.profile.layer_bwd_s + mo.profile.layer_rec_s)
     attn_share = float(mo.profile.attn_s) / max(layers_s, 1e-12)
     native = eff.attention_efficiency(gpu, kernel="fa3") / eff.attention_efficiency(gpu)
@@ -676,12 +684,13 @@ def check_layout(model: ModelSpec, w: Workload) -> None:
         raise InvalidSettingError(f"tp={w.tp} must divide the {model.num_heads} attention heads.")
     if w.pp > layers:
         raise InvalidSettingError(f"pp={w.pp} is more pipeline stages than the model's {layers} layers.")
-    # Megatron-Core may count the embedding and the loss as one pipeline unit each
-    # (account_for_embedding/loss_in_pipeline_split): layers + 2 units then split evenly
-    if w.vp > 1 and layers % (w.pp * w.vp) and (layers + 2) % (w.pp * w.vp):
+    # stages that do not divide the layers take an uneven split (Megatron-Core's
+    # --pipeline-model-parallel-layout, e.g. DeepSeek-V3's 61 layers on pp 8 x vp 4: "Et|(tt|)*30mL");
+    # each virtual stage still holds whole layers, the embedding and the loss a stage slot at most
+    if w.pp * w.vp > layers + 2:
         raise InvalidSettingError(
-            f"pp x vp = {w.pp} x {w.vp} must divide the {layers} layers (or layers + 2 with the embedding and "
-            "loss counted as stages): each virtual stage holds whole layers."
+            f"pp x vp = {w.pp} x {w.vp} = {w.pp * w.vp} virtual stages is more than the {layers} layers plus the "
+            "embedding and the loss: each virtual stage holds at least one of them."
         )
     if w.vp > 1 and w.micro_batches % w.pp:
         raise InvalidSettingError(

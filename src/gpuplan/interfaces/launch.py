@@ -191,6 +191,23 @@ def fmt_time(seconds: float) -> str:
     return f"{d}-{h:02d}:{m:02d}:{s:02d}"
 
 
+def pipeline_layout(layers: int, stages: int) -> str:
+    """Megatron-Core's --pipeline-model-parallel-layout for `layers` decoder layers over `stages`
+    virtual stages (pp x vp, in model order): the embedding (E) opens the first, the loss (L) closes
+    the last, and the layers spread as evenly as they go, the spare ones to the middle stages, then
+    to the first (the embedding is a cheap lookup) before the last (the head and the loss)
+    (megatron/core/transformer/pipeline_parallel_layer_layout.py: "t" a decoder layer, "|" a stage)."""
+    base, extra = divmod(layers, stages)
+    counts = [base] * stages
+    order = [*range(1, stages - 1), 0, stages - 1] if stages > 2 else list(range(stages))
+    for i in order[:extra]:
+        counts[i] += 1
+    parts = ["t" * c for c in counts]
+    parts[0] = "E" + parts[0]
+    parts[-1] = parts[-1] + "L"
+    return "|".join(parts)
+
+
 def _megatron_args(lp: LaunchPlan) -> list[str]:
     """Megatron-LM pretrain_gpt.py flags (megatron/training/arguments.py) for the model and layout."""
     w, m = lp.w, lp.model
@@ -198,14 +215,18 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         f"--tensor-model-parallel-size {w.tp}",
         f"--pipeline-model-parallel-size {w.pp}",
     ]
-    if w.vp > 1 and m.num_layers % (w.pp * w.vp) == 0:
-        a.append(f"--num-layers-per-virtual-pipeline-stage {m.num_layers // (w.pp * w.vp)}")
-    elif w.vp > 1:  # layers + embedding + loss split evenly (check_layout allowed it)
+    stages = w.pp * w.vp
+    if w.pp > 1 and m.num_layers % stages == 0:
+        if w.vp > 1:
+            a.append(f"--num-layers-per-virtual-pipeline-stage {m.num_layers // stages}")
+    elif w.pp > 1 and (m.num_layers + 2) % stages == 0:  # layers + embedding + loss split evenly
         a += [
-            f"--num-virtual-stages-per-pipeline-rank {w.vp}",
+            *([f"--num-virtual-stages-per-pipeline-rank {w.vp}"] if w.vp > 1 else []),
             "--account-for-embedding-in-pipeline-split",
             "--account-for-loss-in-pipeline-split",
         ]
+    elif w.pp > 1:  # an uneven split, spelled out stage by stage
+        a += ["--pipeline-model-parallel-layout", pipeline_layout(m.num_layers, stages)]  # quoted: "|"
     if w.cp > 1:
         a.append(f"--context-parallel-size {w.cp}")
     if w.ep > 1:

@@ -40,6 +40,9 @@ from gpuplan.specs.workload import Workload
 CHECKPOINTING: Final = ("none", "selective", "full")
 ZERO_STAGES: Final = (0, 1, 2, 3)
 MAX_MICRO_BATCH: Final = 64
+# virtual chunks tried where pp does not divide the layers (an uneven split): DeepSeek-V3's
+# published layouts use vp 4 on pp 8 (Megatron-Bridge deepseek_v3 recipe) and 1 on pp 16
+UNEVEN_VP: Final = (1, 2, 4)
 MAX_CP: Final = 64
 # How many of the screened layouts the full memory estimate confirms before giving up.
 CONFIRM: Final = 200
@@ -214,12 +217,20 @@ def search_layouts(
         if n % (tp * cp):
             continue
         rest = n // (tp * cp)
-        # pipeline (pp, vp) pairs: pp divides the GPUs left after tp x cp and the layers
+        # pipeline (pp, vp) pairs: pp divides the GPUs left after tp x cp; where it also divides the
+        # layers, vp any divisor of the layers per stage, else an uneven split (Megatron-Core's
+        # pipeline layout) with up to UNEVEN_VP chunks and at least one layer a virtual stage
         pairs = [
             (pp, vp)
             for pp in _divisors(rest)
-            if layers % pp == 0
-            for vp in ([1] if pp == 1 else _divisors(layers // pp))
+            if pp <= layers
+            for vp in (
+                [1]
+                if pp == 1
+                else _divisors(layers // pp)
+                if layers % pp == 0
+                else [v for v in UNEVEN_VP if pp * v <= layers]
+            )
         ]
         pp_a = np.array([p for p, _ in pairs], dtype=np.float64)
         vp_a = np.array([v for _, v in pairs], dtype=np.float64)
