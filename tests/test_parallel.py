@@ -219,6 +219,13 @@ def test_uneven_pipeline_is_timed_on_the_fullest_rank(catalog: Catalog) -> None:
     ops = training_ops(model, _w(**base, pp=3), gpu)
     whole = sum(o.time_s for o in ops.fwd if o.name.startswith("linear mlp"))
     assert layers == pytest.approx(whole * 27 / 80, rel=1e-12)
+
+    # memory on that rank: 27 of the 80 layers' weights (tp 8 splits them the same way in both)
+    def weights(pp: int) -> float:
+        e = estimate_memory(model, _w(**{**base, "num_gpus": 8 * pp}, pp=pp), gpu)
+        return next(x.bytes for x in e.lines if x.name.startswith("weights"))
+
+    assert weights(3) == pytest.approx(weights(1) * 27 / 80, rel=1e-12)
     with pytest.raises(InvalidSettingError, match="virtual stages is more than the 80 layers"):
         estimate_training_time(model, _w(**base, pp=3, vp=30), gpu)
 

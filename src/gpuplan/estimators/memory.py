@@ -174,6 +174,16 @@ def _weight_bytes(groups: list[ParamGroup], fmt: str, other_bytes: float, kept: 
     return total
 
 
+def pipeline_ranks(model: ModelSpec, w: Workload) -> float:
+    """The divisor that gives the fullest pipeline rank's share of the layers: pp where pp x vp
+    divide the layers, else layers / (ceil(layers / (pp x vp)) x vp) (an uneven split, as the
+    step time counts it: parallel.stage_share)."""
+    layers = max(model.num_layers, 1)
+    if w.pp <= 1 or layers % (w.pp * w.vp) == 0:
+        return float(w.pp)
+    return layers / (math.ceil(layers / (w.pp * w.vp)) * w.vp)
+
+
 def kv_shards(model: ModelSpec, tp: int) -> int:
     """GPUs one layer's KV cache is split over under tensor parallelism: the KV heads are divided
     among the tp ranks (replicated where tp exceeds them); MLA's latent is one shared "head" that
@@ -284,7 +294,7 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
     # 1F1B pipeline schedule: the first stage holds min(pp, micro-batches) micro-batches of its
     # L/pp layers (Korthikanti et al. 2022, sec. 4.2.3: ~L layers' worth in all); the interleaved
     # schedule holds more, x (1 + (pp - 1) / (pp x vp)) (same section)
-    in_flight = min(w.pp, w.micro_batches) / w.pp
+    in_flight = min(w.pp, w.micro_batches) / pipeline_ranks(model, w)
     if w.vp > 1:
         in_flight *= 1 + (w.pp - 1) / (w.pp * w.vp)
     lines: list[MemoryLine] = []
@@ -471,7 +481,8 @@ def _finish(
 
 def _training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     _check_parallel(model, w)
-    mp, dp = w.tp * w.pp, w.dp * w.cp  # model-parallel divisor; ranks holding the same weights
+    # model-parallel divisor (the fullest pipeline rank's share); ranks holding the same weights
+    mp, dp = w.tp * pipeline_ranks(model, w), w.dp * w.cp
     z = w.zero
     notes: list[str] = []
     c = _act_bytes(w.precision)  # 16-bit compute -> 2, fp32/tf32 -> 4
@@ -674,7 +685,7 @@ def _rows(model: ModelSpec, g: ParamGroup) -> int | None:
     return None
 
 
-def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: int) -> MemoryLine:
+def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: float) -> MemoryLine:
     """Parameters all-gathered on the GPU under ZeRO-3 / FSDP, `bytes_per` bytes each."""
     if w.sharding == "deepspeed":
         largest = max((g.numel for g in model.groups), default=0)
@@ -693,7 +704,7 @@ def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: int) -> 
     )
 
 
-def _gathered_layers(model: ModelSpec, c: float, mp: int, layers: int) -> float:
+def _gathered_layers(model: ModelSpec, c: float, mp: float, layers: int) -> float:
     """16-bit bytes of `layers` transformer layers (all-gathered by ZeRO-3 / FSDP per unit)."""
     per_layer = sum(g.total for g in model.groups if g.role in ("attention", "mlp", "expert", "router", "norm"))
     n = max(model.num_layers, 1)

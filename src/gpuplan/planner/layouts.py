@@ -31,7 +31,7 @@ import numpy as np
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import runtime
 from gpuplan.estimators.memory import MemoryEstimate, activation_lines, estimate_memory
-from gpuplan.estimators.parallel import MicroProfile, compose
+from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.estimators.perf import TrainingTime, estimate_training_time, training_ops, with_checkpointing
 from gpuplan.specs.cluster import Cluster
 from gpuplan.specs.model import ModelSpec
@@ -298,11 +298,13 @@ def search_layouts(
         # --- memory screen: the memory model's pieces split by the layout ---
         acts_a = np.array(act_rows, dtype=np.float64)[sh]
         a_layers, a_once, a_rec = acts_a[:, 0], acts_a[:, 1], acts_a[:, 2]
-        in_flight = np.minimum(pp_s, m_s) / pp_s * np.where(vp_s > 1, 1 + (pp_s - 1) / (pp_s * vp_s), 1.0)
+        # the fullest pipeline rank's share of the layers (1/pp unless the split is uneven)
+        share = stage_share(layers, pp_s, vp_s)
+        in_flight = np.minimum(pp_s, m_s) * share * np.where(vp_s > 1, 1 + (pp_s - 1) / (pp_s * vp_s), 1.0)
         act = a_layers * in_flight + a_once + a_rec
         ep_factor = 1.0 - expert_share + expert_share / ep_s
         dpc = dp_s * cp_s
-        mp = tp_s * pp_s
+        mp = tp_s / share
         mem_states = np.zeros_like(pp_s)
         grads = np.zeros_like(pp_s)
         for name, (b0, stage) in states.items():
