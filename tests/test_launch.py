@@ -355,5 +355,6 @@ def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
         {"model": "deepseek-v3", "task": "inference", "gpu": "H200", "num_gpus": 8, "tp": 1, "ep": 8,
          "input_len": 2048, "output_len": 512},
     )  # fmt: skip
-    ns = check_vllm_serve(_argv(api.launch(dpep, "vllm")["text"], "vllm"))
+    ns = check_vllm_serve(_argv(api.launch(dpep, "vllm", {"enforce_eager": True})["text"], "vllm"))
     assert ns.data_parallel_size == 8 and ns.enable_expert_parallel and ns.tensor_parallel_size == 1
+    assert ns.enforce_eager

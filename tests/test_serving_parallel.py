@@ -157,3 +157,21 @@ def test_vllm_launch_for_attention_dp(tmp_path: Any, run_cli: RunCli) -> None:
     assert "layout: TP1 PP1 DP8 EP8 (attention data parallel)" in text
     code, _, err = run_cli("launch", str(job), "--format", "vllm", "--set", "ep=4")
     assert code == 2 and "Set ep: 8" in err and "Traceback" not in err
+
+
+def test_enforce_eager_issues_every_op_from_the_host(catalog: Catalog) -> None:
+    """vLLM --enforce-eager (and vLLM before its CUDA-graph runner): decode pays eager PyTorch's
+    per-op host time where a graph replays the kernels back to back."""
+    from gpuplan.planner.validation_perf import _vllm_before_graphs
+
+    m, gpu = load_model("llama-2-70b"), catalog.get("A100 PCIe 80GB")
+    keys: dict[str, Any] = {"num_gpus": 4, "tp": 4, "batch_size": 1, "input_len": 7, "output_len": 256}
+    graph = estimate_inference_time(m, _w("llama-2-70b", **keys), gpu)
+    eager = estimate_inference_time(m, _w("llama-2-70b", **keys, enforce_eager=True), gpu)
+    assert _ops(graph.decode_ops, "kernel launches (graph)")
+    assert _ops(eager.decode_ops, "kernel launches (CPU-bound eager)")
+    assert eager.tpot_s > 1.5 * graph.tpot_s
+    # MLC-012 (mlc-ai/llm-perf-bench: vLLM acbed3e of 10/06/2023, 17.64 tok/s) ran before the runner
+    assert 1.0 / eager.tpot_s == pytest.approx(17.64, rel=0.2)
+    assert _vllm_before_graphs("commits used: vLLM acbed3e 10/06/2023")
+    assert not _vllm_before_graphs("vLLM 1a2b3c4 01/05/2024") and not _vllm_before_graphs("vLLM v0.6.3")

@@ -888,6 +888,8 @@ def _is_eager(w: Workload, model: ModelSpec) -> bool:
     executor) unless compiled or built with TensorRT (`engine: tensorrt-llm` stands for it here)."""
     if model.kind in ("encoder", "vision-transformer", "cnn"):
         return not (w.compile or w.engine == "tensorrt-llm")
+    if w.enforce_eager:
+        return True
     return w.engine not in GRAPH_ENGINES and not (w.compile and w.engine == "transformers")
 
 

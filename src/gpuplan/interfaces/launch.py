@@ -565,6 +565,8 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
     argv.append(f"--max-model-len={w.input_len + w.output_len}")
     argv.append(f"--gpu-memory-utilization={w.gpu_memory_utilization:g}")
     argv.append(f"--max-num-seqs={w.batch_size}")
+    if w.enforce_eager:
+        argv.append("--enforce-eager")
     argv.append(f"--dtype={'float16' if w.precision == 'fp16' else 'bfloat16'}")
     # a pre-quantised checkpoint (config.json's quantization_config) is detected by vLLM itself
     iw = inference_weights(lp.model, w)

@@ -9,6 +9,7 @@ GPT-J-6B with its layers and width) are built from those numbers as a config.jso
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass
@@ -135,6 +136,23 @@ def _engine(text: str) -> str | None:
     return None
 
 
+# vLLM captures decode in CUDA graphs since PR #1926 ("Optimize model execution with CUDA graph",
+# vllm-project/vllm, reviewed and merged 2023-12-17); a row naming an older vLLM commit ran eager
+VLLM_GRAPHS_SINCE: Final = dt.date(2023, 12, 17)
+
+
+def _vllm_before_graphs(text: str) -> bool:
+    """A row's vLLM build predates CUDA graphs: "vLLM <commit> MM/DD/YYYY" earlier than the runner."""
+    m = re.search(r"vLLM\s+[0-9a-f]{6,40}\s+(\d{1,2})/(\d{1,2})/(\d{4})", text)
+    if not m:
+        return False
+    month, day, year = (int(x) for x in m.groups())
+    try:
+        return dt.date(year, month, day) < VLLM_GRAPHS_SINCE
+    except ValueError:
+        return False
+
+
 def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: ModelSpec) -> dict[str, Any]:
     """Layout, batch and engine words of speed rows on top of the generic reading."""
     w = dict(base)
@@ -202,6 +220,8 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
         engine = _engine(extra) or _engine(row_fields.get("source", ""))
         if engine:
             w["engine"] = engine
+        if engine == "vllm" and _vllm_before_graphs(" ".join(row_fields.values())):
+            w["enforce_eager"] = True
         n = int(w.get("num_gpus", 1))
         if n > 1 and "tp" not in w and "pp" not in w:
             # several GPUs serving one model: split by tensor parallelism where the heads allow

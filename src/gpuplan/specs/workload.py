@@ -187,6 +187,9 @@ class Workload(BaseModel):
     # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
     # llama.cpp) against eager PyTorch (transformers' generate)
     engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc"] = "vllm"
+    # the engine runs decode without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph;
+    # vLLM before its CUDA-graph runner, PR #1926 of December 2023): each op issued by the host
+    enforce_eager: bool = False
     epochs: float | None = Field(None, gt=0, le=1e6)
     dataset_tokens: float | None = Field(None, ge=1, le=1e18)
 
