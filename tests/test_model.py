@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.errors import GpuplanError, ModelConfigError, UnknownModelError
-from gpuplan.specs.model import model_from_config
+from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, model_from_config
 from gpuplan.specs.models import load_model, presets, resolve_model_config
 
 # Published exact totals (model cards / safetensors metadata; the issue's list).
@@ -321,42 +321,35 @@ _keys = st.sampled_from(
         "num_heads", "num_local_experts", "num_experts_per_tok", "num_experts", "moe_intermediate_size",
         "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "sliding_window",
         "tie_word_embeddings", "hidden_sizes", "depths", "n_routed_experts", "image_size", "patch_size",
+        "n_inner", "n_positions", "ffn_dim", "word_embed_proj_dim", "max_position_embeddings",
+        "sliding_window_pattern", "enable_bias", "do_layer_norm_before", "_remove_final_layer_norm",
+        "layer_norm_elementwise_affine", "multi_query", "use_bias", "attention_bias", "mlp_bias", "use_qk_norm",
+        "qk_layernorm", "num_channels", "vision_use_head",
     ]
 )  # fmt: skip
 
 
-_list_keys = st.sampled_from(["hidden_sizes", "depths", "mlp_only_layers", "attn_config"])
+_list_keys = st.sampled_from(
+    ["hidden_sizes", "depths", "mlp_only_layers", "attn_config", "layer_types", "text_config", "vision_config"]
+)
 _odd_values = st.one_of(
     _values,
     st.lists(st.one_of(st.integers(-3, 3000), st.text(max_size=3), st.none()), max_size=5),
+    st.lists(st.one_of(st.sampled_from(["sliding_attention", "full_attention"]), st.integers(-3, 9)), max_size=6),
     st.dictionaries(st.sampled_from(["kv_n_heads", "alibi"]), _values, max_size=2),
+    st.dictionaries(_keys, _values, max_size=6),
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
-    model_type=st.sampled_from(
-        [
-            "llama",
-            "mixtral",
-            "gpt_oss",
-            "qwen2_moe",
-            "deepseek_v3",
-            "gpt2",
-            "falcon",
-            "mpt",
-            "bloom",
-            "bert",
-            "t5",
-            "vit",
-            "resnet",
-        ]
-    ),
+    model_type=st.sampled_from(sorted(SUPPORTED_MODEL_TYPES)),
     extra=st.dictionaries(_keys, _values, max_size=12),
     odd=st.dictionaries(_list_keys, _odd_values, max_size=3),
 )
 def test_fuzzed_configs_never_crash(model_type: str, extra: dict[str, Any], odd: dict[str, Any]) -> None:
-    """Any config either builds a model or raises one GpuplanError; never another exception."""
+    """Any config of any supported family either builds a model or raises one GpuplanError line;
+    never another exception."""
     try:
         m = model_from_config({"model_type": model_type, **extra, **odd}, "fuzz")
     except GpuplanError as exc:
@@ -364,6 +357,7 @@ def test_fuzzed_configs_never_crash(model_type: str, extra: dict[str, Any], odd:
         return
     assert m.total_params >= 0
     assert m.kv_bytes_per_token() >= 0
+    assert m.flops_per_token(128) >= 0
 
 
 def test_hub_unreachable_fails_fast(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
