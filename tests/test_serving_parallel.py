@@ -133,6 +133,8 @@ def test_mla_latent_cache_is_replicated_under_tp(catalog: Catalog) -> None:
         return e.serving.kv_bytes_per_token
 
     assert kv(mla, "deepseek-v3", 8) == pytest.approx(kv(mla, "deepseek-v3", 1), rel=1e-12)
+    notes = estimate_memory(mla, _w("deepseek-v3", num_gpus=8, tp=8), gpu).notes
+    assert any("latent KV cache whole on each of the tp=8 ranks" in n and "ep: 8" in n for n in notes)
     gqa = load_model("llama-3.1-70b")  # 8 KV heads
     assert kv(gqa, "llama-3.1-70b", 8) == pytest.approx(kv(gqa, "llama-3.1-70b", 1) / 8, rel=1e-12)
 

@@ -749,6 +749,11 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
     kv_split = kv_shards(model, w.tp) * w.pp
     n_in, n_out = w.input_len, w.output_len
     notes: list[str] = []
+    if model.attention_type == "mla" and w.tp > 1:
+        notes.append(
+            f"MLA keeps its latent KV cache whole on each of the tp={w.tp} ranks (vLLM, SGLang); attention data "
+            f"parallelism (tp: 1, ep: {w.tp * w.dp}) holds one copy per replica instead"
+        )
     c = _act_bytes(w.precision)
     b = w.batch_size
     if model.kind in ("decoder", "encoder-decoder"):
