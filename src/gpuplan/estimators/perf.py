@@ -515,7 +515,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     launch = _launch_s(not w.compile)
     d = model.hidden_size
     kv = sum((s.k + s.v) * s.layers for s in shapes)
-    moe_layers = max((g.count for g in model.groups if g.role == "router"), default=0)  # one router per MoE layer
+    moe_layers = model.moe_layers
     k_routed = max(model.experts_per_token, 1)
     profile = MicroProfile(
         layer_fwd_s=total(fwd, False),
@@ -905,7 +905,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
         # (a sequence is not split: fewer sequences than stages leave stages idle)
         batch = max(batch / pp, min(batch, 1.0))
     tokens = batch * new_tokens
-    ep, etp, dp = _serving_ep(model, w)
+    ep, etp, dp = _serving_layout(model, w)
     ops: list[Op] = []
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
     for g in model.groups:
@@ -988,7 +988,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
     # attention data-parallel replicas (dp > 1) a MoE layer dispatches tokens to the GPUs holding
     # their experts and combines the results back instead of its all-reduce.
     layers_total = sum(s.layers for s in stack_shapes(model)) / pp
-    moe_layers = max((g.count for g in model.groups if g.role == "router"), default=0) / pp
+    moe_layers = model.moe_layers / pp
     a2a = ep > 1 and dp > 1
     if tp > 1:
         t_ar, nbytes = comm.allreduce_time(c.gpu, tp, tokens * model.hidden_size * c.act_b)
@@ -1043,7 +1043,7 @@ def _inference_step(c: _Ctx, batch: float, new_tokens: float, ctx_len: float, ph
     return ops
 
 
-def _serving_ep(model: ModelSpec, w: Workload) -> tuple[int, int, int]:
+def _serving_layout(model: ModelSpec, w: Workload) -> tuple[int, int, int]:
     """(ep, etp, dp) of a serving layout: dp = num_gpus / (tp x pp) replicas each run attention
     and the dense layers on their own sequences; with ep > 1 a MoE model's experts are spread over
     a stage's tp x dp GPUs instead, ep groups of them each split over etp = tp x dp / ep GPUs
@@ -1112,7 +1112,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         return _encoder_inference(c)
     check_layout(model, w)
     # data-parallel replicas (num_gpus / (tp x pp)) serve `batch_size` sequences each, in step
-    _, _, replicas = _serving_ep(model, w)
+    _, _, replicas = _serving_layout(model, w)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     cap = ENGINE_MAX_BATCH.get(w.engine, 1024)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))

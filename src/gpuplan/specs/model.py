@@ -98,6 +98,11 @@ class ModelSpec:
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
+    @property
+    def moe_layers(self) -> int:
+        """Layers with a mixture of experts: one router each."""
+        return max((g.count for g in self.groups if g.role == "router"), default=0)
+
     def params_by_role(self) -> dict[str, int]:
         out = dict.fromkeys(ROLES, 0)
         for g in self.groups:
