@@ -725,7 +725,7 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
     if w.ep > 1 and model.is_moe:
         # attention data parallelism + expert parallelism: the experts are spread over all
         # tp x dp GPUs of a stage, attention and the dense layers are whole in each replica
-        spread = w.num_gpus // (w.pp * w.cp)
+        spread = w.tp * w.dp
         experts = _weight_bytes([g for g in model.groups if g.role == "expert"], fmt, other, iw.kept)
         weights -= experts / mp * (1.0 - w.tp / spread)
         ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"

@@ -1049,7 +1049,7 @@ def _serving_layout(model: ModelSpec, w: Workload) -> tuple[int, int, int]:
     a stage's tp x dp GPUs instead, ep groups of them each split over etp = tp x dp / ep GPUs
     (attention data parallelism + expert parallelism: vLLM --data-parallel-size with
     --enable-expert-parallel, SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp)."""
-    dp = max(w.num_gpus // (w.tp * w.pp * w.cp), 1)
+    dp = w.dp
     if w.ep <= 1 or not model.is_moe:
         return 1, w.tp, dp
     return w.ep, max(w.tp * dp // w.ep, 1), dp

@@ -551,7 +551,7 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
     argv = ["vllm", "serve", lp.model_id, f"--tensor-parallel-size={w.tp}"]
     if w.pp > 1:
         argv.append(f"--pipeline-parallel-size={w.pp}")
-    dp = w.num_gpus // (w.tp * w.pp)
+    dp = w.dp
     if dp > 1:
         argv.append(f"--data-parallel-size={dp}")  # replicas; with experts spread, attention data parallel
     if w.ep > 1:

@@ -42,18 +42,7 @@ def nemotron_config(
     """NeMo NemotronConfig: LayerNorm (zero-centred gamma) with bias, squared-ReLU non-gated MLP,
     no linear biases, rotary on half the head, untied embeddings, 256k vocabulary (Nemotron-4
     report, Parmar et al. 2024, sec. 2), seq 4096."""
-    return {
-        "model_type": "nemotron",
-        "hidden_size": d,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv or heads,
-        "intermediate_size": ffn,
-        "vocab_size": vocab,
-        "partial_rotary_factor": 0.5,
-        "max_position_embeddings": positions,
-        "tie_word_embeddings": False,
-    }
+    return {**_decoder("nemotron", layers, d, heads, ffn, kv, vocab, positions), "partial_rotary_factor": 0.5}
 
 
 def llama1_config(
@@ -61,8 +50,15 @@ def llama1_config(
 ) -> dict[str, Any]:
     """LLaMA (Touvron et al. 2023, table 2): SwiGLU FFN of 2/3 x 4d rounded up to 256, RMSNorm,
     rotary, 32k SentencePiece vocabulary, untied output, 2,048 positions."""
+    return _decoder("llama", layers, d, heads, ffn, kv, vocab, positions)
+
+
+def _decoder(
+    model_type: str, layers: int, d: int, heads: int, ffn: int, kv: int | None, vocab: int, positions: int
+) -> dict[str, Any]:
+    """The config.json keys of a Llama-style decoder shape with untied embeddings."""
     return {
-        "model_type": "llama",
+        "model_type": model_type,
         "hidden_size": d,
         "num_hidden_layers": layers,
         "num_attention_heads": heads,
