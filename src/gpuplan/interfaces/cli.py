@@ -551,7 +551,9 @@ def _print_graphics_plan(c: Console, rec: dict[str, Any]) -> None:
     for col in ("GPU", "per GPU", "GPUs", "time", "cost", "energy", "limited by"):
         t.add_column(col, justify="left" if col in ("GPU", "limited by") else "right")
     for o in rec["options"]:
-        per = f"{o['per_gpu']:,.0f} {o['unit']}"
+        count = f"{o['per_gpu']:,.0f}"
+        unit = o["unit"][:-1] if count == "1" and o["unit"] in ("streams", "users") else o["unit"]
+        per = f"{count} {unit}"
         time = "—" if o["time_s"] is None else f"{o['time_s'] / 3600:,.2f} h"
         cost = "no price" if o["cost_usd"] is None else f"${o['cost_usd']:,.2f}" + ("/h" if o["time_s"] is None else "")
         energy = f"{o['energy_kwh']:,.2f} kWh" + ("/h" if o["time_s"] is None else "")
