@@ -139,6 +139,33 @@ def test_nvfp4_runs_on_fp4_tensor_cores_only_where_they_exist(catalog: Catalog) 
     assert weight_only.ttft_s > estimate_inference_time(m, w, h100).ttft_s  # dequantised, at the bf16 rate
 
 
+def test_sm120_cards_get_their_own_measured_kernel_efficiencies(catalog: Catalog) -> None:
+    """GB20x (compute capability 12.x) GEMMs reach more of their peak than B200's, and the RTX PRO
+    6000 Server Edition streams more of its datasheet bandwidth (aiconfigurator's TensorRT-LLM
+    kernel tables for that card: bf16 436, fp8 828, NVFP4 1,537 TFLOP/s; GEMVs at 1,492 GB/s)."""
+    from gpuplan.estimators import efficiency as eff
+
+    se, ws, b200 = catalog.get("RTX PRO 6000 Server"), catalog.get("RTX PRO 6000 WS"), catalog.get("B200")
+    k = eff.sustained_share(se)  # both Blackwell: the same sustained-clock share
+    assert k == eff.sustained_share(b200)
+    for runs_as, share in (("bf16", 436 / 467.8), ("fp8", 828 / 935.6), ("fp4", 1537 / 1871.2)):
+        assert eff.gemm_efficiency(se, runs_as).value == pytest.approx(share * k, rel=1e-9)
+        assert eff.gemm_efficiency(ws, runs_as).value == pytest.approx(share * k, rel=1e-9)  # same SM
+    assert eff.gemm_efficiency(b200, "fp4").value == pytest.approx(5239 / 9000 * k, rel=1e-9)  # unchanged
+    assert eff.gemm_efficiency(b200, "bf16").value == pytest.approx(1745 / 2250 * k, rel=1e-9)
+    assert eff.bandwidth_efficiency(se) == pytest.approx(1492 / 1597, rel=1e-9)
+    assert eff.bandwidth_efficiency(ws) == eff.KERNEL_BW_EFF  # no kernel table for the WS card
+    # Llama-3.1-70B NVFP4 at batch 118 (TRT10-092's KV limit): the decode step streams weights and
+    # KV at 1,492 GB/s rather than 0.8 x 1,597, and the matmuls run at 0.82 of FP4, not 0.58
+    m = load_model("llama-3.1-70b")
+    w = make_workload({"model": "llama-3.1-70b", "task": "inference", "batch_size": 118, "input_len": 128,
+                       "output_len": 2048, "weight_dtype": "nvfp4", "kv_dtype": "fp8",
+                       "engine": "tensorrt-llm"})  # fmt: skip
+    now = estimate_inference_time(m, w, se)
+    generic = estimate_inference_time(m, w, replace(se, name="generic GB202", compute_capability="10.0"))
+    assert 1.15 < generic.tpot_s / now.tpot_s < 1.45
+
+
 def test_serving_engines_keep_a_micro_batch_per_pipeline_stage_in_flight(catalog: Catalog) -> None:
     """vLLM runs pipeline_parallel_size batches concurrently (max_concurrent_batches), so a KV-heavy
     batch over 4 stages keeps every GPU busy; llama.cpp's layer split passes one batch through the

@@ -51,6 +51,26 @@ _MAMF_BY_ARCH: Final[dict[str, tuple[float, float | None, str]]] = {
 }
 _MAMF_DEFAULT: Final = (0.70, None, "derived default")
 
+# sm_120 (GB20x: RTX PRO 6000, GeForce RTX 50) is not the B200's sm_100: its tensor cores take
+# warp-level mma.sync at a quarter of B200's per-SM rate, and its GEMMs get much nearer their
+# peak. NVIDIA's aiconfigurator measured TensorRT-LLM 1.3.0rc20's GEMMs on an RTX PRO 6000
+# Blackwell Server Edition (ai-dynamo/aiconfigurator@095f58a5, systems/data/rtx_pro_6000_server/
+# gemm/trtllm/1.3.0rc20/gemm_perf.parquet): the best of its m, n, k >= 4096 shapes runs bf16 at
+# 436, fp8 at 828 and NVFP4 at 1,537 dense TFLOP/s, 0.93 / 0.89 / 0.82 of 467.8 / 935.6 / 1,871.2
+# (the same table gives B200 0.75 / 0.70 / 0.51 and H100 0.84 / 0.76, in line with MAMF above).
+# torch.mm on the same card agrees for bf16: 417.3 TFLOP/s at 8192^3, 0.89
+# (zzc0721/torch-performance-test-data issue #162); so does fp8 on an RTX 5090, 388.9 of 419 at
+# 4096^3 (pytorch/pytorch PR #155991). Taken for every compute-capability 12.x card.
+_SM120_SRC: Final = "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)"
+_MAMF_SM120: Final = (436.0 / 467.8, 828.0 / 935.6, _SM120_SRC)
+_FP4_SM120: Final = 1537.0 / 1871.2
+_FP4_SM120_SRC: Final = "RTX PRO 6000 SE, TRT-LLM NVFP4 GEMM 1537/1871.2 (aiconfigurator@095f58a5)"
+
+
+def _is_sm120(gpu: GPU) -> bool:
+    return gpu.compute_capability.startswith("12.")
+
+
 # Sustained load: MAMF is the best shape over a short run (100 iterations); in a training step or
 # a long serving run the GPU sits at its power cap and its clock drops below boost (H100 SXM:
 # 1980 MHz boost, ~1.7-1.75 GHz under sustained tensor load at 700 W -> ~0.87). Calibrated per
@@ -127,6 +147,14 @@ ATTN_BWD_FLOP_RATIO: Final = 2.5
 # MLC and TensorRT-LLM decode rows).
 COPY_BW_EFF: Final = 0.85
 KERNEL_BW_EFF: Final = 0.80
+# Cards whose memory-bound kernels were measured far from that: the RTX PRO 6000 Blackwell Server
+# Edition streams 0.93-0.94 of its datasheet 1,597 GB/s in TensorRT-LLM's kernels
+# (aiconfigurator@095f58a5, rtx_pro_6000_server: GEMVs of m <= 8 over >= 512 MB of bf16 weights,
+# median 1,492 GB/s; decode attention over >= 1 GB of KV cache, median 1,506 GB/s). The same
+# tables give H100 0.85, H200 0.85, B200 0.79 and L40S 0.84 for the GEMVs, near KERNEL_BW_EFF.
+# (Their fastest GEMV, 1,603 GB/s, passes the datasheet: aiconfigurator's system file gives the
+# card 1,792 GB/s, the Workstation Edition's figure. Either way this is what its kernels reach.)
+KERNEL_BW_BY_NAME: Final[dict[str, float]] = {"RTX PRO 6000 Server": 1492.0 / 1597.0}
 
 # --- kernel launch --------------------------------------------------------------------------------
 # Back-to-back kernels cost about 1.6-2.6 us each on L40/A100/H200 (te42kyfo/gpu-benches@1c36d509,
@@ -185,11 +213,18 @@ def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
         return GemmEfficiency(min(measured / peak, 1.0), f"measured by gpuplan bench: {measured / 1e12:.0f} TFLOP/s")
     if runs_as in ("fp32",):
         return GemmEfficiency(FP32_CORE_EFF, "SGEMM on CUDA cores ~0.9 of peak (cuBLAS)")
-    e16, e8, src = _MAMF_BY_NAME.get(gpu.name) or _MAMF_BY_ARCH.get(gpu.architecture) or _MAMF_DEFAULT
+    sm120 = _is_sm120(gpu)
+    e16, e8, src = (
+        _MAMF_BY_NAME.get(gpu.name)
+        or (_MAMF_SM120 if sm120 else None)
+        or _MAMF_BY_ARCH.get(gpu.architecture)
+        or _MAMF_DEFAULT
+    )
     k = sustained_share(gpu)
     src = f"{src}; x {k:g} sustained"
     if runs_as == "fp4":
-        return GemmEfficiency(FP4_MAMF_SHARE * k, f"{_FP4_SRC}; x {k:g} sustained")
+        fp4, fp4_src = (_FP4_SM120, _FP4_SM120_SRC) if sm120 else (FP4_MAMF_SHARE, _FP4_SRC)
+        return GemmEfficiency(fp4 * k, f"{fp4_src}; x {k:g} sustained")
     if runs_as in ("fp8", "int8", "int4"):
         if e8 is not None:
             return GemmEfficiency(e8 * k, src)
@@ -202,7 +237,7 @@ def bandwidth_efficiency(gpu: GPU) -> float:
     (`gpuplan bench`'s copy) where a calibration file gives it, else KERNEL_BW_EFF."""
     if gpu.measured_bandwidth_bytes_per_s:
         return min(gpu.measured_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s, 1.0)
-    return KERNEL_BW_EFF
+    return KERNEL_BW_BY_NAME.get(gpu.name, KERNEL_BW_EFF)
 
 
 def size_factor(dim: float, half: float = GEMM_HALF_DIM) -> float:
