@@ -51,24 +51,43 @@ _MAMF_BY_ARCH: Final[dict[str, tuple[float, float | None, str]]] = {
 }
 _MAMF_DEFAULT: Final = (0.70, None, "derived default")
 
-# sm_120 (GB20x: RTX PRO 6000, GeForce RTX 50) is not the B200's sm_100: its tensor cores take
-# warp-level mma.sync at a quarter of B200's per-SM rate, and its GEMMs get much nearer their
-# peak. NVIDIA's aiconfigurator measured TensorRT-LLM 1.3.0rc20's GEMMs on an RTX PRO 6000
-# Blackwell Server Edition (ai-dynamo/aiconfigurator@095f58a5, systems/data/rtx_pro_6000_server/
-# gemm/trtllm/1.3.0rc20/gemm_perf.parquet): the best of its m, n, k >= 4096 shapes runs bf16 at
-# 436, fp8 at 828 and NVFP4 at 1,537 dense TFLOP/s, 0.93 / 0.89 / 0.82 of 467.8 / 935.6 / 1,871.2
-# (the same table gives B200 0.75 / 0.70 / 0.51 and H100 0.84 / 0.76, in line with MAMF above).
-# torch.mm on the same card agrees for bf16: 417.3 TFLOP/s at 8192^3, 0.89
-# (zzc0721/torch-performance-test-data issue #162); so does fp8 on an RTX 5090, 388.9 of 419 at
-# 4096^3 (pytorch/pytorch PR #155991). Taken for every compute-capability 12.x card.
-_SM120_SRC: Final = "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)"
-_MAMF_SM120: Final = (436.0 / 467.8, 828.0 / 935.6, _SM120_SRC)
-_FP4_SM120: Final = 1537.0 / 1871.2
-_FP4_SM120_SRC: Final = "RTX PRO 6000 SE, TRT-LLM NVFP4 GEMM 1537/1871.2 (aiconfigurator@095f58a5)"
+# The RTX PRO 6000 Blackwell Server Edition (GB202, sm_120: warp-level mma.sync tensor cores, not
+# B200's tcgen05) gets much nearer its peak than the B200-derived Blackwell value above. NVIDIA's
+# aiconfigurator measured TensorRT-LLM 1.3.0rc20's GEMMs on that card (ai-dynamo/aiconfigurator
+# @095f58a5, systems/data/rtx_pro_6000_server/gemm/trtllm/1.3.0rc20/gemm_perf.parquet): the best of
+# its m, n, k >= 4096 shapes runs bf16 at 436, fp8 at 828 and NVFP4 at 1,537 dense TFLOP/s, 0.93 /
+# 0.89 / 0.82 of 467.8 / 935.6 / 1,871.2 (the same tables give B200 0.75 / 0.70 / 0.51 and H100
+# 0.84 / 0.76, in line with MAMF above). torch.mm on the same card agrees for bf16: 417.3 TFLOP/s
+# at 8192^3, 0.89 (zzc0721/torch-performance-test-data issue #162). Not taken for the other GB202
+# cards: the Workstation Edition's peak is quoted at 2617 MHz and torch.mm reached 0.70 of it
+# (issue #160), the Server Edition's at the 2430 MHz it holds.
+_SE_SRC: Final = "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)"
+_MAMF_BY_NAME["RTX PRO 6000 Server"] = (436.0 / 467.8, 828.0 / 935.6, _SE_SRC)
+_FP4_BY_NAME: Final[dict[str, tuple[float, str]]] = {
+    "RTX PRO 6000 Server": (
+        1537.0 / 1871.2,
+        "RTX PRO 6000 SE, TRT-LLM NVFP4 GEMM 1537/1871.2 (aiconfigurator@095f58a5)",
+    ),
+}
+
+# GeForce RTX cards (since Turing; not the TITANs) run 16-bit matmuls with FP32 accumulation, what
+# mixed precision uses, at half their FP16-accumulate tensor rate: a product limit, not a power or
+# data-feed one, so torch.mm holds it at or above the rated boost clock. Best of 8192^2 and
+# 10240^2 in zzc0721/torch-performance-test-data, against the catalog's FP32-accumulate peak:
+# RTX 3060 1.00 (issue #131), 3080 1.09 (#80), 3080 Ti 1.12 (#132), 4060 Ti 1.08 (#145), 4090 0.97
+# (#78), 5070 1.09 (#159), 5080 0.91 (#104), 5090 1.12-1.15 (#96, #124, PR #15); median 1.08 (clocks
+# above the rated boost). Taken as 1.0 of the rated peak; 8-bit (also FP32-accumulate, half rate):
+# an RTX 5090's fp8 row-wise GEMM, 388.9 of 419 TFLOP/s at 4096^3 (pytorch/pytorch PR #155991).
+_GEFORCE_HALF_RATE: Final = (
+    1.0,
+    388.9 / 419.0,
+    "GeForce FP32-accumulate tensor rate held in full: torch.mm 0.91-1.15 of it on 8 cards "
+    "(zzc0721/torch-performance-test-data)",
+)
 
 
-def _is_sm120(gpu: GPU) -> bool:
-    return gpu.compute_capability.startswith("12.")
+def _geforce_half_rate(gpu: GPU) -> bool:
+    return gpu.geforce_eula and gpu.name.startswith("GeForce")
 
 
 # Sustained load: MAMF is the best shape over a short run (100 iterations); in a training step or
@@ -213,17 +232,16 @@ def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
         return GemmEfficiency(min(measured / peak, 1.0), f"measured by gpuplan bench: {measured / 1e12:.0f} TFLOP/s")
     if runs_as in ("fp32",):
         return GemmEfficiency(FP32_CORE_EFF, "SGEMM on CUDA cores ~0.9 of peak (cuBLAS)")
-    sm120 = _is_sm120(gpu)
     e16, e8, src = (
         _MAMF_BY_NAME.get(gpu.name)
-        or (_MAMF_SM120 if sm120 else None)
+        or (_GEFORCE_HALF_RATE if _geforce_half_rate(gpu) else None)
         or _MAMF_BY_ARCH.get(gpu.architecture)
         or _MAMF_DEFAULT
     )
     k = sustained_share(gpu)
     src = f"{src}; x {k:g} sustained"
     if runs_as == "fp4":
-        fp4, fp4_src = (_FP4_SM120, _FP4_SM120_SRC) if sm120 else (FP4_MAMF_SHARE, _FP4_SRC)
+        fp4, fp4_src = _FP4_BY_NAME.get(gpu.name, (FP4_MAMF_SHARE, _FP4_SRC))
         return GemmEfficiency(fp4 * k, f"{fp4_src}; x {k:g} sustained")
     if runs_as in ("fp8", "int8", "int4"):
         if e8 is not None:
