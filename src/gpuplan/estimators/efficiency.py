@@ -61,6 +61,7 @@ _MAMF_DEFAULT: Final = (0.70, None, "derived default")
 # at 8192^3, 0.89 (zzc0721/torch-performance-test-data issue #162). Not taken for the other GB202
 # cards: the Workstation Edition's peak is quoted at 2617 MHz and torch.mm reached 0.70 of it
 # (issue #160), the Server Edition's at the 2430 MHz it holds.
+# `python bench/aiconfigurator_kernels.py CHECKOUT` recomputes these shares for every system there.
 _SE_SRC: Final = "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)"
 _MAMF_BY_NAME["RTX PRO 6000 Server"] = (436.0 / 467.8, 828.0 / 935.6, _SE_SRC)
 _FP4_BY_NAME: Final[dict[str, tuple[float, str]]] = {
