@@ -59,6 +59,38 @@ def test_data_parallel_replicas_add_throughput(catalog: Catalog) -> None:
     assert _weights_line(e2) == _weights_line(e1)
 
 
+def test_batch_generation_plan_weighs_replicas_against_tensor_parallelism(catalog: Catalog) -> None:
+    """A batch job (`tokens`) counts throughput: on n GPUs the plan tries n/t replicas of t-way TP,
+    the job's concurrent sequences shared among them, and keeps the fastest; a service keeps one
+    copy over all GPUs (the lowest per-token latency), and so does a MoE model."""
+    from gpuplan.planner.recommend import REPLICA_MIN_GAIN, evaluate
+
+    m, h100 = load_model("llama-3.1-8b"), catalog.get("H100")
+    job = _w("llama-3.1-8b", gpu=h100.name, tokens=1e9, batch_size=512)
+    o = evaluate(m, job, h100, 8, None)
+    tp, bs = o.layout["tp"], o.layout["batch_size"]
+    replicas = 8 // tp
+    assert replicas > 1 and bs * replicas >= 512 and bs == -(-512 // replicas)
+    assert o.inference is not None and o.inference.replicas == replicas
+    # it is the fastest of the layouts it was chosen from, TP8 by more than the margin
+    for t in (1, 2, 4, 8):
+        w_t = job.with_(num_gpus=8, tp=t, batch_size=-(-512 // (8 // t)))
+        if not estimate_memory(m, w_t, h100).fits:
+            continue
+        rate = estimate_inference_time(m, w_t, h100, max_batch=w_t.batch_size).output_tokens_per_s
+        assert o.throughput is not None and o.throughput >= rate * (1 - 1e-9)
+        if t == 8:
+            assert o.throughput > rate * (1 + REPLICA_MIN_GAIN)
+    assert f"{replicas} data-parallel replicas" in o.why
+    # a service of the same streams stays one tensor-parallel copy: latency per token is what counts
+    service = evaluate(m, job.with_(tokens=None), h100, 8, None)
+    assert service.layout == {"num_gpus": 8, "tp": 8, "pp": 1}
+    # MoE: replicas would each hold every expert; the plan keeps tensor parallelism
+    qwen = load_model("qwen3-30b-a3b")
+    moe = evaluate(qwen, _w("qwen3-30b-a3b", gpu=h100.name, tokens=1e9, batch_size=512), h100, 8, None)
+    assert moe.layout == {"num_gpus": 8, "tp": 8, "pp": 1}
+
+
 def test_expert_parallel_in_one_replica_conserves_work(catalog: Catalog) -> None:
     """tp = ep = 4, one replica: whole experts on a quarter of the GPUs each instead of a quarter of
     every expert; the same FLOPs and weight bytes per GPU, the same two all-reduces a layer

@@ -17,6 +17,7 @@ What "time" means depends on the job:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -40,6 +41,10 @@ GEFORCE_LICENCE: Final = (
 # A chat stream must come out at least as fast as people read: ~10 tokens/s (reading speed is
 # ~200-300 words/min = 4-7 tokens/s; 10 tokens/s is the usual interactive floor).
 SERVICE_MAX_TPOT_S: Final = 0.1
+# Replicas replace tensor parallelism in a batch-generation plan only when they are faster by more
+# than the model's resolution (its validation medians are ~10%): otherwise the simpler layout,
+# one copy of the weights over all GPUs, stays.
+REPLICA_MIN_GAIN: Final = 0.05
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,25 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
         if w.activation_checkpointing != "full":
             yield {**base, "zero": 3, "activation_checkpointing": "full"}
     else:
-        if model.num_heads % n == 0 and (model.num_kv_heads % n == 0 or n % max(model.num_kv_heads, 1) == 0):
+        if _tp_ok(model, n):
             yield {"num_gpus": n, "tp": n, "pp": 1}
         elif model.num_layers >= n:
             yield {"num_gpus": n, "tp": 1, "pp": n}
+
+
+def _tp_ok(model: ModelSpec, t: int) -> bool:
+    """Whether t tensor-parallel ranks split the attention heads (KV heads split or replicated)."""
+    return model.num_heads % t == 0 and (model.num_kv_heads % t == 0 or t % max(model.num_kv_heads, 1) == 0)
+
+
+def _replica_layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
+    """For a batch generation job on n GPUs: replicas of t-way tensor parallelism for every t < n
+    that divides n (vLLM --data-parallel-size n/t), the job's `batch_size` concurrent sequences
+    shared among them: each replica runs its own batch, so throughput adds up without the
+    per-layer all-reduces of wider tensor parallelism, at a smaller batch per copy of the weights."""
+    for t in range(1, n):
+        if n % t == 0 and _tp_ok(model, t):
+            yield {"num_gpus": n, "tp": t, "pp": 1, "batch_size": math.ceil(w.batch_size / (n // t))}
 
 
 def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> str:
@@ -114,6 +134,9 @@ def _why_inference(it: InferenceTime, layout: dict[str, Any], service: bool) -> 
         s += f", tensor-parallel over {layout['tp']}"
     if layout.get("pp", 1) > 1:
         s += f", layers split over {layout['pp']} (pipeline)"
+    replicas = layout.get("num_gpus", 1) // max(layout.get("tp", 1) * layout.get("pp", 1), 1)
+    if replicas > 1:
+        s += f", {replicas} data-parallel replicas"
     if not service and it.best_batch > it.batch:
         s += f"; up to {it.best_output_tokens_per_s:,.0f} tokens/s at batch {it.best_batch} (continuous batching)"
     return s
@@ -152,9 +175,23 @@ def evaluate(
             return _training_option(
                 model, cand_w, gpu, n, {**chosen, "precision": cand_w.precision}, mem, price, carbon_g_per_kwh
             )
-        return _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
+        best = _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
     except GpuplanError as exc:
         return Option(gpu, n, chosen, False, mem, "unsupported", str(exc).rstrip("."))
+    if w.tokens is not None and not model.is_moe:
+        # a batch job counts throughput: data-parallel replicas may beat one wide tensor-parallel copy
+        for layout in _replica_layouts(model, w, n):
+            try:
+                cand = w.with_(gpu=gpu.name, **layout)
+                e = estimate_memory(model, cand, gpu)
+                if not e.fits:
+                    continue
+                o = _inference_option(model, cand, gpu, n, layout, e, price, carbon_g_per_kwh)
+            except GpuplanError:
+                continue
+            if o.fits and (o.throughput or 0.0) > (best.throughput or 0.0) * (1 + REPLICA_MIN_GAIN):
+                best = o
+    return best
 
 
 def _marks(w: Workload, time_s: float | None, usd: float | None) -> tuple[bool | None, bool | None]:
