@@ -334,3 +334,30 @@ def test_cluster_key_sets_the_gpu_count() -> None:
     assert w.num_gpus == 32 and w.dp == 1
     w2, cl = api.resolve_cluster(w, api.catalog())
     assert cl is not None and w2.gpu == "H100 SXM5 80GB" and cl.fabric.name == "ib-ndr"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.sampled_from(["H100", "A100 PCIe 80GB", "L40S", "RTX 4090", "B200", "RTX PRO 6000 Server", "MI300X"]),
+    n=st.sampled_from([2, 3, 4, 8, 16, 64]),
+    nbytes=st.floats(min_value=1.0, max_value=1e11),
+)
+def test_scalar_collectives_equal_the_array_formulas(name: str, n: int, nbytes: float) -> None:
+    """allreduce_time / gather_time keep a + b x bytes per (GPU, group): the same times as the
+    array formulas the layout search uses, to rounding."""
+    gpu = api.catalog().get(name)
+    cl, k = implied_cluster(gpu, n), min(n, implied_cluster(gpu, n).gpus_per_node)
+    assert comm.allreduce_time(gpu, n, nbytes)[0] == pytest.approx(float(comm.allreduce(cl, n, k, nbytes)), rel=1e-12)
+    assert comm.gather_time(gpu, n, nbytes)[0] == pytest.approx(float(comm.gather(cl, n, k, nbytes)), rel=1e-12)
+
+
+def test_scalar_collective_cache_follows_the_gpu_not_its_name() -> None:
+    """A catalog override (same name, other links) gets its own coefficients."""
+    from dataclasses import replace
+
+    h100 = api.catalog().get("H100")
+    slow = replace(h100, nvlink_bandwidth_bytes_per_s=h100.nvlink_bandwidth_bytes_per_s / 4)
+    fast_t = comm.allreduce_time(h100, 8, 1e9)[0]
+    slow_t = comm.allreduce_time(slow, 8, 1e9)[0]
+    assert slow_t > 3 * fast_t
+    assert comm.allreduce_time(h100, 8, 1e9)[0] == fast_t

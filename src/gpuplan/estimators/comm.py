@@ -162,20 +162,41 @@ def link(gpu: GPU, n: int) -> tuple[float, float, str]:
     return float(bw), float(lat), name
 
 
+# A collective over a fixed group costs a + b x bytes (bandwidth and latency terms above), so the
+# scalar callers (one estimate at a time: tensor-parallel all-reduces per layer) keep the two
+# coefficients per (GPU, group size) instead of evaluating the array formulas on every call.
+_AFFINE: dict[tuple[str, str, int], tuple[GPU, float, float]] = {}
+
+
+def _affine(kind: str, gpu: GPU, n: int) -> tuple[float, float]:
+    key = (kind, gpu.name, n)
+    hit = _AFFINE.get(key)
+    if hit is not None and (hit[0] is gpu or hit[0] == gpu):
+        return hit[1], hit[2]
+    cl, k = _contiguous(gpu, n)
+    fn = allreduce if kind == "allreduce" else gather
+    small, large = 1e6, 1e9  # far apart: the slope does not come from a difference of near-equals
+    t_small, t_large = float(fn(cl, n, k, small)), float(fn(cl, n, k, large))
+    per_byte = (t_large - t_small) / (large - small)
+    fixed = t_small - per_byte * small
+    _AFFINE[key] = (gpu, per_byte, fixed)
+    return per_byte, fixed
+
+
 def allreduce_time(gpu: GPU, n: int, nbytes: float) -> tuple[float, float]:
     """(time, bytes each GPU sends) of an all-reduce of `nbytes` over `n` contiguous GPUs."""
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
-    cl, k = _contiguous(gpu, n)
-    return float(allreduce(cl, n, k, nbytes)), 2.0 * (n - 1) / n * nbytes
+    per_byte, fixed = _affine("allreduce", gpu, n)
+    return fixed + per_byte * nbytes, 2.0 * (n - 1) / n * nbytes
 
 
 def gather_time(gpu: GPU, n: int, nbytes: float) -> tuple[float, float]:
     """(time, bytes moved per GPU) of an all-gather or reduce-scatter of a `nbytes` full buffer."""
     if n <= 1 or nbytes <= 0:
         return 0.0, 0.0
-    cl, k = _contiguous(gpu, n)
-    return float(gather(cl, n, k, nbytes)), (n - 1) / n * nbytes
+    per_byte, fixed = _affine("gather", gpu, n)
+    return fixed + per_byte * nbytes, (n - 1) / n * nbytes
 
 
 def all_to_all_time(gpu: GPU, n: int, nbytes: float) -> float:

@@ -178,18 +178,26 @@ def evaluate(
         best = _inference_option(model, cand_w, gpu, n, chosen, mem, price, carbon_g_per_kwh)
     except GpuplanError as exc:
         return Option(gpu, n, chosen, False, mem, "unsupported", str(exc).rstrip("."))
-    if w.tokens is not None and not model.is_moe:
-        # a batch job counts throughput: data-parallel replicas may beat one wide tensor-parallel copy
+    if w.tokens is not None and not model.is_moe and best.fits:
+        # a batch job counts throughput: data-parallel replicas may beat one wide tensor-parallel
+        # copy. Candidates are compared at the job's batch (no best-batch search); the winner is
+        # then timed in full.
+        rate = best.throughput or 0.0
+        winner: tuple[dict[str, Any], Workload, MemoryEstimate] | None = None
         for layout in _replica_layouts(model, w, n):
             try:
                 cand = w.with_(gpu=gpu.name, **layout)
                 e = estimate_memory(model, cand, gpu)
                 if not e.fits:
                     continue
-                o = _inference_option(model, cand, gpu, n, layout, e, price, carbon_g_per_kwh)
+                r = estimate_inference_time(model, cand, gpu, max_batch=cand.batch_size).output_tokens_per_s
             except GpuplanError:
                 continue
-            if o.fits and (o.throughput or 0.0) > (best.throughput or 0.0) * (1 + REPLICA_MIN_GAIN):
+            if r > rate * (1 + REPLICA_MIN_GAIN):
+                rate, winner = r, (layout, cand, e)
+        if winner is not None:
+            o = _inference_option(model, winner[1], gpu, n, winner[0], winner[2], price, carbon_g_per_kwh)
+            if o.fits:
                 best = o
     return best
 
