@@ -32,6 +32,12 @@ _MAMF_BY_NAME: Final[dict[str, tuple[float, float | None, str]]] = {
     "B200": (1745.0 / 2250, 3432.5 / 4500, f"B200 bf16 1745/2250, fp8 3432.5/4500; {_MAMF_SRC}"),
     "AMD Instinct MI300X": (668.4 / 1300, None, f"MI300X bf16 668.4/1300 (TunableOp); {_MAMF_SRC}"),
     "AMD Instinct MI250X": (147.0 / 191.5, None, "MI250X bf16 147.0/191.5 per GCD; MAMF v1 table @f0cca2fa"),
+    # TensorRT-LLM's own GEMMs on the card, not torch.mm: see the RTX PRO 6000 note below
+    "RTX PRO 6000 Server": (
+        436.0 / 467.8,
+        828.0 / 935.6,
+        "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)",
+    ),
 }
 
 # Cards with no published MAMF take their family's value: Hopper PCIe/NVL run lower clocks under
@@ -62,8 +68,6 @@ _MAMF_DEFAULT: Final = (0.70, None, "derived default")
 # cards: the Workstation Edition's peak is quoted at 2617 MHz and torch.mm reached 0.70 of it
 # (issue #160), the Server Edition's at the 2430 MHz it holds.
 # `python bench/aiconfigurator_kernels.py CHECKOUT` recomputes these shares for every system there.
-_SE_SRC: Final = "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)"
-_MAMF_BY_NAME["RTX PRO 6000 Server"] = (436.0 / 467.8, 828.0 / 935.6, _SE_SRC)
 _FP4_BY_NAME: Final[dict[str, tuple[float, str]]] = {
     "RTX PRO 6000 Server": (
         1537.0 / 1871.2,
