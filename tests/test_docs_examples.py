@@ -126,6 +126,7 @@ def test_console_example_is_current(example: Example, run_cli: RunCli, monkeypat
             at += 1
         assert at < len(actual), (
             f"{example.doc} line {example.line + offset}: `gpuplan {' '.join(example.argv)}` "
-            f"no longer prints (in this order):\n  {text.strip()}\nIt prints:\n{out}"
+            f"no longer prints (in this order):\n  {text.strip()}\n(if only its ranges moved: "
+            f".venv/bin/python docs/refresh_ranges.py)\nIt prints:\n{out}"
         )
         at += 1

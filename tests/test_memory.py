@@ -282,3 +282,32 @@ def test_a_prequantised_checkpoint_keeps_its_own_format(catalog: Catalog) -> Non
     ds = load_model("deepseek-v3")
     assert weights("deepseek-v3") < 0.55 * weights("deepseek-v3", weight_dtype="bf16")
     assert weights("deepseek-v3") > ds.total_params  # fp8 block linears, 16-bit embeddings and head
+
+
+TORCHTUNE_8B_FULL = dict(  # recipes/configs/llama3_1/8B_full_single_device.yaml (torchtune README table)
+    model="llama-3.1-8b", task="finetune", batch_size=2, seq_len=2048, activation_checkpointing="full",
+    optimizer="paged-adamw-8bit", master_weights="none", optimizer_in_backward=True, compile=True,
+    loss_impl="chunked",
+)  # fmt: skip
+
+
+def test_paged_optimizer_states_spill_to_host_and_the_job_fits(catalog: Catalog) -> None:
+    """torchtune runs Llama 3.1 8B full fine-tuning on one 24 GB RTX 4090 with bitsandbytes'
+    PagedAdamW8bit (README: 18.9 GiB peak allocated, 1,650 tokens/s): the 8-bit states (2 B a
+    parameter) do not fit beside the bf16 weights, and the driver keeps the rest in host RAM."""
+    e = est(catalog, gpu="RTX 4090", **TORCHTUNE_8B_FULL)
+    cap = e.capacity_bytes
+    assert cap is not None
+    assert e.allocated_bytes / GIB == pytest.approx(18.9, rel=0.02)  # the README's torch peak
+    assert e.paged_bytes == pytest.approx(8.03e9 * 2, rel=0.02)  # two 8-bit states, with block scales
+    assert e.per_gpu_bytes > cap  # all of it would not fit ...
+    assert e.fits  # ... but the paged part need not
+    assert e.paged_spill_bytes == pytest.approx(e.per_gpu_bytes - cap, rel=1e-12)
+    assert e.headroom_bytes == pytest.approx(0.0, abs=1.0)
+    # the same states unpaged (bitsandbytes AdamW8bit) must sit on the card: 11+ GiB short
+    plain = est(catalog, gpu="RTX 4090", **{**TORCHTUNE_8B_FULL, "optimizer": "adamw-8bit"})
+    assert plain.paged_spill_bytes == 0.0 and not plain.fits
+    assert plain.headroom_bytes is not None and plain.headroom_bytes < -11 * GIB
+    # a 48 GB card holds everything: nothing spills
+    roomy = est(catalog, gpu="RTX A6000", **TORCHTUNE_8B_FULL)
+    assert roomy.fits and roomy.paged_spill_bytes == 0.0

@@ -112,14 +112,31 @@ class MemoryEstimate:
         return None if self.gpu is None else self.gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
 
     @property
-    def fits(self) -> bool | None:
+    def paged_bytes(self) -> float:
+        """Optimizer states in CUDA managed memory (bitsandbytes paged optimizers), at the peak."""
+        return sum(x.bytes for x in self.lines if x.kind == "paged")
+
+    @property
+    def paged_spill_bytes(self) -> float:
+        """The part of the paged states the driver keeps in host RAM because the card is full: it
+        pages them in for each optimizer step and out again (CUDA unified memory oversubscription;
+        bitsandbytes' paged optimizers exist for this, Dettmers et al. 2023, QLoRA sec. 3)."""
         cap = self.capacity_bytes
-        return None if cap is None else self.per_gpu_bytes <= cap
+        if cap is None or self.paged_bytes <= 0:
+            return 0.0
+        return min(self.paged_bytes, max(self.per_gpu_bytes - cap, 0.0))
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the job runs: everything but the paged states within the usable memory (paged
+        states that do not fit spill to host RAM, at a time cost the step estimate counts)."""
+        cap = self.capacity_bytes
+        return None if cap is None else self.per_gpu_bytes - self.paged_spill_bytes <= cap
 
     @property
     def headroom_bytes(self) -> float | None:
         cap = self.capacity_bytes
-        return None if cap is None else cap - self.per_gpu_bytes
+        return None if cap is None else cap - (self.per_gpu_bytes - self.paged_spill_bytes)
 
     def breakdown(self) -> dict[str, float]:
         return {line.name: line.bytes for line in self.lines}

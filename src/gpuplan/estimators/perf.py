@@ -30,10 +30,12 @@ from gpuplan.estimators.memory import (
     ATTN_OUT_LEAVES,
     MLP_DOWN_LEAVES,
     InferenceWeights,
+    estimate_memory,
     inference_weights,
     is_quantised,
     kv_shards,
 )
+from gpuplan.estimators.optimizer import OPTIMIZER_INFO
 from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GPU
@@ -593,7 +595,8 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     mo = training_ops(model, w, gpu)
     pp, m = w.pp, w.micro_batches
     parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding)
-    step = float(parts.step[()])
+    spill_bytes, page_s = _paged_spill(model, w, gpu)
+    step = float(parts.step[()]) + page_s
     micro_launch = float(parts.launch[()]) / m
     seq = float(w.seq_len)
     tokens_per_step = w.batch_size * seq * m * w.dp
@@ -614,6 +617,9 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     opt_t = float(parts.optimizer[()])
     opt_name = "optimizer step on CPU (offload)" if w.offload != "none" else f"optimizer step ({w.optimizer})"
     opt_ops = [Op(opt_name, "optimizer", 0.0, 0.0, opt_t, "memory")]
+    if page_s > 0:
+        opt_ops.append(Op("paged optimizer states in and out of host RAM", "optimizer", 0.0, spill_bytes, page_s,
+                          "communication"))  # fmt: skip
     comm_ops = [
         Op(name, "communication", 0.0, 0.0, float(t[()]), "communication")
         for name, t in (
@@ -634,7 +640,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     split = {
         "compute": sum(o.time_s for o in (*fwd, *bwd, *rec) if o.bound == "compute") * m,
         "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd, *rec) if o.bound == "memory") * m + opt_t,
-        "communication": exposed_comm + bubble,
+        "communication": exposed_comm + bubble + page_s,
         "kernel launch": micro_launch * m,
     }
     bottleneck = max(split, key=lambda k: split[k])
@@ -657,6 +663,11 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
             f"attention is {attn_share:.0%} of the layers' time at FlashAttention-2's rate; a stack with FA3 "
             f"or Transformer Engine's cuDNN attention runs it {native:.1f}x faster (attention_impl: fa3)"
         )
+    if page_s > 0:
+        notes.append(
+            f"{spill_bytes / 2**30:.1f} GiB of {w.optimizer}'s paged states do not fit the card: they cross "
+            f"PCIe every optimizer step ({page_s:.2f} s at {comm.pcie_bandwidth(gpu) / 1e9:.0f} GB/s each way)"
+        )
     notes += cl.warnings()
     return TrainingTime(
         step_time_s=step,
@@ -675,6 +686,18 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
         ops=ops,
         notes=tuple(notes),
     )
+
+
+def _paged_spill(model: ModelSpec, w: Workload, gpu: GPU) -> tuple[float, float]:
+    """(bytes, seconds per optimizer step) of paged optimizer states that do not fit the card.
+    bitsandbytes' paged optimizers keep their states in CUDA managed memory and prefetch them to
+    the GPU for the step (bitsandbytes functional.get_paged / prefetch_tensor); when the card is
+    full the driver pages the spilled part in and the rest out again, both directions of the host
+    link at once, so a step moves spill / link bandwidth seconds more."""
+    if not OPTIMIZER_INFO[w.optimizer].paged:
+        return 0.0, 0.0
+    spill = estimate_memory(model, w, gpu).paged_spill_bytes
+    return spill, spill / comm.pcie_bandwidth(gpu)
 
 
 def check_layout(model: ModelSpec, w: Workload) -> None:

@@ -393,6 +393,13 @@ def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
         return "No GPU given: pass --gpu to get a verdict."
     where = f"{gpu}" + (f" × {n}" if n > 1 else "")
     need = _range(mem, "per_gpu_bytes", _gib)  # with the validation range where estimate gives one
+    spill = mem.get("paged_spill_bytes") or 0.0
+    if mem["fits"] and spill > 0:
+        return (
+            f"[green]✓ fits[/green] on {where} with {_gib(spill)} of the paged optimizer states in host RAM: "
+            f"{_gib(mem['per_gpu_bytes'] - spill)} on the card of {_gib(mem['capacity_bytes'])} usable "
+            f"({need} in all; the spilled states cross PCIe every optimizer step)"
+        )
     if mem["fits"]:
         return (
             f"[green]✓ fits[/green] on {where}: {need} of {_gib(mem['capacity_bytes'])} usable, "
@@ -407,7 +414,13 @@ def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
 def _print_memory_detail(c: Console, mem: dict[str, Any]) -> None:
     c.print(
         f"allocated (torch peak) {_gib(mem['allocated_bytes'])} · reserved {_gib(mem['reserved_bytes'])} · "
-        f"device {_gib(mem['per_gpu_bytes'])}" + (f" · host RAM {_gib(mem['host_bytes'])}" if mem["host_bytes"] else "")
+        f"device {_gib(mem['per_gpu_bytes'])}"
+        + (f" · host RAM {_gib(mem['host_bytes'])}" if mem["host_bytes"] else "")
+        + (
+            f" (of which {_gib(mem['paged_spill_bytes'])} paged out to host RAM)"
+            if mem.get("paged_spill_bytes")
+            else ""
+        )
     )
     for note in mem["notes"]:
         c.print(f"  • {escape(note)}")

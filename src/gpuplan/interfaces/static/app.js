@@ -147,7 +147,8 @@ function renderEstimate(e) {
   const m = e.memory, t = e.time, c = e.cost, en = e.energy;
   const cards = [
     card("memory.per_gpu_bytes", "memory per GPU", m.per_gpu_bytes, fmt.bytes(m.per_gpu_bytes), band(m, "per_gpu_bytes", fmt.bytes)),
-    card("memory.fits", "fits", m.fits, fmt.yesno(m.fits), `of ${fmt.bytes(m.capacity_bytes)} usable`),
+    card("memory.fits", "fits", m.fits, fmt.yesno(m.fits),
+      `of ${fmt.bytes(m.capacity_bytes)} usable` + (m.paged_spill_bytes ? `; ${fmt.bytes(m.paged_spill_bytes)} of paged optimizer states in host RAM` : "")),
   ];
   if (t && "step_time_s" in t) {
     cards.push(
