@@ -361,3 +361,12 @@ def test_scalar_collective_cache_follows_the_gpu_not_its_name() -> None:
     slow_t = comm.allreduce_time(slow, 8, 1e9)[0]
     assert slow_t > 3 * fast_t
     assert comm.allreduce_time(h100, 8, 1e9)[0] == fast_t
+
+
+def test_geforce_p2p_limit_is_not_a_host_link_limit() -> None:
+    """GeForce cards since the RTX 40 series move GPU-to-GPU traffic at ~27 GB/s whatever their
+    PCIe generation (P2P disabled); their link to host RAM runs at the generation's rate."""
+    g5090, g4090 = api.catalog().get("RTX 5090"), api.catalog().get("RTX 4090")
+    assert comm.host_link_bandwidth(g5090) == pytest.approx(63.0 * GB * 0.8)  # PCIe 5.0 x16 at 80%
+    assert comm.pcie_bandwidth(g5090) == pytest.approx(27.0 * GB)
+    assert comm.host_link_bandwidth(g4090) == comm.pcie_bandwidth(g4090) == pytest.approx(31.5 * GB * 0.8)

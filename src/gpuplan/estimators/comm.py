@@ -49,9 +49,15 @@ LATENCY_PCIE_S: Final = 3.0e-6
 OVERLAP_EFF: Final = 0.85
 
 
+def host_link_bandwidth(gpu: GPU) -> float:
+    """Achieved bandwidth per direction between the GPU and host RAM (offloaded optimizer states,
+    paged memory), bytes/s: the card's PCIe link, which the GeForce P2P limit does not touch."""
+    return PCIE_GBPS.get(gpu.pcie_gen, 31.5) * GB * PCIE_EFF
+
+
 def pcie_bandwidth(gpu: GPU) -> float:
-    """Achieved PCIe bandwidth per direction, bytes/s."""
-    bw = PCIE_GBPS.get(gpu.pcie_gen, 31.5) * GB * PCIE_EFF
+    """Achieved GPU-to-GPU PCIe bandwidth per direction, bytes/s."""
+    bw = host_link_bandwidth(gpu)
     if gpu.geforce_eula and gpu.launch_year >= 2022:
         bw = min(bw, NO_P2P_CAP_GBPS * GB)
     return bw

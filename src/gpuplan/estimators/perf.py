@@ -505,7 +505,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     offload_s = 0.0
     if w.offload != "none":
         # CPU-Adam per parameter, plus fp32 gradients out and 16-bit parameters back over PCIe
-        offload_s = 1.0 / CPU_ADAM_PARAMS_PER_S + 6.0 / comm.pcie_bandwidth(gpu)
+        offload_s = 1.0 / CPU_ADAM_PARAMS_PER_S + 6.0 / comm.host_link_bandwidth(gpu)
 
     def total(ops: list[Op], once: bool) -> float:
         return sum(o.time_s for o in ops if _once(o) == once)
@@ -666,7 +666,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     if page_s > 0:
         notes.append(
             f"{spill_bytes / 2**30:.1f} GiB of {w.optimizer}'s paged states do not fit the card: they cross "
-            f"PCIe every optimizer step ({page_s:.2f} s at {comm.pcie_bandwidth(gpu) / 1e9:.0f} GB/s each way)"
+            f"PCIe every optimizer step ({page_s:.2f} s at {comm.host_link_bandwidth(gpu) / 1e9:.0f} GB/s each way)"
         )
     notes += cl.warnings()
     return TrainingTime(
@@ -697,7 +697,7 @@ def _paged_spill(model: ModelSpec, w: Workload, gpu: GPU) -> tuple[float, float]
     if not OPTIMIZER_INFO[w.optimizer].paged:
         return 0.0, 0.0
     spill = estimate_memory(model, w, gpu).paged_spill_bytes
-    return spill, spill / comm.pcie_bandwidth(gpu)
+    return spill, spill / comm.host_link_bandwidth(gpu)
 
 
 def check_layout(model: ModelSpec, w: Workload) -> None:
