@@ -630,6 +630,23 @@ def test_serving_engines_run_hopper_native_attention_in_prefill(catalog: Catalog
     assert attn("tensorrt-llm") == pytest.approx(attn("vllm"), rel=1e-9)
 
 
+def test_tensorrt_llm_runs_its_own_measured_gemms(catalog: Catalog) -> None:
+    """engine: tensorrt-llm takes the shares aiconfigurator measured for TensorRT-LLM's GEMMs on
+    that card (H100 bf16 834.2, fp8 1,502.8; B200 NVFP4 4,546.5 TFLOP/s); other engines keep the
+    torch.mm (MAMF) values, and cards it did not measure keep theirs under any engine."""
+    from gpuplan.estimators import efficiency as eff
+
+    h100, b200, l4 = catalog.get("H100 SXM5 80GB"), catalog.get("B200"), catalog.get("L4")
+    k = eff.sustained_share(h100)
+    assert eff.gemm_efficiency(h100, "bf16", "tensorrt-llm").value == pytest.approx(834.2 / 989.5 * k, rel=1e-9)
+    assert eff.gemm_efficiency(h100, "fp8", "tensorrt-llm").value == pytest.approx(1502.8 / 1979 * k, rel=1e-9)
+    assert eff.gemm_efficiency(h100, "bf16", "vllm").value == pytest.approx(794.5 / 989 * k, rel=1e-9)
+    assert eff.gemm_efficiency(h100, "bf16").value == eff.gemm_efficiency(h100, "bf16", "vllm").value
+    kb = eff.sustained_share(b200)
+    assert eff.gemm_efficiency(b200, "fp4", "tensorrt-llm").value == pytest.approx(4546.5 / 9000 * kb, rel=1e-9)
+    assert eff.gemm_efficiency(l4, "fp8", "tensorrt-llm").value == eff.gemm_efficiency(l4, "fp8").value
+
+
 def test_spilled_paged_states_cross_pcie_every_optimizer_step(catalog: Catalog) -> None:
     """torchtune's 8B full fine-tune on an RTX 4090 (PagedAdamW8bit, optimizer in backward): the
     ~11.8 GiB of optimizer states that do not fit move in and out of host RAM each step, both link

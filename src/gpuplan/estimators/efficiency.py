@@ -95,6 +95,21 @@ def _geforce_half_rate(gpu: GPU) -> bool:
     return gpu.geforce_eula and gpu.name.startswith("GeForce")
 
 
+# An engine that ships its own GEMM kernels reaches its own shares of peak. TensorRT-LLM's, as NVIDIA's
+# aiconfigurator measured them (TensorRT-LLM 1.3.0rc20, 1.0.0 on A100; the best of the m, n, k >=
+# 4096 shapes; `bench/aiconfigurator_kernels.py` recomputes them): (bf16, fp8, NVFP4 or None).
+_AIC_SRC: Final = "TensorRT-LLM GEMMs measured by aiconfigurator@095f58a5"
+_ENGINE_GEMM: Final[dict[str, dict[str, tuple[float, float | None, float | None]]]] = {
+    "tensorrt-llm": {
+        "A100 SXM4 80GB": (280.3 / 312, None, None),
+        "H100 SXM5 80GB": (834.2 / 989.5, 1502.8 / 1979, None),
+        "H200 SXM 141GB": (846.5 / 989.5, 1522.9 / 1979, None),
+        "B200": (1693.0 / 2250, 3151.0 / 4500, 4546.5 / 9000),
+        "L40S": (260.6 / 362.05, 431.8 / 733, None),
+    },
+}
+
+
 # Sustained load: MAMF is the best shape over a short run (100 iterations); in a training step or
 # a long serving run the GPU sits at its power cap and its clock drops below boost (H100 SXM:
 # 1980 MHz boost, ~1.7-1.75 GHz under sustained tensor load at 700 W -> ~0.87). Calibrated per
@@ -228,15 +243,22 @@ class GemmEfficiency:
     source: str
 
 
-def gemm_efficiency(gpu: GPU, runs_as: str) -> GemmEfficiency:
+def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEfficiency:
     """Best large-matmul efficiency for `gpu` when the work runs as `runs_as`: measured on the card
-    itself where a calibration file gives it (`gpuplan bench`), else the sourced tables below."""
+    itself where a calibration file gives it (`gpuplan bench`), else the engine's own kernels where
+    they were measured on this card, else the sourced tables below."""
     measured = gpu.measured_matmul_flop_per_s.get(runs_as)
     peak = gpu.peak_flop_per_s.get(runs_as)
     if measured and peak:
         return GemmEfficiency(min(measured / peak, 1.0), f"measured by gpuplan bench: {measured / 1e12:.0f} TFLOP/s")
     if runs_as in ("fp32",):
         return GemmEfficiency(FP32_CORE_EFF, "SGEMM on CUDA cores ~0.9 of peak (cuBLAS)")
+    own = _ENGINE_GEMM.get(engine or "", {}).get(gpu.name)
+    if own is not None:
+        share = {"fp8": own[1], "int8": own[1], "int4": own[1], "fp4": own[2]}.get(runs_as, own[0])
+        if share is not None:
+            k = sustained_share(gpu)
+            return GemmEfficiency(share * k, f"{_AIC_SRC} ({engine}, {gpu.name}); x {k:g} sustained")
     e16, e8, src = (
         _MAMF_BY_NAME.get(gpu.name)
         or (_GEFORCE_HALF_RATE if _geforce_half_rate(gpu) else None)

@@ -226,7 +226,7 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
     peak = (fp4_peak(gpu) if prec == "fp4" else None) or compute_peak(gpu, prec)
     if peak.reason:
         notes.append(peak.reason)
-    g = eff.gemm_efficiency(gpu, peak.runs_as)
+    g = eff.gemm_efficiency(gpu, peak.runs_as, w.engine)
     act_b = 4.0 if w.precision in ("fp32", "tf32") else 2.0
     engine_fused = (not w.is_training) and w.engine in GRAPH_ENGINES
     return _Ctx(
