@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
 from gpuplan.specs.gpu import Catalog
@@ -58,3 +60,21 @@ def test_suggestions_fit_first_with_effects(catalog: Catalog) -> None:
     assert all(x.per_gpu_bytes < base.per_gpu_bytes for x in s)
     fits_flags = [x.fits for x in s]
     assert fits_flags == sorted(fits_flags, reverse=True)
+
+
+def test_paged_8bit_adamw_is_offered_and_counted_on_the_card(catalog: Catalog) -> None:
+    """Full fine-tuning of an 8B model on one 24 GB card: fused AdamW needs ~52 GiB; torchtune's
+    recipe swaps in bitsandbytes' PagedAdamW8bit, whose states beyond the card wait in host RAM.
+    The suggestion reports what stays on the card (the usable memory, here), and fits."""
+    m = load_model("llama-3.1-8b")
+    w = make_workload({"model": "llama-3.1-8b", "task": "finetune", "batch_size": 2, "seq_len": 2048,
+                       "activation_checkpointing": "full", "master_weights": "none",
+                       "optimizer_in_backward": True, "loss_impl": "chunked"})  # fmt: skip
+    gpu = catalog.get("4090")
+    assert not estimate_memory(m, w, gpu).fits
+    paged = next(x for x in suggestions(m, w, gpu) if x.label == "paged 8-bit AdamW")
+    e = estimate_memory(m, w.with_(optimizer="paged-adamw-8bit"), gpu)
+    assert paged.fits and e.fits and e.paged_spill_bytes > 0
+    assert paged.per_gpu_bytes == pytest.approx(e.on_card_bytes) == pytest.approx(e.capacity_bytes)
+    # on several GPUs ZeRO shards the states instead: no paged suggestion
+    assert all(x.label != "paged 8-bit AdamW" for x in suggestions(m, w.with_(num_gpus=2, zero=3), gpu))

@@ -127,16 +127,21 @@ class MemoryEstimate:
         return min(self.paged_bytes, max(self.per_gpu_bytes - cap, 0.0))
 
     @property
+    def on_card_bytes(self) -> float:
+        """What stays on the card: per_gpu_bytes less the paged states spilled to host RAM."""
+        return self.per_gpu_bytes - self.paged_spill_bytes
+
+    @property
     def fits(self) -> bool | None:
         """Whether the job runs: everything but the paged states within the usable memory (paged
         states that do not fit spill to host RAM, at a time cost the step estimate counts)."""
         cap = self.capacity_bytes
-        return None if cap is None else self.per_gpu_bytes - self.paged_spill_bytes <= cap
+        return None if cap is None else self.on_card_bytes <= cap
 
     @property
     def headroom_bytes(self) -> float | None:
         cap = self.capacity_bytes
-        return None if cap is None else cap - (self.per_gpu_bytes - self.paged_spill_bytes)
+        return None if cap is None else cap - self.on_card_bytes
 
     def breakdown(self) -> dict[str, float]:
         return {line.name: line.bytes for line in self.lines}

@@ -157,6 +157,13 @@ def _training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
         )
     if w.optimizer in ("adamw", "adam", "adamw-foreach", "paged-adamw"):
         c.append(("8-bit AdamW", {"optimizer": "adamw-8bit"}, "none measurable (Dettmers et al. 2022)"))
+    full = w.task in ("pretrain", "finetune")
+    if full and w.num_gpus == 1 and w.optimizer in ("adamw", "adam", "adamw-foreach", "adamw-8bit", "paged-adamw"):
+        # torchtune's single-GPU full fine-tune recipes: the states the card cannot hold wait in
+        # host RAM (bitsandbytes PagedAdamW8bit)
+        c.append(
+            ("paged 8-bit AdamW", {"optimizer": "paged-adamw-8bit"}, "states beyond the card cross PCIe each step")
+        )
     if w.task in ("pretrain", "finetune"):
         c.append(("LoRA", {"task": "lora"}, "adapts fewer weights"))
         c.append(("QLoRA (NF4 base)", {"task": "qlora", "activation_checkpointing": "full"}, "slower matmuls"))
@@ -190,7 +197,7 @@ def _inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
 def suggestions(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 6) -> list[Suggestion]:
     """Changes that lower per-GPU memory, with their effect, fitting ones first (then by size)."""
     base = _estimate(model, w, gpu)
-    base_bytes = base.per_gpu_bytes if base else float("inf")
+    base_bytes = base.on_card_bytes if base else float("inf")
     out: list[Suggestion] = []
     cands = _training_candidates(w) if w.is_training else _inference_candidates(w)
     for label, change, cost in cands:
@@ -199,9 +206,9 @@ def suggestions(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 6) -> list
         except InvalidSettingError:
             continue
         e = _estimate(model, cand, gpu)
-        if e is None or e.per_gpu_bytes >= base_bytes * 0.999:
+        if e is None or e.on_card_bytes >= base_bytes * 0.999:
             continue
-        out.append(Suggestion(label, change, e.per_gpu_bytes, bool(e.fits), cost))
+        out.append(Suggestion(label, change, e.on_card_bytes, bool(e.fits), cost))
     order = {id(s): i for i, s in enumerate(out)}
     out.sort(key=lambda s: (not s.fits, order[id(s)] if s.fits else s.per_gpu_bytes))
     return out[:limit]
