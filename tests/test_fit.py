@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from conftest import RunCli
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
 from gpuplan.specs.gpu import Catalog
@@ -78,3 +81,21 @@ def test_paged_8bit_adamw_is_offered_and_counted_on_the_card(catalog: Catalog) -
     assert paged.per_gpu_bytes == pytest.approx(e.on_card_bytes) == pytest.approx(e.capacity_bytes)
     # on several GPUs ZeRO shards the states instead: no paged suggestion
     assert all(x.label != "paged 8-bit AdamW" for x in suggestions(m, w.with_(num_gpus=2, zero=3), gpu))
+
+
+def test_fit_table_shows_paged_states_in_host_ram(run_cli: RunCli) -> None:
+    """Over all GPUs, a card that holds the job only with paged states in host RAM says so."""
+    # torchtune's 8B_full_single_device: PagedAdamW8bit, pure bf16, optimizer in backward, chunked loss
+    sets = ("optimizer=paged-adamw-8bit", "master_weights=none", "optimizer_in_backward=true", "loss_impl=chunked")
+    keys = [arg for kv in sets for arg in ("--set", kv)]
+    code, out, err = run_cli("fit", "llama-3.1-8b", "--task", "finetune", "--batch-size", "2", "--seq-len", "2048",
+                             "--checkpointing", "full", *keys, "--json")  # fmt: skip
+    assert code == 0, err
+    rows = {r["gpu"]: r for r in json.loads(out)["gpus"]}
+    g4090, a100 = rows["GeForce RTX 4090"], rows["A100 SXM4 80GB"]
+    assert g4090["fits"] and g4090["paged_spill_bytes"] > 10 * 2**30 and g4090["min_gpus"] == 1
+    assert a100["fits"] and a100["paged_spill_bytes"] == 0.0
+    code, out, _ = run_cli("fit", "llama-3.1-8b", "--task", "finetune", "--batch-size", "2", "--seq-len", "2048",
+                           "--checkpointing", "full", *keys)  # fmt: skip
+    line = next(x for x in out.splitlines() if "GeForce RTX 4090 " in x)
+    assert "of paged states in host RAM" in line

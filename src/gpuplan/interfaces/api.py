@@ -564,6 +564,7 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec 
             row
             | {
                 "headroom_bytes": e.headroom_bytes,
+                "paged_spill_bytes": e.paged_spill_bytes,
                 "min_gpus": w.num_gpus if e.fits else (need.num_gpus if need else None),
                 "min_gpus_layout": {} if e.fits or need is None else need.layout,
                 "min_gpus_per_gpu_bytes": e.per_gpu_bytes

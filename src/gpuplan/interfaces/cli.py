@@ -512,6 +512,8 @@ def fit(
                 if lay.get("pp", 1) > 1:
                     how = f"PP {lay['pp']}"
                 need += f" ({how}, {_gib(r['min_gpus_per_gpu_bytes'])} each)" if how else ""
+            if r["fits"] and r.get("paged_spill_bytes"):
+                need += f" ({_gib(r['paged_spill_bytes'])} of paged states in host RAM)"
             t.add_row(
                 r["gpu"],
                 _gib(r["memory_bytes"]),
