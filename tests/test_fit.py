@@ -99,3 +99,7 @@ def test_fit_table_shows_paged_states_in_host_ram(run_cli: RunCli) -> None:
                            "--checkpointing", "full", *keys)  # fmt: skip
     line = next(x for x in out.splitlines() if "GeForce RTX 4090 " in x)
     assert "of paged states in host RAM" in line
+    # a card too small even with every paged state in host RAM says what must stay on it
+    code, out, _ = run_cli("fit", "llama-3.1-8b", "--task", "finetune", "--batch-size", "2", "--seq-len", "2048",
+                           "--checkpointing", "full", *keys, "--gpu", "T4")  # fmt: skip
+    assert "does not fit on T4" in out and "must stay on the card" in out and "paged optimizer states" in out

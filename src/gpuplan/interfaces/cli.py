@@ -405,6 +405,12 @@ def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
             f"[green]✓ fits[/green] on {where}: {need} of {_gib(mem['capacity_bytes'])} usable, "
             f"headroom {_gib(mem['headroom_bytes'])}"
         )
+    if spill > 0:
+        return (
+            f"[red]✗ does not fit[/red] on {where}: {_gib(mem['per_gpu_bytes'] - spill)} must stay on the card "
+            f"even with {_gib(spill)} of paged optimizer states in host RAM ({need} in all), "
+            f"{_gib(mem['capacity_bytes'])} usable ({_gib(-mem['headroom_bytes'])} short)"
+        )
     return (
         f"[red]✗ does not fit[/red] on {where}: {need} needed, "
         f"{_gib(mem['capacity_bytes'])} usable ({_gib(-mem['headroom_bytes'])} short)"
