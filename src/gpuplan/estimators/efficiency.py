@@ -121,6 +121,9 @@ def sustained_share(gpu: GPU) -> float:
     return SUSTAINED_SHARE.get(gpu.architecture, SUSTAINED_SHARE["default"])
 
 
+# Tensor-core precisions that take the 8-bit matmul share (fp8, int8 and int4 runs)
+EIGHT_BIT: Final = ("fp8", "int8", "int4")
+
 # 8-bit matmuls where no fp8 MAMF is published: H100's fp8/bf16 MAMF ratio (0.709/0.803 = 0.88).
 FP8_SHARE_OF_BF16_EFF: Final = (1402.6 / 1979) / (794.5 / 989)
 
@@ -255,7 +258,7 @@ def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEf
         return GemmEfficiency(FP32_CORE_EFF, "SGEMM on CUDA cores ~0.9 of peak (cuBLAS)")
     own = _ENGINE_GEMM.get(engine or "", {}).get(gpu.name)
     if own is not None:
-        share = {"fp8": own[1], "int8": own[1], "int4": own[1], "fp4": own[2]}.get(runs_as, own[0])
+        share = own[2] if runs_as == "fp4" else own[1] if runs_as in EIGHT_BIT else own[0]
         if share is not None:
             k = sustained_share(gpu)
             return GemmEfficiency(share * k, f"{_AIC_SRC} ({engine}, {gpu.name}); x {k:g} sustained")
@@ -270,7 +273,7 @@ def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEf
     if runs_as == "fp4":
         fp4, fp4_src = _FP4_BY_NAME.get(gpu.name, (FP4_MAMF_SHARE, _FP4_SRC))
         return GemmEfficiency(fp4 * k, f"{fp4_src}; x {k:g} sustained")
-    if runs_as in ("fp8", "int8", "int4"):
+    if runs_as in EIGHT_BIT:
         if e8 is not None:
             return GemmEfficiency(e8 * k, src)
         return GemmEfficiency(e16 * FP8_SHARE_OF_BF16_EFF * k, f"{src}; x {FP8_SHARE_OF_BF16_EFF:.2f} for 8-bit")
@@ -279,7 +282,8 @@ def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEf
 
 def bandwidth_efficiency(gpu: GPU) -> float:
     """Share of the datasheet memory bandwidth a streaming kernel reaches: measured on the card
-    (`gpuplan bench`'s copy) where a calibration file gives it, else KERNEL_BW_EFF."""
+    (`gpuplan bench`'s copy) where a calibration file gives it, else the card's measured kernels
+    (KERNEL_BW_BY_NAME), else KERNEL_BW_EFF."""
     if gpu.measured_bandwidth_bytes_per_s:
         return min(gpu.measured_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s, 1.0)
     return KERNEL_BW_BY_NAME.get(gpu.name, KERNEL_BW_EFF)

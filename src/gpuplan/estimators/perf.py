@@ -391,7 +391,7 @@ def _attention_op(c: _Ctx, s: StackShape, tokens: float, seq: float, phase: str,
     e = eff.attention_efficiency(c.gpu, backward, kernel) * eff.size_factor(seq)
     if c.runs_as == "fp32":
         e = eff.FP32_CORE_EFF * 0.5
-    peak = c.peak if c.runs_as not in ("fp8", "int8", "int4") else c.peak16
+    peak = c.peak if c.runs_as not in eff.EIGHT_BIT else c.peak16
     ops = [_roof("attention", phase, flops, nbytes, peak * e, c.bw * c.bw_eff)]
     if eager:
         # the whole s x s square is materialised (the causal mask only hides half of it)

@@ -334,6 +334,7 @@ def memory_record(e: MemoryEstimate) -> dict[str, Any]:
         "reserved_bytes": e.reserved_bytes,
         "host_bytes": e.host_bytes,
         "paged_spill_bytes": e.paged_spill_bytes,
+        "on_card_bytes": e.on_card_bytes,
         "peak_phase": e.peak_phase,
         "phases": e.phases,
         "trainable_params": e.trainable_params,

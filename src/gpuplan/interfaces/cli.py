@@ -397,7 +397,7 @@ def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
     if mem["fits"] and spill > 0:
         return (
             f"[green]✓ fits[/green] on {where} with {_gib(spill)} of the paged optimizer states in host RAM: "
-            f"{_gib(mem['per_gpu_bytes'] - spill)} on the card of {_gib(mem['capacity_bytes'])} usable "
+            f"{_gib(mem['on_card_bytes'])} on the card of {_gib(mem['capacity_bytes'])} usable "
             f"({need} in all; the spilled states cross PCIe every optimizer step)"
         )
     if mem["fits"]:
@@ -407,7 +407,7 @@ def _verdict(mem: dict[str, Any], gpu: str, n: int) -> str:
         )
     if spill > 0:
         return (
-            f"[red]✗ does not fit[/red] on {where}: {_gib(mem['per_gpu_bytes'] - spill)} must stay on the card "
+            f"[red]✗ does not fit[/red] on {where}: {_gib(mem['on_card_bytes'])} must stay on the card "
             f"even with {_gib(spill)} of paged optimizer states in host RAM ({need} in all), "
             f"{_gib(mem['capacity_bytes'])} usable ({_gib(-mem['headroom_bytes'])} short)"
         )
