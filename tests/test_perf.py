@@ -375,6 +375,42 @@ def test_small_batch_cnn_and_encoder_inference_is_host_bound_in_eager_pytorch(ca
     assert eager.ttft_s > 9e-3 and trt.ttft_s < eager.ttft_s / 3
 
 
+def test_nchw_activations_pay_cudnn_transposes_at_16_bit(catalog: Catalog) -> None:
+    """PyTorch keeps activations NCHW unless the model is moved to channels_last; cuDNN's 16-bit
+    tensor-core convolutions work in NHWC, so it transposes each convolution's input and output:
+    4 passes over the feature maps forward, 8 backward. Lambda's fork of DeepLearningExamples runs
+    main.py without --memory-format (default nchw): A100 SXM4 80GB AMP batch 1280, 1582 img/s
+    (LAMBDA-014), against 2470 for NVIDIA's own NHWC run at batch 256 (DLE-RN50-002)."""
+    m = load_model("resnet-50")
+    gpu = catalog.get("A100 SXM4 80GB")
+    w = make_workload({"model": "resnet-50", "task": "pretrain", "precision": "fp16", "batch_size": 1280,
+                       "seq_len": 224, "optimizer": "sgd-momentum"})  # fmt: skip
+    nhwc = estimate_training_time(m, w, gpu)
+    nchw = estimate_training_time(m, w.with_(channels_last=False), gpu)
+    fwd = [o for o in nchw.ops if o.name.startswith("NCHW") and o.phase == "forward"]
+    bwd = [o for o in nchw.ops if o.name.startswith("NCHW") and o.phase == "backward"]
+    assert len(fwd) == len(bwd) == 1 and not any(o.name.startswith("NCHW") for o in nhwc.ops)
+    elems = m.conv_flops_per_sample / 2 * perf.CNN_FEATURE_ELEMENTS_PER_FLOP * 1280
+    assert fwd[0].bytes == pytest.approx(elems * 4 * 2, rel=1e-12)  # 4 passes of 2-byte elements
+    assert bwd[0].bytes == pytest.approx(2 * fwd[0].bytes, rel=1e-12)
+    assert any("channels_last" in n for n in nchw.notes)
+    # measured 1582 img/s (LAMBDA-014): within 20% in NCHW; NHWC at the same batch would be >40% off
+    assert nchw.tokens_per_s == pytest.approx(1582, rel=0.20)
+    assert nhwc.tokens_per_s > 1.4 * 1582
+    # fp32 on CUDA cores, TF32 and CNN-less models are untouched
+    for prec in ("fp32", "tf32"):
+        a = estimate_training_time(m, w.with_(precision=prec, batch_size=640), gpu)
+        b = estimate_training_time(m, w.with_(precision=prec, batch_size=640, channels_last=False), gpu)
+        assert a.step_time_s == b.step_time_s
+    # inference too: one forward pass with the 4 transposing passes
+    i = make_workload({"model": "resnet-50", "task": "inference", "precision": "fp16", "batch_size": 256,
+                       "input_len": 224})  # fmt: skip
+    fast = estimate_inference_time(m, i, gpu)
+    slow = estimate_inference_time(m, i.with_(channels_last=False), gpu)
+    extra = sum(o.time_s for o in slow.prefill_ops if o.name.startswith("NCHW"))
+    assert extra > 0 and slow.ttft_s == pytest.approx(fast.ttft_s + extra, rel=1e-9)
+
+
 def test_resnet50_training_finds_the_a100_good_value(catalog: Catalog, tmp_path: Path) -> None:
     f = tmp_path / "rn.yaml"
     f.write_text("model: resnet-50\ntask: pretrain\nbatch_size: 256\noptimizer: sgd-momentum\nepochs: 90\n"

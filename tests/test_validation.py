@@ -110,6 +110,27 @@ def test_a_row_that_ran_uncompiled_stays_eager() -> None:
     assert speed_workload(compiled.fields, row_workload(compiled, m), m)["compile"] is True
 
 
+def test_cnn_rows_read_their_memory_format() -> None:
+    """DeepLearningExamples' ConvNets main.py defaults to --memory-format nchw (its configs.yml sets
+    nhwc for AMP): a row giving the command line without nhwc ran NCHW; one saying NHWC did not."""
+    m = load_model("resnet-50")
+    lam = _row(source="Lambda deeplearning-benchmark (PyTorch NGC; DLE models)", model="resnet-50",
+               task="pretraining", seq_len="224x224 images", batch="1280 per GPU", precision="AMP (fp16)",
+               num_gpus="1", extra_config="Lambda fork of NVIDIA DeepLearningExamples; DLE ConvNets main.py "
+               "--amp --data-backend synthetic --prof 100; batch_size=1280")  # fmt: skip
+    assert speed_workload(lam.fields, row_workload(lam, m), m)["channels_last"] is False
+    dle = _row(**{**lam.fields, "precision": "AMP (fp16 autocast; NHWC; static loss scale 128)"})
+    assert "channels_last" not in speed_workload(dle.fields, row_workload(dle, m), m)
+    said = _row(**{**lam.fields, "extra_config": "torchvision reference train.py; NCHW"})
+    assert speed_workload(said.fields, row_workload(said, m), m)["channels_last"] is False
+    plain = _row(**{**lam.fields, "extra_config": "torchvision reference train.py"})
+    assert "channels_last" not in speed_workload(plain.fields, row_workload(plain, m), m)
+    # an LLM row's command line is not a memory format
+    llm = load_model("llama-3.1-8b")
+    other = _row(**{**lam.fields, "model": "llama-3.1-8b", "seq_len": "2048", "batch": "8"})
+    assert "channels_last" not in speed_workload(other.fields, row_workload(other, llm), llm)
+
+
 def test_nemo_rows_run_transformer_engine_attention() -> None:
     """NeMo's recipes attend through Transformer Engine (cuDNN fused attention on Hopper)."""
     m = load_model("llama-3.1-8b")

@@ -226,6 +226,11 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
     peak = (fp4_peak(gpu) if prec == "fp4" else None) or compute_peak(gpu, prec)
     if peak.reason:
         notes.append(peak.reason)
+    if model.kind == "cnn" and not w.channels_last and peak.runs_as in NCHW_TRANSPOSED:
+        notes.append(
+            "NCHW activations: cuDNN transposes each 16-bit convolution's input and output "
+            "(channels_last: true, i.e. model.to(memory_format=torch.channels_last), removes them)"
+        )
     g = eff.gemm_efficiency(gpu, peak.runs_as, w.engine)
     act_b = 4.0 if w.precision in ("fp32", "tf32") else 2.0
     engine_fused = (not w.is_training) and w.engine in GRAPH_ENGINES
@@ -751,6 +756,13 @@ CNN_CONV_EFF_SHARE: Final = 0.65  # convolutions reach about 2/3 of a large GEMM
 # cuDNN's WINOGRAD algorithms, picked by cudnnFind/benchmark mode for these layers). Tensor-core
 # convolutions (fp16, bf16, tf32) run as implicit GEMMs.
 WINOGRAD_REDUCTION: Final = 2.25
+# NCHW activations (PyTorch's default layout) under fp16/bf16: cuDNN's tensor-core convolutions
+# work in NHWC, so it transposes each convolution's input to NHWC and its output back (MosaicML
+# Composer's channels-last method card, after NVIDIA's diagram; DeepLearningExamples PR #1017 saw
+# the transpose kernels in an SSD profile and +50% on an A100 without them). One read and one write
+# of the input and of the output: 4 passes over the feature maps forward, twice that backward.
+CNN_NCHW_TRANSPOSE_PASSES: Final = 4.0
+NCHW_TRANSPOSED: Final = frozenset({"fp16", "bf16"})
 
 
 def _cnn_training(c: _Ctx) -> TrainingTime:
@@ -816,10 +828,19 @@ def _cnn_forward(c: _Ctx, batch: float, phase: str) -> list[Op]:
         wino = model.winograd_flops_per_sample / model.conv_flops_per_sample
         peak_eff /= 1.0 - wino + wino / WINOGRAD_REDUCTION  # the same convolutions, in fewer multiplies
     bw = c.bw * eff.COPY_BW_EFF
-    return [
+    ops = [
         _roof("convolutions", phase, flops, 0.0, peak_eff, bw),
         _roof("batchnorm, relu, adds", phase, 0.0, elems * CNN_PASSES_FWD * c.act_b, peak_eff, bw),
     ]
+    if _nchw_transposes(c):
+        moved = elems * CNN_NCHW_TRANSPOSE_PASSES * c.act_b
+        ops.append(_roof("NCHW<->NHWC transposes (cuDNN)", phase, 0.0, moved, peak_eff, bw))
+    return ops
+
+
+def _nchw_transposes(c: _Ctx) -> bool:
+    """cuDNN transposes around each tensor-core convolution: 16-bit activations kept in NCHW."""
+    return c.model.kind == "cnn" and not c.w.channels_last and c.runs_as in NCHW_TRANSPOSED
 
 
 def _one_pass(c: _Ctx, ops: list[Op], items: float, note: str) -> InferenceTime:

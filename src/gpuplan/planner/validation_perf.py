@@ -237,9 +237,20 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
         fused = r"fused (MLP|dense|LayerNorm)|Transformer Engine|(?<!no )torch\.compile|compile on"
         if w.get("compile") is not False and re.search(fused, prose, re.IGNORECASE):
             w["compile"] = True  # fused elementwise kernels (a row that says it ran uncompiled stays eager)
+    if model.kind == "cnn" and _nchw(" ".join(row_fields.values())):
+        w["channels_last"] = False
     if w.get("precision") == "fp8" and w.get("task") != "inference":
         w["master_weights"] = "fp32"
     return w
+
+
+def _nchw(text: str) -> bool:
+    """A CNN row that ran with NCHW activations: it says so, or it gives DeepLearningExamples'
+    ConvNets command line (main.py) without `--memory-format nhwc`, whose default is nchw
+    (PyTorch/Classification/ConvNets/main.py); its configs.yml sets nhwc for AMP, rows say NHWC."""
+    if re.search(r"\bNHWC\b|channels[_ -]last", text, re.IGNORECASE):
+        return False
+    return bool(re.search(r"\bNCHW\b|channels[_ -]first", text, re.IGNORECASE) or re.search(r"\bmain\.py\s+--", text))
 
 
 def _prompt_rate(row_fields: dict[str, str]) -> bool:

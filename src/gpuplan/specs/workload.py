@@ -159,6 +159,11 @@ class Workload(BaseModel):
     loss_impl: Literal["upcast", "chunked", "fused"] = "upcast"
     activation_offloading: bool = False  # checkpointed activations moved to host (torchtune)
     compile: bool = False  # torch.compile: fuses the chunked loss's fp32 upcast (torchtune)
+    # CNNs: activations in channels-last (NHWC) memory, as tensor-core convolutions read them
+    # (model.to(memory_format=torch.channels_last), DeepLearningExamples' AMP configs, TensorFlow's
+    # layout); false is PyTorch's default NCHW, for which cuDNN transposes around every fp16/bf16
+    # convolution
+    channels_last: bool = True
     # optimizer step fused into backward (torchtune optimizer_in_bwd): each gradient is applied
     # and freed as it arrives, so no full gradient buffer exists
     optimizer_in_backward: bool = False
