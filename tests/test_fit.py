@@ -7,9 +7,12 @@ import json
 import pytest
 
 from conftest import RunCli
+from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
+from gpuplan.estimators.perf import estimate_inference_time
 from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
 from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.model import model_from_config
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import make_workload
 
@@ -30,6 +33,26 @@ def test_inference_count_uses_tensor_parallelism(catalog: Catalog) -> None:
     w = make_workload({"model": "llama-2-70b", "task": "inference"})
     c = smallest_gpu_count(m, w, catalog.get("L40S"))
     assert c.num_gpus == 4 and c.layout["tp"] == 4  # 138 GB of bf16 weights over 48 GB cards
+
+
+def test_gpu_count_splits_kv_heads_as_the_engines_do(catalog: Catalog) -> None:
+    """Phi-3-medium (microsoft/Phi-3-medium-4k-instruct config.json): 40 query heads, 10 KV heads.
+    Four ranks divide the query heads but neither divide the KV heads nor are a multiple of them,
+    which vLLM refuses; fit, plan and the estimators share one rule and fall back to layers."""
+    cfg = {"model_type": "phi3", "hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 40,
+           "num_key_value_heads": 10, "intermediate_size": 17920, "vocab_size": 32064,
+           "max_position_embeddings": 4096}  # fmt: skip
+    m = model_from_config(cfg, "phi-3-medium")
+    assert m.total_params == 13_960_238_080  # "14B"
+    assert [t for t in (1, 2, 4, 5, 8, 10, 20, 40) if m.tp_splits_heads(t)] == [1, 2, 5, 10, 20, 40]
+    w = make_workload({"model": "phi-3-medium", "task": "inference", "input_len": 2048, "output_len": 256,
+                       "batch_size": 4})  # fmt: skip
+    c = smallest_gpu_count(m, w, catalog.get("T4"))  # 28 GB of bf16 weights over 16 GB cards
+    assert c.num_gpus == 4 and c.layout == {"num_gpus": 4, "tp": 1, "pp": 4}
+    assert smallest_gpu_count(m, w, catalog.get("L4")).layout["tp"] == 2
+    for estimate in (estimate_memory, estimate_inference_time):
+        with pytest.raises(InvalidSettingError, match="tp=4 must divide the 10 KV heads or be a multiple"):
+            estimate(m, w.with_(num_gpus=4, tp=4), catalog.get("L4"))
 
 
 def test_largest_batch_and_longest_context_are_boundaries(catalog: Catalog) -> None:

@@ -419,10 +419,8 @@ def _cnn_training(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstim
 
 
 def _check_parallel(model: ModelSpec, w: Workload) -> None:
-    if w.tp > 1 and model.num_heads % w.tp:
-        raise InvalidSettingError(
-            f"The 'tp' parameter must divide num_attention_heads={model.num_heads}. Got {w.tp} instead."
-        )
+    if w.tp > 1 and not model.tp_splits_heads(w.tp):
+        raise InvalidSettingError(model.tp_heads_rule(w.tp))
     if w.pp > 1 and model.num_layers < w.pp:
         raise InvalidSettingError(f"The 'pp' parameter must be at most num_layers={model.num_layers}. Got {w.pp}.")
     if w.ep > 1 and not model.is_moe:

@@ -708,8 +708,8 @@ def _paged_spill(model: ModelSpec, w: Workload, gpu: GPU) -> tuple[float, float]
 def check_layout(model: ModelSpec, w: Workload) -> None:
     """The layout's divisibility rules (Megatron-Core's), each with a clear reason."""
     layers = max(model.num_layers, 1)
-    if w.tp > 1 and model.num_heads % w.tp:
-        raise InvalidSettingError(f"tp={w.tp} must divide the {model.num_heads} attention heads.")
+    if w.tp > 1 and not model.tp_splits_heads(w.tp):
+        raise InvalidSettingError(model.tp_heads_rule(w.tp))
     if w.pp > layers:
         raise InvalidSettingError(f"pp={w.pp} is more pipeline stages than the model's {layers} layers.")
     # stages that do not divide the layers take an uneven split (Megatron-Core's

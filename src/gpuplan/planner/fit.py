@@ -55,7 +55,7 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterable[dict[str, Any]]:
         if n > 1 and w.zero < 3:
             yield {"num_gpus": n, "tp": 1, "pp": 1}
     else:
-        if model.num_heads % n == 0:
+        if model.tp_splits_heads(n):
             yield {"num_gpus": n, "tp": n, "pp": 1}
         elif model.num_layers >= n:
             yield {"num_gpus": n, "tp": 1, "pp": n}

@@ -183,15 +183,13 @@ def search_layouts(
     n = cluster.num_gpus
     gb = w.global_batch or w.batch_size * w.grad_accum * n
     layers = max(model.num_layers, 1)
-    heads = max(model.num_heads, 1)
-    kv = max(model.num_kv_heads, 1)
     rejected: Counter[str] = Counter()
     cap = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
     tp_cap = cluster.gpus_per_node if not allow_cross_node_tp else n
     if gpu.nvlink_bandwidth_bytes_per_s > 0 and not allow_cross_node_tp:
         tp_cap = min(tp_cap, gpu.nvlink_domain)
 
-    tps = [t for t in _pow2_upto(n) if heads % t == 0 and (kv % t == 0 or t % kv == 0)]
+    tps = [t for t in _pow2_upto(n) if model.tp_splits_heads(t)]
     rejected["tp beyond the NVLink domain / node"] += sum(1 for t in tps if t > tp_cap)
     tps = [t for t in tps if t <= tp_cap]
     cps = [c for c in _pow2_upto(min(n, MAX_CP)) if w.seq_len % (2 * c) == 0 or c == 1]

@@ -93,15 +93,10 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
         if w.activation_checkpointing != "full":
             yield {**base, "zero": 3, "activation_checkpointing": "full"}
     else:
-        if _tp_ok(model, n):
+        if model.tp_splits_heads(n):
             yield {"num_gpus": n, "tp": n, "pp": 1}
         elif model.num_layers >= n:
             yield {"num_gpus": n, "tp": 1, "pp": n}
-
-
-def _tp_ok(model: ModelSpec, t: int) -> bool:
-    """Whether t tensor-parallel ranks split the attention heads (KV heads split or replicated)."""
-    return model.num_heads % t == 0 and (model.num_kv_heads % t == 0 or t % max(model.num_kv_heads, 1) == 0)
 
 
 def _replica_layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
@@ -110,7 +105,7 @@ def _replica_layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str
     shared among them: each replica runs its own batch, so throughput adds up without the
     per-layer all-reduces of wider tensor parallelism, at a smaller batch per copy of the weights."""
     for t in range(1, n):
-        if n % t == 0 and _tp_ok(model, t):
+        if n % t == 0 and model.tp_splits_heads(t):
             yield {"num_gpus": n, "tp": t, "pp": 1, "batch_size": math.ceil(w.batch_size / (n // t))}
 
 

@@ -228,7 +228,7 @@ def speed_workload(row_fields: dict[str, str], base: dict[str, Any], model: Mode
             # (what the rows' "tensor parallel across GPUs" and the engines' defaults do), else layers
             # llama.cpp splits by layers unless told otherwise (--split-mode layer, its default)
             layer_split = w.get("engine") == "llama.cpp" or re.search(r"pipeline", prose, re.IGNORECASE)
-            if model.num_heads % n == 0 and not layer_split:
+            if model.tp_splits_heads(n) and not layer_split:
                 w["tp"] = n
             else:
                 w["pp"] = n

@@ -98,6 +98,22 @@ class ModelSpec:
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
+    def tp_splits_heads(self, tp: int) -> bool:
+        """Whether `tp` tensor-parallel ranks can split the attention: the query heads evenly and the
+        KV heads evenly or replicated, tp a multiple of them (vLLM's and TensorRT-LLM's rule: each KV
+        head is copied to tp / num_kv_heads ranks)."""
+        kv = max(self.num_kv_heads, 1)
+        return self.num_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
+
+    def tp_heads_rule(self, tp: int) -> str:
+        """The reason `tp` cannot split this model's attention, for an error message."""
+        if self.num_heads % tp:
+            return f"tp={tp} must divide the {self.num_heads} attention heads."
+        return (
+            f"tp={tp} must divide the {self.num_kv_heads} KV heads or be a multiple of them "
+            "(each KV head is then copied to tp / KV heads ranks)."
+        )
+
     @property
     def moe_layers(self) -> int:
         """Layers with a mixture of experts: one router each."""
