@@ -514,6 +514,28 @@ def test_cost_and_energy_arithmetic(catalog: Catalog) -> None:
     assert idle.usd is None and idle.energy_kwh == pytest.approx(0.7 * IDLE_SHARE)
 
 
+def test_one_pass_inference_counts_its_batch_and_busy_gpu(run_cli: RunCli, tmp_path: Path, catalog: Catalog) -> None:
+    """A CNN (or encoder) has no decode steps: its job is one forward pass over the batch, and the
+    GPU is busy running it, so power and cost follow that pass, not an idle card."""
+    f = tmp_path / "rn.yaml"
+    f.write_text("model: resnet-50\ntask: inference\nprecision: fp16\nbatch_size: 64\ngpu: T4\n")
+    rec = api.estimate(api.build_workload(str(f)))
+    t = estimate_inference_time(load_model("resnet-50"), make_workload(
+        {"model": "resnet-50", "task": "inference", "precision": "fp16", "batch_size": 64}), catalog.get("T4"))  # fmt: skip
+    assert rec["throughput_unit"] == "images/s"
+    assert rec["time"]["job_s"] == pytest.approx(t.ttft_s, rel=1e-9)  # 64 images, one pass
+    assert rec["energy"]["avg_power_w_per_gpu"] > 70 * IDLE_SHARE * 1.5  # T4: 70 W TDP, busy
+    assert rec["cost"]["usd_per_million_tokens"] is not None
+    opts = api.plan(api.build_workload(str(f)), top=None)["options"]
+    t4 = next(o for o in opts if o["gpu"] == "T4" and o["num_gpus"] == 1)
+    # a service (no `tokens`) is priced over an hour: the busy card draws more than idle for it
+    assert t4["fits"] and t4["energy_kwh"] > 0.070 * IDLE_SHARE * 1.5
+    code, out, err = run_cli("estimate", str(f), "--set", "channels_last=false")
+    assert code == 0, err
+    assert "batch 64 images" in out and "images/s" in out and "cost per million images" in out
+    assert "NCHW<->NHWC transposes" in out and "channels_last: true" in " ".join(out.split())
+
+
 def test_user_price_file(run_cli: RunCli, tmp_path: Path) -> None:
     f = tmp_path / "p.csv"
     f.write_text("gpu,provider,price_per_hour_usd,date_or_version,source\nL4,my lab,0.01,2026-12,own\n")

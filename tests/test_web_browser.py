@@ -177,6 +177,19 @@ def test_a_pasted_config_json(page: Page, base_url: str) -> None:
     assert "#config=" in page.url  # a pasted model travels in the link too
 
 
+def test_a_cnn_shows_images_not_tokens(page: Page, base_url: str) -> None:
+    page.goto(f"{base_url}/?model=resnet-50&task=inference&gpu=T4&batch_size=64")
+    finished(page, 1)
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    est = api(base_url, "/api/estimate", {"model": "resnet-50", "task": "inference", "gpu": "T4", "batch_size": 64})
+    cards = shown_estimate(page)
+    for key, value in cards.items():
+        assert value == dig(est, key), key
+    rate = page.inner_text("#estimate [data-key='time.output_tokens_per_s']")
+    assert "images/s" in rate and "img/s" in rate and "tok" not in rate
+    assert "time.tpot_s" not in cards  # no decode steps
+
+
 def test_a_cluster_plan_shows_the_best_layout(page: Page, base_url: str) -> None:
     query = "model=llama-3.1-70b&task=pretrain&cluster=4x8:H100&tokens=1e10&batch_size=1&seq_len=4096"
     page.goto(f"{base_url}/?{query}")

@@ -172,6 +172,12 @@ class InferenceTime:
     notes: tuple[str, ...] = ()
     replicas: int = 1  # data-parallel replicas (num_gpus / (tp x pp)), each serving `batch` sequences
 
+    @property
+    def running_ops(self) -> tuple[Op, ...]:
+        """What a busy GPU runs most of the time: decode steps, or the single forward pass of a
+        model that does not generate (CNN, encoder)."""
+        return self.decode_ops or self.prefill_ops
+
 
 @dataclass
 class _Ctx:

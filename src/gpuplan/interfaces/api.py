@@ -485,6 +485,7 @@ def estimate(
         "model": model.name,
         "gpu": gpu.name if gpu else None,
         "num_gpus": w.num_gpus,
+        "throughput_unit": "images/s" if model.kind == "cnn" else "tokens/s",
         "memory": mem,
     }
     if gpu is None:
@@ -500,9 +501,10 @@ def estimate(
         cap = e.serving.max_sequences if e.serving else w.batch_size
         t = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size))
         rate = t.output_tokens_per_s
-        tokens = w.tokens or w.batch_size * max(w.output_len, 1)
+        # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
+        tokens = w.tokens or (w.batch_size * max(w.output_len, 1) if t.decode_ops else rate * t.ttft_s)
         seconds = tokens / rate if rate > 0 else t.request_latency_s
-        busy = busy_share((o.bound, o.time_s) for o in t.decode_ops)
+        busy = busy_share((o.bound, o.time_s) for o in t.running_ops)
         ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
     out["time"] = time_record(t, gpu.architecture, model.kind)
     out["time"]["job_s"] = seconds

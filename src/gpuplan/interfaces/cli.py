@@ -366,7 +366,9 @@ def _gib(b: float | None) -> str:
 def _workload_title(rec: dict[str, Any]) -> str:
     w = rec["workload"]
     task = w.get("task", "inference")
-    if task == "inference":
+    if rec.get("throughput_unit") == "images/s":
+        what = f"{task}, batch {w.get('batch_size', 1)} images"
+    elif task == "inference":
         what = (
             f"inference, batch {w.get('batch_size', 1)} × {w.get('input_len', 128)}+{w.get('output_len', 128)} tokens"
         )
@@ -777,12 +779,18 @@ def _print_time(c: Console, rec: dict[str, Any]) -> None:
     tab = Table(title="Time, cost and energy")
     tab.add_column("figure")
     tab.add_column("value (validation range)", justify="right")
+    images = rec.get("throughput_unit") == "images/s"
     if "step_time_s" in t:
         tab.add_row("step time", _range(t, "step_time_s", _dur))
-        tab.add_row("tokens/s (all GPUs)", _range(t, "tokens_per_s", lambda v: f"{v:,.0f}"))
+        tab.add_row(
+            f"{'images' if images else 'tokens'}/s (all GPUs)", _range(t, "tokens_per_s", lambda v: f"{v:,.0f}")
+        )
         tab.add_row("MFU / HFU", f"{t['mfu']:.1%} / {t['hfu']:.1%}")
         if t.get("time_to_train_s") is not None:
             tab.add_row(f"time to train {t['train_tokens']:,.3g} tokens", _range(t, "time_to_train_s", _dur))
+    elif images:
+        tab.add_row(f"batch of {t['batch']} images", _range(t, "ttft_s", _dur))
+        tab.add_row("images/s", _range(t, "output_tokens_per_s", lambda v: f"{v:,.0f}"))
     else:
         tab.add_row("time to first token", _range(t, "ttft_s", _dur))
         tab.add_row("time per output token", _range(t, "tpot_s", _dur))
@@ -801,7 +809,7 @@ def _print_time(c: Console, rec: dict[str, Any]) -> None:
         "cost", "no price listed" if cost["usd"] is None else f"${cost['usd']:,.4g} ({escape(cost['price_source'])})"
     )
     if cost["usd_per_million_tokens"] is not None:
-        tab.add_row("cost per million tokens", f"${cost['usd_per_million_tokens']:,.3g}")
+        tab.add_row(f"cost per million {'images' if images else 'tokens'}", f"${cost['usd_per_million_tokens']:,.3g}")
     tab.add_row("energy (GPU)", f"{energy['kwh']:,.4g} kWh at {energy['avg_power_w_per_gpu']:,.0f} W/GPU")
     if energy["co2_kg"] is not None:
         tab.add_row("emissions", f"{energy['co2_kg']:,.3g} kg CO2e")
@@ -814,6 +822,10 @@ def _print_time(c: Console, rec: dict[str, Any]) -> None:
         for o in ops[:8]:
             top_ops.add_row(escape(o["name"]), o["phase"], _dur(o["time_s"]), o["bound"])
         c.print(top_ops)
+    shown = set(rec["memory"].get("notes", []))
+    for note in dict.fromkeys(t.get("notes", [])):
+        if note not in shown:
+            c.print(f"  • {escape(note)}")
 
 
 @app.command()

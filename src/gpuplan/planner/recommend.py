@@ -240,7 +240,7 @@ def _inference_option(
         )
         return Option(gpu, n, layout, False, mem, "memory capacity", why)
     it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
-    busy = busy_share((o.bound, o.time_s) for o in it.decode_ops)
+    busy = busy_share((o.bound, o.time_s) for o in it.running_ops)
     rate = it.output_tokens_per_s
     if service:
         duration = w.deadline or 3600.0

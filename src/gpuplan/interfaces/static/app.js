@@ -145,6 +145,7 @@ function band(rec, key, f) {
 function renderEstimate(e) {
   $("estimate-gpu").textContent = `${e.num_gpus} × ${e.gpu}` + (e.layout ? `, the best layout: ${e.layout}` : "");
   const m = e.memory, t = e.time, c = e.cost, en = e.energy;
+  const images = e.throughput_unit === "images/s", unit = images ? "img/s" : "tok/s";
   const cards = [
     card("memory.per_gpu_bytes", "memory per GPU", m.per_gpu_bytes, fmt.bytes(m.per_gpu_bytes), band(m, "per_gpu_bytes", fmt.bytes)),
     card("memory.fits", "fits", m.fits, fmt.yesno(m.fits),
@@ -153,9 +154,14 @@ function renderEstimate(e) {
   if (t && "step_time_s" in t) {
     cards.push(
       card("time.step_time_s", "step time", t.step_time_s, fmt.dur(t.step_time_s), band(t, "step_time_s", fmt.dur)),
-      card("time.tokens_per_s", "throughput (all GPUs)", t.tokens_per_s, fmt.rate(t.tokens_per_s), band(t, "tokens_per_s", (x) => fmt.rate(x))),
+      card("time.tokens_per_s", "throughput (all GPUs)", t.tokens_per_s, fmt.rate(t.tokens_per_s, unit), band(t, "tokens_per_s", (x) => fmt.rate(x, unit))),
       card("time.mfu", "MFU", t.mfu, fmt.pct(t.mfu), `bottleneck: ${t.bottleneck}`),
       card("time.time_to_train_s", "time to train", t.time_to_train_s, fmt.dur(t.time_to_train_s), t.train_tokens ? `${t.train_tokens.toExponential(2)} tokens` : "set tokens"),
+    );
+  } else if (t && images) {
+    cards.push(
+      card("time.ttft_s", `batch of ${t.batch} images`, t.ttft_s, fmt.dur(t.ttft_s), band(t, "ttft_s", fmt.dur)),
+      card("time.output_tokens_per_s", "images/s (all)", t.output_tokens_per_s, fmt.rate(t.output_tokens_per_s, unit), `bottleneck: ${t.bottleneck}`),
     );
   } else if (t) {
     cards.push(
