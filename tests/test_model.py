@@ -191,6 +191,42 @@ def test_gpt_oss_without_layer_types_alternates_like_transformers() -> None:
         model_from_config({**cfg, "num_experts_per_tok": 5}, "tiny-gpt-oss")
 
 
+def test_llama4_counts_layers_and_chunked_cache() -> None:
+    """Llama 4 Scout / Maverick equal transformers 5.22.2 Llama4ForConditionalGeneration built on the
+    meta device from the bundled configs (vision encoder included; Meta: 109B / 400B total, 17B
+    active). Scout: 16 experts + a shared expert on all 48 layers; Maverick: 128 experts + a shared
+    one on the odd layers (interleave_moe_layer_step 2), a 16384-wide dense MLP on the even ones."""
+    scout, mav = load_model("llama-4-scout"), load_model("llama-4-maverick")
+    assert scout.total_params == 108_641_793_536 and mav.total_params == 401_583_781_376
+    assert (scout.num_experts, scout.experts_per_token, mav.num_experts) == (16, 1, 128)
+    d, vocab = 5120, 202048
+    # text decoder, active per token: attention + shared expert + one routed expert (+ dense MLPs)
+    attn = 48 * (d * 40 * 128 * 2 + d * 8 * 128 * 2)
+    swiglu = 3 * d * 8192
+    vision = scout.params_by_role()["other"]
+    assert vision == mav.params_by_role()["other"] == 871_932_416  # 0.87B: encoder, adapter, projector
+    norms = 2 * 48 * d + d
+    assert scout.active_params == 2 * vocab * d + attn + 48 * (2 * swiglu + d * 16) + norms + vision
+    assert mav.active_params == 2 * vocab * d + attn + 24 * (2 * swiglu + d * 128) + 24 * 3 * d * 16384 + norms + vision
+    assert round((scout.active_params - vision) / 1e9) == 17  # "17B active": the text model's
+    by_name = {g.name: g for g in mav.groups}
+    assert by_name["feed_forward.experts.gate_up_proj"].count == 24 * 128
+    assert by_name["feed_forward.gate_proj"].linear == (d, 16384) and by_name["feed_forward.gate_proj"].count == 24
+    # the RoPE layers attend within 8192-token chunks, every 4th (NoPE) layer to everything
+    assert [a.window for a in scout.attention_layers][:8] == [8192, 8192, 8192, None] * 2
+    per_layer = 2 * 8 * 128 * 2  # K and V, 8 KV heads x 128, 16-bit
+    assert scout.kv_bytes_per_token() == 48 * per_layer
+    assert scout.kv_cache_bytes(32768) == (12 * 32768 + 36 * 8192) * per_layer
+    # a text-only llama4_text config with class defaults (head_dim 128, not hidden / heads)
+    tiny = model_from_config({"model_type": "llama4_text", "hidden_size": 64, "num_hidden_layers": 4,
+                              "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 48,
+                              "intermediate_size_mlp": 80, "vocab_size": 300, "num_local_experts": 3,
+                              "moe_layers": [0, 3], "no_rope_layers": [1, 0, 1, 0]}, "tiny")  # fmt: skip
+    assert tiny.head_dim == 128 and [a.window for a in tiny.attention_layers] == [8192, None, 8192, None]
+    with pytest.raises(ModelConfigError, match="no_rope_layers has 3 entries for 4 layers"):
+        model_from_config({**tiny.config, "no_rope_layers": [1, 0, 1]}, "tiny")
+
+
 def test_flops_per_token_includes_attention() -> None:
     m = load_model("llama-2-7b")
     # PaLM App. B: forward = 2N + 4 L H Q T, N = matmul weights (the lm_head counts, the input embedding not)

@@ -22,6 +22,7 @@ _CLASS = {
     "mt5": "MT5ForConditionalGeneration",
     "vit": "ViTForImageClassification",
     "resnet": "ResNetForImageClassification",
+    "llama4": "Llama4ForConditionalGeneration",  # with the vision encoder, as the checkpoint
 }
 
 
@@ -86,6 +87,16 @@ SYNTHETIC: dict[str, dict[str, Any]] = {
     "gpt_neox": {
         "model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
         "intermediate_size": 256, "vocab_size": 512,
+    },
+    "llama4_text-interleaved": {
+        "model_type": "llama4_text", "hidden_size": 64, "num_hidden_layers": 5, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "intermediate_size_mlp": 96,
+        "vocab_size": 300, "num_local_experts": 4, "num_experts_per_tok": 2, "interleave_moe_layer_step": 2,
+    },
+    "llama4_text-listed": {
+        "model_type": "llama4_text", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "intermediate_size": 48, "intermediate_size_mlp": 80, "vocab_size": 300,
+        "num_local_experts": 3, "num_experts_per_tok": 1, "moe_layers": [0, 3], "tie_word_embeddings": True,
     },
     "qwen3": {
         "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

@@ -346,6 +346,8 @@ def _window_layers(c: _Cfg, layers: int, model_type: str) -> list[int | None]:
     """Per-layer sliding window (None = full attention)."""
     if not _FAMILIES.get(model_type, _LLAMA).windowed:
         return [None] * layers
+    if model_type == "llama4_text":
+        return _llama4_chunked_layers(c, layers)
     window = c.opt_int("sliding_window")
     if window is None or window <= 0:
         return [None] * layers
@@ -366,6 +368,28 @@ def _window_layers(c: _Cfg, layers: int, model_type: str) -> list[int | None]:
         pattern = c.positive(c.get_int("sliding_window_pattern", default=6), "sliding_window_pattern")
         return [None if (i + 1) % pattern == 0 else window for i in range(layers)]
     return [window] * layers
+
+
+def _llama4_chunked_layers(c: _Cfg, layers: int) -> list[int | None]:
+    """Llama 4: the RoPE layers attend within chunks of attention_chunk_size tokens (so at most
+    that many cached tokens matter to them), every no_rope_layer_interval-th layer (NoPE) attends to
+    everything (transformers Llama4TextConfig: no_rope_layers[i] = 1 for the chunked RoPE layers,
+    default (i + 1) % 4 != 0; vLLM keeps a chunk-sized cache for those layers)."""
+    chunk = c.opt_int("attention_chunk_size")
+    if "attention_chunk_size" not in c.raw:
+        chunk = 8192  # Llama4TextConfig's default
+    if chunk is None or chunk <= 0:
+        return [None] * layers
+    types = c.raw.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return [chunk if t == "chunked_attention" else None for t in types]
+    rope = c.int_list("no_rope_layers", default=[])
+    if not rope:
+        interval = c.positive(c.get_int("no_rope_layer_interval", default=4), "no_rope_layer_interval")
+        rope = [int((i + 1) % interval != 0) for i in range(layers)]
+    if len(rope) != layers:
+        raise ModelConfigError(f"{c.name}: no_rope_layers has {len(rope)} entries for {layers} layers.")
+    return [chunk if r else None for r in rope]
 
 
 # --- decoder LMs of the Llama lineage ------------------------------------------------------------
@@ -415,6 +439,21 @@ _GEMMA3_TEXT_DEFAULTS: Final = {
     "sliding_window": 4096,
 }
 
+# transformers Llama4TextConfig (models/llama4/configuration_llama4.py) defaults, 5.22: Scout's shape
+_LLAMA4_TEXT_DEFAULTS: Final = {
+    "vocab_size": 202_048,
+    "hidden_size": 5120,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 131_072,
+    "num_local_experts": 16,
+    "num_experts_per_tok": 1,
+}
+
 _FAMILIES: Final[dict[str, _Family]] = {
     # models/qwen2/modeling_qwen2.py: q/k/v biased, o_proj not
     "qwen2": _Family(bias=True, o_bias=False),
@@ -429,6 +468,9 @@ _FAMILIES: Final[dict[str, _Family]] = {
     "gemma3_text": _Family(tied=True, norms=4, qk_norm="head", defaults=_GEMMA3_TEXT_DEFAULTS),
     # models/gpt_oss/modeling_gpt_oss.py (GptOssConfig: attention_bias=True)
     "gpt_oss": _Family(bias=True),
+    # models/llama4/modeling_llama4.py: Llama's attention (its q/k L2 norm has no weights) with
+    # chunked local attention on the RoPE layers; MoE or dense feed-forward per layer (below)
+    "llama4_text": _Family(mlp_bias_key=None, defaults=_LLAMA4_TEXT_DEFAULTS),
     # models/olmo2/modeling_olmo2.py: post-norms only (after attention, after the MLP) and RMSNorm
     # over the whole q and k projections
     "olmo2": _Family(norms=2, qk_norm="proj", windowed=False),
@@ -511,6 +553,31 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
         g.linear("mlp.router", d, experts, layers, "router", bias=True)
         g.linear("mlp.experts.gate_up_proj", d, 2 * ff, layers * experts, "expert", bias=True, frac=k / experts)
         g.linear("mlp.experts.down_proj", ff, d, layers * experts, "expert", bias=True, frac=k / experts)
+    elif model_type == "llama4_text":
+        # Llama 4 (transformers Llama4TextMoe): on the MoE layers a router, the routed experts as
+        # fused gate_up [E, H, 2I] and down [E, I, H] tensors, and a shared expert of width I that
+        # every token runs; the other layers a dense SwiGLU MLP of width intermediate_size_mlp.
+        # MoE layers: config.moe_layers, else every interleave_moe_layer_step-th from step - 1.
+        experts = c.positive(c.get_int("num_local_experts"), "num_local_experts")
+        k = c.positive(c.get_int("num_experts_per_tok", default=1), "num_experts_per_tok")
+        if k > experts:
+            raise ModelConfigError(f"{c.name}: num_experts_per_tok={k} exceeds num_local_experts={experts}.")
+        c.positive(ff, "intermediate_size")
+        dense_ff = c.positive(c.get_int("intermediate_size_mlp", default=16384), "intermediate_size_mlp")
+        step = c.positive(c.get_int("interleave_moe_layer_step", default=1), "interleave_moe_layer_step")
+        listed = c.int_list("moe_layers", default=list(range(step - 1, layers, step)))
+        n_sparse = len({i for i in listed if 0 <= i < layers})
+        n_dense = layers - n_sparse
+        moe = {"experts": experts, "k": k, "shared": 1}
+        g.linear("feed_forward.router", d, experts, n_sparse, "router")
+        g.linear("feed_forward.experts.gate_up_proj", d, 2 * ff, n_sparse * experts, "expert", frac=k / experts)
+        g.linear("feed_forward.experts.down_proj", ff, d, n_sparse * experts, "expert", frac=k / experts)
+        for w in ("gate_proj", "up_proj"):
+            g.linear(f"feed_forward.shared_expert.{w}", d, ff, n_sparse, "mlp")
+        g.linear("feed_forward.shared_expert.down_proj", ff, d, n_sparse, "mlp")
+        for w in ("gate_proj", "up_proj"):
+            g.linear(f"feed_forward.{w}", d, dense_ff, n_dense, "mlp")
+        g.linear("feed_forward.down_proj", dense_ff, d, n_dense, "mlp")
     elif model_type in ("qwen2_moe", "qwen3_moe"):
         experts = c.get_int("num_experts")
         k = c.get_int("num_experts_per_tok")
@@ -604,6 +671,44 @@ def _siglip_vision_tower(g: _Groups, v: _Cfg) -> int:
         # probe, nn.MultiheadAttention (in_proj 3d x d + 3d, out_proj d x d + d), LayerNorm, MLP
         g.vector(f"{tower}.head", d + 4 * (d * d + d) + 2 * d + 2 * d * ff + ff + d, 1, "other", stack="encoder")
     return d
+
+
+# --- Llama 4 with its vision encoder (Llama4ForConditionalGeneration) ---------------------------
+
+
+def _build_llama4(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int]]:
+    """Llama 4 Scout / Maverick as transformers' Llama4ForConditionalGeneration builds them
+    (models/llama4/modeling_llama4.py): the text decoder from text_config and, when the config has
+    a vision_config, the vision encoder, its pixel-shuffle adapter and the projector. As for Gemma 3
+    the vision side counts in the parameters only (it runs once per image)."""
+    text = c.sub("text_config")
+    tied = c.get_bool("tie_word_embeddings", False)
+    shape, g, moe = _build_llama_like(_Cfg({**text.raw, "tie_word_embeddings": tied}, text.name), "llama4_text")
+    if isinstance(c.raw.get("vision_config"), Mapping):
+        v = c.sub("vision_config")
+        vd = v.positive(v.get_int("hidden_size", default=768), "hidden_size")
+        vff = v.positive(v.get_int("intermediate_size", default=5632), "intermediate_size")
+        layers = v.layers("num_hidden_layers", default=34, minimum=0)
+        _split_heads(v, vd, v.get_int("num_attention_heads", default=16), "num_attention_heads")
+        patch = v.positive(v.get_int("patch_size", default=14), "patch_size")
+        patches = (v.positive(v.get_int("image_size", default=448), "image_size") // patch) ** 2 + 1  # + class
+        channels = v.positive(v.get_int("num_channels", default=3), "num_channels")
+        proj_in = v.positive(v.get_int("projector_input_dim", default=4096), "projector_input_dim")
+        proj_out = v.positive(v.get_int("projector_output_dim", default=4096), "projector_output_dim")
+        out_dim = v.positive(v.get_int("vision_output_dim", default=7680), "vision_output_dim")
+        enc = "vision_model"
+        # Llama4VisionModel: unfold-conv patch embedding (no bias), class and position embeddings,
+        # pre/post LayerNorms; encoder layers of biased q/k/v/o, fc1/fc2 and two LayerNorms
+        g.vector(f"{enc}.patch_embedding", channels * patch * patch * vd, 1, "other", stack="encoder")
+        g.vector(f"{enc}.class_and_positional_embedding", vd + patches * vd, 1, "other", stack="encoder")
+        g.vector(f"{enc}.layernorm_pre/post", 4 * vd, 1, "other", stack="encoder")
+        block = 4 * (vd * vd + vd) + 2 * vd * vff + vff + vd + 2 * (2 * vd)
+        g.vector(f"{enc}.model.layers", block, layers, "other", stack="encoder")
+        # Llama4VisionPixelShuffleMLP -> Llama4VisionMLP2: fc1 (intermediate -> projector_input),
+        # fc2 (projector_output -> projector_output), no biases; Llama4MultiModalProjector linear_1
+        g.vector(f"{enc}.vision_adapter", vff * proj_in + proj_out * proj_out, 1, "other", stack="encoder")
+        g.vector("multi_modal_projector.linear_1", out_dim * shape.d, 1, "other", stack="encoder")
+    return shape, g, moe
 
 
 # --- DeepSeek V2 / V3: MLA attention, fine-grained MoE with shared experts ---------------------
@@ -1059,6 +1164,8 @@ _BUILDERS: Final[dict[str, tuple[_Builder, str]]] = {
     "phi": (_build_llama_like, "decoder"),
     "phi3": (_build_llama_like, "decoder"),
     "gpt_oss": (_build_llama_like, "decoder"),
+    "llama4_text": (_build_llama_like, "decoder"),
+    "llama4": (_build_llama4, "decoder"),
     "deepseek_v2": (_build_deepseek, "decoder"),
     "deepseek_v3": (_build_deepseek, "decoder"),
     "gpt2": (_build_gpt2, "decoder"),
