@@ -795,7 +795,11 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
     logits = b * model.vocab_size * (c + 4.0) / w.tp if _has_lm_head(model) else 0.0
     kv_note = (
         f"{b} x {n_in}+{n_out} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
-        + (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
+        + (
+            ", chunked local layers capped"
+            if model.model_type.startswith("llama4")
+            else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
+        )
         + ")"
     )
     prefill = [
