@@ -1,8 +1,9 @@
 """Datasheet spot checks and lookups for the rows in data/gpus/nvidia-datacenter-more.toml.
 
-GH200 (96 GB HBM3 / 144 GB HBM3e), H200 NVL, A30, B300, Tesla P100 (PCIe / SXM2), Tesla P40,
-AMD Instinct MI325X and MI355X. Rates are dense (vendor "with sparsity" figures halved); fp16 is
-the FP32-accumulate rate (FORMAT.md), which on Pascal is the FP32 CUDA-core rate.
+GH200 (96 GB HBM3 / 144 GB HBM3e), H200 NVL, A30, B300, GB200 and GB300 (one GPU of an NVL72 rack),
+Tesla P100 (PCIe / SXM2), Tesla P40, AMD Instinct MI325X and MI355X. Rates are dense (vendor "with
+sparsity" figures halved); fp16 is the FP32-accumulate rate (FORMAT.md), which on Pascal is the FP32
+CUDA-core rate.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.precision import compute_peak
 
 NEW_ROWS = [
-    "GH200 96GB", "GH200 144GB", "H200 NVL 141GB", "A30", "B300",
+    "GH200 96GB", "GH200 144GB", "H200 NVL 141GB", "A30", "B300", "GB200", "GB300",
     "P100 PCIe 16GB", "P100 SXM2 16GB", "P40", "AMD Instinct MI325X", "AMD Instinct MI355X",
 ]  # fmt: skip
 
@@ -40,6 +41,12 @@ SPOT = [
     # NVIDIA HGX B300 table / aiconfigurator b300_sxm.yaml: BF16 4.5 PF*, FP8 9 PF* halved; 270 GB, 7.7 TB/s,
     # 1,100 W; FP64 1.2; INT8 (307 TOPS*) deliberately omitted.
     ("B300", 270, 7700, {"bf16": 2250, "fp8": 4500, "tf32": 1100, "fp32": 75, "fp64": 1.2, "int8": None}, 1100),
+    # NVIDIA GB200 NVL72 per-GPU table / aiconfigurator gb200.yaml: BF16 5 PF*, FP8 and INT8 10 P*, TF32 2.5 PF*
+    # halved; FP32 80, FP64 40; 186 GB (MIG doc), 8 TB/s, up to 1,200 W per GPU.
+    ("GB200", 186, 8000, {"bf16": 2500, "fp16": 2500, "fp8": 5000, "int8": 5000, "tf32": 1250, "fp32": 80, "fp64": 40}, 1200),
+    # NVIDIA GB300 NVL72 per-GPU table / aiconfigurator gb300.yaml: BF16 5 PF*, FP8 10 PF*, TF32 2.5 PF* halved;
+    # FP32 80, FP64 1.3; 279 GB, 8 TB/s, up to 1,400 W; INT8 (330 TOPS*) deliberately omitted as on B300.
+    ("GB300", 279, 8000, {"bf16": 2500, "fp8": 5000, "tf32": 1250, "fp32": 80, "fp64": 1.3, "int8": None}, 1400),
     # NVIDIA Tesla P100 PCIe datasheet: 4.7 / 9.3 / 18.7 (half2) TFLOPS, 16 GB HBM2, 732 GB/s, 250 W.
     ("P100 PCIe 16GB", 16, 732, {"fp32": 9.3, "fp16": 9.3, "fp64": 4.7, "bf16": None, "tf32": None}, 250),
     # Pascal whitepaper (Volta whitepaper table): P100 SXM2 5.3 / 10.6 / 21.2 (half2), 732 GB/s, 300 W.
@@ -66,6 +73,8 @@ def test_datasheet_spot_checks(
     ("name", "fp4"),
     [
         ("B300", 14000),  # HGX B300 table: FP4 '18 PFLOPS | 14 PFLOPS' (sparse | dense)
+        ("GB200", 10000),  # GB200 NVL72 table: NVFP4 1,440 | 720 PF per rack (sparse | dense) / 72; aiconfigurator 10 P
+        ("GB300", 15000),  # GB300 NVL72 table: FP4 '20 PFLOPS | 15 PFLOPS' (sparse | dense); aiconfigurator 15 P
         ("AMD Instinct MI355X", 10066.3),  # AMD GD-176: MXFP4 10.0663 PF dense (20.1 PF is with sparsity)
         ("GH200 96GB", None),  # Hopper: no FP4
         ("AMD Instinct MI325X", None),
@@ -95,11 +104,27 @@ def test_pascal_fp16_is_the_fp32_accumulate_rate(catalog: Catalog) -> None:
     assert p.runs_as == "fp32" and "BF16" in p.reason
 
 
-def test_b300_int8_omitted_runs_at_16_bit_rate(catalog: Catalog) -> None:
-    # Blackwell Ultra's INT8 is 153.5 TOPS dense (below its BF16 rate); the row omits it on purpose.
-    p = compute_peak(catalog.get("B300"), "int8")
-    assert p.runs_as == "fp16" and p.flop_per_s == pytest.approx(2250 * TERA)
-    assert "INT8" in catalog.get("B300").notes
+@pytest.mark.parametrize(
+    ("name", "fp16"),
+    [
+        ("B300", 2250),  # INT8 307 TOPS sparse = 153.5 dense (HGX B300 table; aiconfigurator b300_sxm.yaml)
+        ("GB300", 2500),  # INT8 330 TOPS sparse = 165 dense (GB300 NVL72 table; aiconfigurator gb300.yaml)
+    ],
+)
+def test_blackwell_ultra_int8_omitted_runs_at_16_bit_rate(catalog: Catalog, name: str, fp16: float) -> None:
+    # Blackwell Ultra's INT8 is far below its BF16 rate; the rows omit it on purpose.
+    p = compute_peak(catalog.get(name), "int8")
+    assert p.runs_as == "fp16" and p.flop_per_s == pytest.approx(fp16 * TERA)
+    assert "INT8" in catalog.get(name).notes
+
+
+def test_grace_blackwell_rows_are_per_gpu_blackwell(catalog: Catalog) -> None:
+    # CUDA GPUs page: 10.0 'NVIDIA GB200, NVIDIA B200', 10.3 'NVIDIA GB300, NVIDIA B300' (aiconfigurator sm_100 / sm_103)
+    for name, cc in (("GB200", "10.0"), ("GB300", "10.3")):
+        g = catalog.get(name)
+        assert g.architecture == "Blackwell" and g.compute_capability == cc, name
+        assert g.graphics == "none" and g.nvenc == 0 and g.nvdec == 7, name
+        assert "per GPU" in g.notes and "Grace CPU" in g.notes, name
 
 
 def test_mi355x_has_no_tf32(catalog: Catalog) -> None:
@@ -115,6 +140,8 @@ def test_mi355x_has_no_tf32(catalog: Catalog) -> None:
         ("H200 NVL 141GB", 900, 4, 7, True),  # 2- or 4-way NVLink bridge, 900 GB/s per GPU
         ("A30", 200, 2, 4, True),  # NVLink bridge for two cards; MIG 4 x 6 GB
         ("B300", 1800, 8, 7, True),  # HGX B300
+        ("GB200", 1800, 72, 7, True),  # NVL72 rack: 72 GPUs on NVLink 5 (aiconfigurator); MIG doc 7
+        ("GB300", 1800, 72, 7, True),  # NVL72 rack; NVIDIA table MIG 7, mig-parted all-1g.35gb x 7
         ("P100 PCIe 16GB", 0, 1, 0, False),
         ("P100 SXM2 16GB", 160, 8, 0, True),  # NVLink 1.0, DGX-1 hybrid cube-mesh
         ("P40", 0, 1, 0, False),
@@ -145,6 +172,8 @@ def test_unverified_values_are_few_and_explained(catalog: Catalog) -> None:
     assert unverified == {
         ("GH200 96GB", "form_factor"),
         ("GH200 144GB", "form_factor"),
+        ("GB200", "form_factor"),  # soldered on the Bianca board: no superchip value in the list
+        ("GB300", "form_factor"),
     }
     for name, _ in unverified:
         assert "unverified" in catalog.get(name).notes, name
@@ -165,6 +194,17 @@ def test_unverified_values_are_few_and_explained(catalog: Catalog) -> None:
         ("NVIDIA A30", "A30"),
         ("b300", "B300"),
         ("HGX B300", "B300"),
+        ("GB200", "GB200"),
+        ("gb200-nvl72", "GB200"),
+        ("NVIDIA GB200", "GB200"),  # nvidia-smi / MLPerf name
+        ("GB200-186GB", "GB200"),  # MLPerf system name GB200-NVL72_GB200-186GB
+        ("B200 on GB200", "GB200"),
+        ("Grace Blackwell", "GB200"),
+        ("B200", "B200"),  # bare B200 stays the HGX part
+        ("GB300 NVL72", "GB300"),
+        ("NVIDIA GB300", "GB300"),  # nvidia-smi name
+        ("gb300-288gb", "GB300"),  # MLPerf system name GB300-NVL72_GB300-288GB
+        ("Grace Blackwell Ultra", "GB300"),
         ("p100", "P100 PCIe 16GB"),
         ("Tesla P100-PCIE-16GB", "P100 PCIe 16GB"),
         ("Tesla P100-SXM2-16GB", "P100 SXM2 16GB"),
