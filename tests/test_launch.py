@@ -138,6 +138,43 @@ def test_megatron_pipeline_splits(tmp_path: Path) -> None:
     assert sum(counts) == 61 and max(counts) - min(counts) == 1 and counts[0] == counts[-1] == 1
 
 
+def test_megatron_gets_the_moe_and_attention_shapes(tmp_path: Path) -> None:
+    """Megatron's moe_ffn_hidden_size defaults to ffn_hidden_size (megatron/training/arguments.py),
+    its kv_channels to hidden / heads: a MoE or wide-head model needs them spelled out, with the
+    shared-expert width, the q/k norms and which layers hold experts (--moe-layer-freq, a Python
+    list expression Megatron evaluates)."""
+    from gpuplan.interfaces.launch import moe_layer_pattern
+
+    def flags(model: str, ep: int = 8) -> tuple[dict[str, str], list[str]]:
+        job = _write(tmp_path, f"{model}.yaml", {"model": model, "task": "pretrain", "gpu": "H100", "num_gpus": 32,
+                                                 "tp": 2, "pp": 2, "ep": ep, "seq_len": 4096, "global_batch": 256})  # fmt: skip
+        argv = shlex.split(api.launch(job, "torchrun")["text"].replace("\\\n", " "), comments=True)
+        return dict(itertools.pairwise(argv)), argv
+
+    # Qwen3-30B-A3B (config.json): 128 experts of width 768, top 8; head_dim 128 with hidden 2048 / 32 heads
+    f, argv = flags("qwen3-30b-a3b")
+    assert (f["--num-experts"], f["--moe-router-topk"], f["--moe-ffn-hidden-size"]) == ("128", "8", "768")
+    assert f["--kv-channels"] == "128" and "--qk-layernorm" in argv and "--moe-layer-freq" not in argv
+    # DeepSeek-V3: 3 dense layers (width 18432), then 58 MoE layers of 256 x 2048 plus one shared expert
+    f, argv = flags("deepseek-v3")
+    assert (f["--ffn-hidden-size"], f["--moe-ffn-hidden-size"], f["--moe-shared-expert-intermediate-size"]) == (
+        "18432", "2048", "2048")  # fmt: skip
+    assert eval(f["--moe-layer-freq"]) == [0] * 3 + [1] * 58  # as Megatron evaluates it
+    # Llama 4 Maverick: MoE on the odd layers (128 x 8192 + a shared 8192), dense 16384 on the even ones
+    f, argv = flags("llama-4-maverick")
+    assert f["--moe-layer-freq"] == "([0,1]*24)" and eval(f["--moe-layer-freq"]) == [0, 1] * 24
+    assert (f["--ffn-hidden-size"], f["--moe-ffn-hidden-size"], f["--moe-shared-expert-intermediate-size"]) == (
+        "16384", "8192", "8192")  # fmt: skip
+    assert f["--no-rope-freq"] == "4" and "--qk-l2-norm" not in argv  # Maverick: use_qk_norm false
+    f, argv = flags("llama-4-scout")
+    assert "--qk-l2-norm" in argv and "--moe-layer-freq" not in argv
+    # dense Llama: none of it
+    f, argv = flags("llama-3.1-70b", ep=1)
+    assert not {"--kv-channels", "--num-experts", "--qk-layernorm", "--moe-layer-freq"} & set(argv)
+    assert moe_layer_pattern([True, True, False] * 3) == "([1,1,0]*3)"
+    assert moe_layer_pattern([False, True, True, True, False]) == "([0]*1+[1]*3+[0]*1)"
+
+
 def test_megatron_runs_the_attention_kernel_the_estimate_assumed(tmp_path: Path) -> None:
     keys = yaml.safe_load(Path(CLUSTER).read_text(encoding="utf-8"))
     for impl, backend in (("fa3", "fused"), ("eager", "unfused"), ("flash", "flash")):

@@ -74,7 +74,10 @@ LAYER_CLASS: Final = {
     "bert": "BertLayer",
     "roberta": "RobertaLayer",
 }
-LLAMA_LIKE: Final = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+LLAMA_LIKE: Final = frozenset(
+    {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "llama4", "llama4_text"}
+)
+QK_LAYERNORM: Final = frozenset({"qwen3", "qwen3_moe"})
 # SkyPilot accelerator names (skypilot-catalog v6 AcceleratorName column, the names
 # `sky show-gpus` lists), by gpuplan catalog name.
 SKYPILOT_NAMES: Final = {
@@ -208,6 +211,64 @@ def pipeline_layout(layers: int, stages: int) -> str:
     return "|".join(parts)
 
 
+def _megatron_shape_args(m: ModelSpec) -> list[str]:
+    """The model-shape flags Megatron cannot infer (megatron/core/transformer/transformer_config.py,
+    exposed as arguments): head size where it is not hidden / heads, q/k norms, and a MoE model's
+    expert, shared-expert and dense widths and which layers hold experts (Megatron's
+    moe_ffn_hidden_size defaults to ffn_hidden_size, the dense width)."""
+    a: list[str] = []
+    dense, expert, shared = m.ffn_widths()
+    ffn = dense or m.intermediate_size
+    if ffn:
+        a.append(f"--ffn-hidden-size {ffn}")
+    if m.attention_type != "mla" and m.num_heads and m.head_dim != m.hidden_size // m.num_heads:
+        a.append(f"--kv-channels {m.head_dim}")
+    if m.num_kv_heads and m.num_kv_heads != m.num_heads:
+        a += ["--group-query-attention", f"--num-query-groups {m.num_kv_heads}"]
+    if m.model_type in QK_LAYERNORM:
+        a.append("--qk-layernorm")  # Qwen3: RMSNorm over each head's q and k
+    if m.model_type in ("llama4", "llama4_text"):
+        text = m.config.get("text_config", m.config) if m.model_type == "llama4" else m.config
+        if isinstance(text, dict) and text.get("use_qk_norm", True):
+            a.append("--qk-l2-norm")  # Llama 4: weightless L2 norm of q and k on the RoPE layers
+        # RoPE skipped on every 4th layer (transformers Llama4TextConfig no_rope_layer_interval 4)
+        if m.num_layers % 4 == 0 and [a_.window is None for a_ in m.attention_layers] == [
+            (i + 1) % 4 == 0 for i in range(m.num_layers)
+        ]:
+            a.append("--no-rope-freq 4")
+    if m.is_moe:
+        a += [f"--num-experts {m.num_experts}", f"--moe-router-topk {m.experts_per_token}"]
+        if expert:
+            a.append(f"--moe-ffn-hidden-size {expert}")
+        if shared:
+            a.append(f"--moe-shared-expert-intermediate-size {shared}")
+        ids = set(m.moe_layer_ids)
+        if len(ids) != m.num_layers:
+            # Megatron's --moe-layer-freq pattern: 1 an expert layer, 0 a dense one, in layer order
+            a += ["--moe-layer-freq", moe_layer_pattern([i in ids for i in range(m.num_layers)])]  # quoted
+    return a
+
+
+def moe_layer_pattern(is_moe: list[bool]) -> str:
+    """A Python list expression of 1s (expert layers) and 0s (dense) that Megatron evaluates
+    (megatron/training/arguments.py moe_freq_type): a repeated unit when the layers repeat one,
+    else runs, e.g. "([0,1]*24)" or "([0]*3+[1]*58)"."""
+    bits = [int(b) for b in is_moe]
+    n = len(bits)
+    for unit in range(1, n // 2 + 1):
+        if n % unit == 0 and bits == bits[:unit] * (n // unit):
+            return f"([{','.join(map(str, bits[:unit]))}]*{n // unit})"
+    runs: list[str] = []
+    i = 0
+    while i < n:
+        j = i
+        while j < n and bits[j] == bits[i]:
+            j += 1
+        runs.append(f"[{bits[i]}]*{j - i}")
+        i = j
+    return f"({'+'.join(runs)})"
+
+
 def _megatron_args(lp: LaunchPlan) -> list[str]:
     """Megatron-LM pretrain_gpt.py flags (megatron/training/arguments.py) for the model and layout."""
     w, m = lp.w, lp.model
@@ -246,12 +307,7 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         f"--micro-batch-size {w.batch_size}",
         f"--global-batch-size {w.batch_size * w.micro_batches * w.dp}",
     ]
-    if m.intermediate_size:
-        a.append(f"--ffn-hidden-size {m.intermediate_size}")
-    if m.num_kv_heads and m.num_kv_heads != m.num_heads:
-        a += ["--group-query-attention", f"--num-query-groups {m.num_kv_heads}"]
-    if m.is_moe:
-        a += [f"--num-experts {m.num_experts}", f"--moe-router-topk {m.experts_per_token}"]
+    a += _megatron_shape_args(m)
     if m.model_type in LLAMA_LIKE:
         # Llama-style blocks: SwiGLU MLP, RMSNorm, rotary positions, no biases, untied head
         a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]

@@ -77,6 +77,8 @@ class ModelSpec:
     num_experts: int = 0
     experts_per_token: int = 0
     num_shared_experts: int = 0
+    # indices of the layers that hold experts (a MoE model's other layers are dense)
+    moe_layer_ids: tuple[int, ...] = ()
     # CNN: forward FLOPs per image at its native resolution (no tokens), and those of them in
     # stride-1 3x3 convolutions (the ones cuDNN can run with Winograd's algorithm)
     conv_flops_per_sample: float = 0.0
@@ -97,6 +99,21 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    def ffn_widths(self) -> tuple[int, int, int]:
+        """(dense MLP, routed expert, shared experts) intermediate widths, 0 where there is none:
+        read off the down projections (fan_out = hidden size) of the decoder's groups."""
+        dense = expert = shared = 0
+        for g in self.groups:
+            if g.linear is None or g.stack != "decoder" or g.linear[1] != self.hidden_size:
+                continue
+            if g.role == "expert":
+                expert = g.linear[0]
+            elif g.role == "mlp" and "shared" in g.name:
+                shared = g.linear[0]
+            elif g.role == "mlp":
+                dense = g.linear[0]
+        return dense, expert, shared
 
     def tp_splits_heads(self, tp: int) -> bool:
         """Whether `tp` tensor-parallel ranks can split the attention: the query heads evenly and the
@@ -277,6 +294,7 @@ class _Groups:
     def __init__(self) -> None:
         self.items: list[ParamGroup] = []
         self.attn: list[AttentionLayer] = []
+        self.moe_layers: list[int] | None = None  # indices of the MoE layers (None: all, if any)
 
     def linear(
         self,
@@ -566,7 +584,8 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
         dense_ff = c.positive(c.get_int("intermediate_size_mlp", default=16384), "intermediate_size_mlp")
         step = c.positive(c.get_int("interleave_moe_layer_step", default=1), "interleave_moe_layer_step")
         listed = c.int_list("moe_layers", default=list(range(step - 1, layers, step)))
-        n_sparse = len({i for i in listed if 0 <= i < layers})
+        g.moe_layers = sorted({i for i in listed if 0 <= i < layers})
+        n_sparse = len(g.moe_layers)
         n_dense = layers - n_sparse
         moe = {"experts": experts, "k": k, "shared": 1}
         g.linear("feed_forward.router", d, experts, n_sparse, "router")
@@ -585,6 +604,7 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
         step = c.get_int("decoder_sparse_step", default=1)
         only_dense = set(c.int_list("mlp_only_layers", default=[]))
         sparse = [i for i in range(layers) if i not in only_dense and experts > 0 and step > 0 and (i + 1) % step == 0]
+        g.moe_layers = sparse
         n_sparse, n_dense = len(sparse), layers - len(sparse)
         shared_ff = c.get_int("shared_expert_intermediate_size", default=0) if model_type == "qwen2_moe" else 0
         moe = {"experts": experts, "k": k, "shared": 1 if shared_ff else 0}
@@ -747,6 +767,7 @@ def _build_deepseek(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str
     first_dense = c.get_int("first_k_dense_replace", default=0)
     freq = c.get_int("moe_layer_freq", default=1)
     moe_layers = [i for i in range(layers) if experts and i >= first_dense and i % max(freq, 1) == 0]
+    g.moe_layers = moe_layers
     n_moe, n_dense = len(moe_layers), layers - len(moe_layers)
     moe_ff = c.get_int("moe_intermediate_size", default=0)
     shared = c.get_int("n_shared_experts", default=0)
@@ -1248,6 +1269,7 @@ def _spec(
         num_experts=moe.get("experts", 0),
         experts_per_token=moe.get("k", 0),
         num_shared_experts=moe.get("shared", 0),
+        moe_layer_ids=tuple(range(s.layers) if g.moe_layers is None else g.moe_layers) if moe.get("experts") else (),
         conv_flops_per_sample=conv_flops[0],
         winograd_flops_per_sample=conv_flops[1],
         image_size=image_size,
