@@ -160,6 +160,14 @@ def test_megatron_gets_the_moe_and_attention_shapes(tmp_path: Path) -> None:
     assert (f["--ffn-hidden-size"], f["--moe-ffn-hidden-size"], f["--moe-shared-expert-intermediate-size"]) == (
         "18432", "2048", "2048")  # fmt: skip
     assert eval(f["--moe-layer-freq"]) == [0] * 3 + [1] * 58  # as Megatron evaluates it
+    # its MLA and router as its config.json gives them (Megatron's DeepSeek-V3 example sets the same)
+    assert "--multi-latent-attention" in argv and "--qk-layernorm" in argv and "--swiglu" in argv
+    assert (f["--q-lora-rank"], f["--kv-lora-rank"], f["--qk-head-dim"], f["--qk-pos-emb-head-dim"]) == (
+        "1536", "512", "128", "64")  # fmt: skip
+    assert (f["--v-head-dim"], f["--kv-channels"], f["--moe-router-score-function"]) == ("128", "128", "sigmoid")
+    assert (f["--moe-router-num-groups"], f["--moe-router-group-topk"], f["--moe-router-topk-scaling-factor"]) == (
+        "8", "4", "2.5")  # fmt: skip
+    assert "--moe-router-enable-expert-bias" in argv
     # Llama 4 Maverick: MoE on the odd layers (128 x 8192 + a shared 8192), dense 16384 on the even ones
     f, argv = flags("llama-4-maverick")
     assert f["--moe-layer-freq"] == "([0,1]*24)" and eval(f["--moe-layer-freq"]) == [0, 1] * 24

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -74,8 +75,21 @@ LAYER_CLASS: Final = {
     "bert": "BertLayer",
     "roberta": "RobertaLayer",
 }
+# Llama-style blocks (SwiGLU, RMSNorm, rotary, no biases); DeepSeek's MLA adds its own flags
 LLAMA_LIKE: Final = frozenset(
-    {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "llama4", "llama4_text"}
+    [
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "llama4",
+        "llama4_text",
+        "deepseek_v2",
+        "deepseek_v3",
+    ]
 )
 QK_LAYERNORM: Final = frozenset({"qwen3", "qwen3_moe"})
 # SkyPilot accelerator names (skypilot-catalog v6 AcceleratorName column, the names
@@ -225,6 +239,8 @@ def _megatron_shape_args(m: ModelSpec) -> list[str]:
         a.append(f"--kv-channels {m.head_dim}")
     if m.num_kv_heads and m.num_kv_heads != m.num_heads:
         a += ["--group-query-attention", f"--num-query-groups {m.num_kv_heads}"]
+    if m.attention_type == "mla":
+        a += _mla_args(m.config)
     if m.model_type in QK_LAYERNORM:
         a.append("--qk-layernorm")  # Qwen3: RMSNorm over each head's q and k
     if m.model_type in ("llama4", "llama4_text"):
@@ -242,10 +258,43 @@ def _megatron_shape_args(m: ModelSpec) -> list[str]:
             a.append(f"--moe-ffn-hidden-size {expert}")
         if shared:
             a.append(f"--moe-shared-expert-intermediate-size {shared}")
+        a += _router_args(m.config)
         ids = set(m.moe_layer_ids)
         if len(ids) != m.num_layers:
             # Megatron's --moe-layer-freq pattern: 1 an expert layer, 0 a dense one, in layer order
             a += ["--moe-layer-freq", moe_layer_pattern([i in ids for i in range(m.num_layers)])]  # quoted
+    return a
+
+
+def _mla_args(cfg: Mapping[str, Any]) -> list[str]:
+    """DeepSeek-V2/V3 multi-latent attention (Megatron-Core MLATransformerConfig, as its DeepSeek-V3
+    example sets it: low-rank q and kv, nope / rope / value head sizes, and the q_a / kv_a norms
+    as --qk-layernorm)."""
+    a = ["--multi-latent-attention"]
+    if cfg.get("q_lora_rank"):
+        a.append(f"--q-lora-rank {cfg['q_lora_rank']}")
+    for key, flag in (("kv_lora_rank", "kv-lora-rank"), ("qk_nope_head_dim", "qk-head-dim"),
+                      ("qk_rope_head_dim", "qk-pos-emb-head-dim"), ("v_head_dim", "v-head-dim")):  # fmt: skip
+        if isinstance(cfg.get(key), int):
+            a.append(f"--{flag} {cfg[key]}")
+    if isinstance(cfg.get("v_head_dim"), int):
+        a.append(f"--kv-channels {cfg['v_head_dim']}")
+    return [*a, "--qk-layernorm"]
+
+
+def _router_args(cfg: Mapping[str, Any]) -> list[str]:
+    """The router as the config describes it (DeepSeek-V3: sigmoid scores, experts picked within the
+    best 4 of 8 groups, weights scaled by 2.5, an expert bias for aux-loss-free balancing)."""
+    a: list[str] = []
+    if cfg.get("scoring_func") == "sigmoid":
+        a.append("--moe-router-score-function sigmoid")
+    if isinstance(cfg.get("n_group"), int) and isinstance(cfg.get("topk_group"), int) and cfg["n_group"] > 1:
+        a += [f"--moe-router-num-groups {cfg['n_group']}", f"--moe-router-group-topk {cfg['topk_group']}"]
+    factor = cfg.get("routed_scaling_factor")
+    if isinstance(factor, int | float) and not isinstance(factor, bool) and factor != 1:
+        a.append(f"--moe-router-topk-scaling-factor {factor:g}")
+    if cfg.get("topk_method") == "noaux_tc":
+        a.append("--moe-router-enable-expert-bias")
     return a
 
 
