@@ -536,6 +536,23 @@ def test_one_pass_inference_counts_its_batch_and_busy_gpu(run_cli: RunCli, tmp_p
     assert "NCHW<->NHWC transposes" in out and "channels_last: true" in " ".join(out.split())
 
 
+def test_vllm_schedules_at_most_its_default_max_num_seqs(catalog: Catalog) -> None:
+    """vLLM's default max_num_seqs (vllm/engine/arg_utils.py get_batch_defaults): 1024 on cards of
+    >= 70 GiB except A100s (PR #17885), 256 elsewhere. A batch job's best batch stays within it
+    even where the KV cache would hold more."""
+    from gpuplan.estimators import runtime
+
+    seqs = {g: runtime.vllm_max_num_seqs(catalog.get(g)) for g in ("H100", "H200", "A100 80GB", "L40S", "L4")}
+    assert seqs == {"H100": 1024, "H200": 1024, "A100 80GB": 256, "L40S": 256, "L4": 256}
+    m = load_model("llama-3.2-1b")
+    w = make_workload({"model": "llama-3.2-1b", "task": "inference", "input_len": 128, "output_len": 128})
+    for gpu, cap in (("A100 80GB", 256), ("H100", 1024)):
+        it = estimate_inference_time(m, w, catalog.get(gpu), max_batch=100_000)
+        assert it.max_batch == cap and it.best_batch <= cap
+    trt = estimate_inference_time(m, w.with_(engine="tensorrt-llm"), catalog.get("A100 80GB"), max_batch=100_000)
+    assert trt.max_batch == 2048  # trtllm-bench's own default
+
+
 def test_user_price_file(run_cli: RunCli, tmp_path: Path) -> None:
     f = tmp_path / "p.csv"
     f.write_text("gpu,provider,price_per_hour_usd,date_or_version,source\nL4,my lab,0.01,2026-12,own\n")

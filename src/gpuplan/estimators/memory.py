@@ -825,8 +825,7 @@ def _serving(
     """vLLM's sizing (vllm/worker/worker.py determine_num_available_blocks): KV budget =
     total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
     profile = work_per_token * runtime.VLLM_PROFILE_TOKENS
-    large = gpu.memory_bytes >= runtime.VLLM_LARGE_GPU_BYTES
-    seqs = runtime.VLLM_MAX_NUM_SEQS_LARGE if large else runtime.VLLM_MAX_NUM_SEQS_SMALL
+    seqs = runtime.vllm_max_num_seqs(gpu)
     profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
     non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
     total = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators import comm
+from gpuplan.estimators import comm, runtime
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import StackShape, attention_dropout, stack_shapes
 from gpuplan.estimators.lora import lora_targets
@@ -1164,7 +1164,8 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     # data-parallel replicas (num_gpus / (tp x pp)) serve `batch_size` sequences each, in step
     _, _, replicas = _serving_layout(model, w)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
-    cap = ENGINE_MAX_BATCH.get(w.engine, 1024)
+    # the engine's default cap on the sequences one step schedules: vLLM's max_num_seqs by card
+    cap = ENGINE_MAX_BATCH.get(w.engine) or (runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else 1024)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
     if limit > b:

@@ -8,7 +8,10 @@ breakdown so a user can see and question it.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from gpuplan.specs.gpu import GPU
 
 MIB: Final = 2**20
 
@@ -66,7 +69,15 @@ VLLM_BLOCK_TOKENS: Final = 16  # CacheConfig.block_size default on CUDA
 # peak activations (H100, vllm serve defaults): Llama-3.1-8B 4.76 GiB, Qwen3-0.6B 5.56 GiB,
 # Qwen3-32B 5.64 GiB, which this term plus the 8192-token forward reproduces within 15%.
 VLLM_SAMPLER_BYTES_PER_LOGIT: Final = 32.0
-# vLLM V1 defaults (vllm/engine/arg_utils.py): max_num_seqs 1024 on cards with >= 70 GiB, else 256
+# vLLM V1 defaults (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults): max_num_seqs 1024 on
+# cards with >= 70 GiB whose name does not contain "a100" (PR #17885: the larger defaults cost an
+# A100 throughput), else 256
 VLLM_MAX_NUM_SEQS_LARGE: Final = 1024
 VLLM_MAX_NUM_SEQS_SMALL: Final = 256
 VLLM_LARGE_GPU_BYTES: Final = 70 * 2**30
+
+
+def vllm_max_num_seqs(gpu: GPU) -> int:
+    """vLLM's default max_num_seqs on this card: the most sequences one engine step schedules."""
+    large = gpu.memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in gpu.name.lower()
+    return VLLM_MAX_NUM_SEQS_LARGE if large else VLLM_MAX_NUM_SEQS_SMALL
