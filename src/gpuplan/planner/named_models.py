@@ -90,24 +90,6 @@ NAMED_SHAPES: Final[tuple[NamedShape, ...]] = (
     NamedShape(r"nemotron-?4-340b|nemotron-340b", nemotron_config(96, 18432, 96, 73728, kv=8), _NEMO_NEMOTRON),
     NamedShape(r"llama-?1?-33b|llama-30b", llama1_config(60, 6656, 52, 17920), _LLAMA1),
     NamedShape(r"llama-?1?-65b", llama1_config(80, 8192, 64, 22016), _LLAMA1),
-    NamedShape(
-        r"mixtral-8x22b",
-        # Mixtral-8x22B-v0.1: 56 layers, d 6144, 48 heads (8 KV), experts of 16,384, 8 top-2, 32k vocab
-        {
-            "model_type": "mixtral",
-            "hidden_size": 6144,
-            "num_hidden_layers": 56,
-            "num_attention_heads": 48,
-            "num_key_value_heads": 8,
-            "intermediate_size": 16384,
-            "num_local_experts": 8,
-            "num_experts_per_tok": 2,
-            "vocab_size": 32000,
-            "max_position_embeddings": 65536,
-            "tie_word_embeddings": False,
-        },
-        "NVIDIA/NeMo:nemo/collections/llm/gpt/model/mixtral.py (MixtralConfig8x22B); vocabulary of the v0.1 tokenizer",
-    ),
 )
 
 # Suffixes that name a fine-tune or a packaging of the same weights' shape.
