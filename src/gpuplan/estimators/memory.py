@@ -244,6 +244,8 @@ _RMSNORM_TYPES: Final = (
     "granite",
     "deepseek_v2",
     "deepseek_v3",
+    "llama4",
+    "llama4_text",
     "t5",
     "mt5",
 )
