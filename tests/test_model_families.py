@@ -500,3 +500,18 @@ def test_default_lora_targets_of_the_new_families(preset: str, leaves: set[str])
 
     m = load_model(preset)
     assert {g.name.rsplit(".", 1)[-1] for g in lora_targets(m, "default")} == leaves
+
+
+def test_every_transformer_family_has_lora_defaults_and_an_fsdp_wrap_class() -> None:
+    """A family the reader supports must also work with `task: lora` (PEFT's default targets, or
+    q/v where PEFT has none) and get FSDP's transformer auto-wrap class in launch files; a CNN has
+    neither (LoRA adapts attention, FSDP wraps ResNet by size)."""
+    from gpuplan.estimators.lora import DEFAULT_TARGETS
+    from gpuplan.interfaces.launch import LAYER_CLASS
+
+    families = set(SUPPORTED_MODEL_TYPES) - {"resnet"}
+    assert families <= set(DEFAULT_TARGETS), sorted(families - set(DEFAULT_TARGETS))
+    assert families <= set(LAYER_CLASS), sorted(families - set(LAYER_CLASS))
+    # PEFT 0.21's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING["llama4"]
+    assert DEFAULT_TARGETS["llama4"] == ("q_proj", "v_proj")
+    assert LAYER_CLASS["llama4"] == "Llama4TextDecoderLayer"  # transformers' _no_split_modules

@@ -42,6 +42,12 @@ DEFAULT_TARGETS: Final[dict[str, tuple[str, ...]]] = {
     "gpt2": ("c_attn",),
     "gpt_neox": ("query_key_value",),
     "falcon": ("query_key_value",),
+    "RefinedWeb": ("query_key_value",),
+    "RefinedWebModel": ("query_key_value",),
+    "llama4": ("q_proj", "v_proj"),
+    "llama4_text": ("q_proj", "v_proj"),  # PEFT's llama4 entry; the text config alone has none
+    # no PEFT entry for gpt-oss (PEFT asks for target_modules): q/v as for its Llama-style kin
+    "gpt_oss": ("q_proj", "v_proj"),
     "bloom": ("query_key_value",),
     "mpt": ("Wqkv",),
     "bert": ("query", "value"),
