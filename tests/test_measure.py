@@ -14,6 +14,7 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.interfaces import measure as m
 from gpuplan.specs.model import model_from_config
+from gpuplan.specs.models import presets
 from gpuplan.specs.precision import storage_format
 from gpuplan.specs.workload import make_workload
 
@@ -161,6 +162,38 @@ def test_measure_runs_each_mode_on_the_cpu(keys: dict[str, Any]) -> None:
 
 
 # --- our measurements as a validation category (planner/measured.py) -----------------------------
+
+
+@pytest.mark.parametrize("name", sorted(n for n in presets() if n != "resnet-50"))
+def test_every_presets_cpu_check_is_tiny(name: str) -> None:
+    """The CPU check shrinks nested text/vision configs, experts and MLA ranks too: a 109B Llama 4
+    used to be built at full size there (and killed for memory)."""
+    cfg = m.config_dict(make_workload({"model": name, "task": "inference"}), tiny=True)
+    assert model_from_config(cfg, name).total_params < 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("model", "keys"),
+    [
+        ("llama-4-scout", {"task": "lora", "batch_size": 1, "seq_len": 16}),  # PEFT has no llama4_text entry
+        # nor gpt_oss, which transformers builds with eager attention only
+        ("gpt-oss-20b", {"task": "lora", "batch_size": 1, "seq_len": 16, "attention_impl": "eager"}),
+        ("deepseek-v3", {"task": "inference", "input_len": 8, "output_len": 2}),  # MLA: kv heads = heads
+        ("qwen3-30b-a3b", {"task": "finetune", "batch_size": 1, "seq_len": 16, "precision": "fp32"}),
+    ],
+)
+def test_moe_and_multimodal_families_run_on_the_cpu(model: str, keys: dict[str, Any]) -> None:
+    rec = m.measure(make_workload({"model": model, **keys}), steps=2, device="cpu")
+    assert rec["tiny"] is True
+    if keys["task"] == "lora":
+        built_model = m._model(make_workload({"model": model, **keys}), "cpu", tiny=True)
+        adapted = {n.split(".lora_A")[0].rsplit(".", 1)[-1] for n, _ in built_model.named_parameters() if "lora_A" in n}
+        assert adapted == {"q_proj", "v_proj"}  # what the estimate counts (estimators/lora.py)
+
+
+def test_an_architecture_without_sdpa_asks_for_eager_attention() -> None:
+    with pytest.raises(InvalidSettingError, match="attention_impl: eager"):
+        m.measure(make_workload({"model": "gpt-oss-20b", "task": "lora", "seq_len": 16}), steps=2, device="cpu")
 
 
 def test_category_names() -> None:

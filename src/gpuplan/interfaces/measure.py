@@ -35,21 +35,68 @@ from gpuplan.specs.workload import Workload
 
 TINY: Final = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
                "num_key_value_heads": 2, "vocab_size": 1024, "head_dim": 16,
-               "n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": 128}  # GPT-2's names  # fmt: skip
+               "n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": 128,  # GPT-2's names
+               "d_model": 64, "n_layers": 2, "n_heads": 4,  # MPT's
+               "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4, "d_ff": 128, "d_kv": 16}  # T5's  # fmt: skip
+
+
+# MoE, MLA and per-layer lists shrunk with it (experts, their widths, the low-rank attention)
+TINY_MOE: Final = {"num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "moe_intermediate_size": 32,
+                   "shared_expert_intermediate_size": 64, "intermediate_size_mlp": 128, "q_lora_rank": 32,
+                   "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}  # fmt: skip
+# a multimodal config's vision tower (built, never run by measure): one narrow layer
+TINY_VISION: Final = {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4,
+                      "image_size": 56, "projector_input_dim": 64, "projector_output_dim": 64,
+                      "vision_output_dim": 64}  # fmt: skip
+TINY_MAX_PARAMS: Final = 50_000_000  # the CPU check's model stays small (a few hundred MB at fp32)
+
+
+def _shrink(cfg: dict[str, Any], sizes: dict[str, Any]) -> dict[str, Any]:
+    out = cfg | {k: v for k, v in sizes.items() if k in cfg} | {k: v for k, v in TINY_MOE.items() if k in cfg}
+    if "kv_lora_rank" in out and "num_attention_heads" in out:  # MLA: one KV head per query head
+        out["num_key_value_heads"] = out["num_attention_heads"]
+    if "num_experts_per_tok" in out:
+        out["num_experts_per_tok"] = min(int(out["num_experts_per_tok"]), 2)
+    for key in ("first_k_dense_replace", "n_group", "topk_group"):  # DeepSeek routing within the tiny model
+        if key in out:
+            out[key] = 1
+    layers = out.get("num_hidden_layers")
+    if isinstance(layers, int):
+        for key in ("layer_types", "no_rope_layers"):  # one entry per layer: the first tiny-many
+            if isinstance(out.get(key), list):
+                out[key] = out[key][:layers]
+        for key in ("moe_layers", "mlp_only_layers"):  # layer indices: those within the tiny model
+            if isinstance(out.get(key), list):
+                out[key] = [i for i in out[key] if isinstance(i, int) and 0 <= i < layers]
+    out.pop("rope_scaling", None)
+    for k in ("bos_token_id", "eos_token_id", "pad_token_id"):  # inside the tiny vocabulary
+        if k in out:
+            out[k] = 1
+    return out
 
 
 def config_dict(w: Workload, tiny: bool) -> dict[str, Any]:
-    """The config.json `measure` builds the model from: the workload's, or its tiny variant on the CPU."""
+    """The config.json `measure` builds the model from: the workload's, or its tiny variant on the CPU
+    (nested text and vision configs of multimodal checkpoints shrunk too)."""
     _, cfg = resolve_model_config(w.model)
     cfg = {k: v for k, v in cfg.items() if k not in ("architectures", "auto_map", "_name_or_path")}
     if tiny:
-        cfg |= {k: v for k, v in TINY.items() if k in cfg}
-        cfg.pop("rope_scaling", None)
-        for k in ("bos_token_id", "eos_token_id", "pad_token_id"):  # inside the tiny vocabulary
-            if k in cfg:
-                cfg[k] = 1
+        cfg = _shrink(cfg, TINY)
+        if isinstance(cfg.get("text_config"), dict):
+            cfg["text_config"] = _shrink(cfg["text_config"], TINY)
+        if isinstance(cfg.get("vision_config"), dict):
+            cfg["vision_config"] = _shrink(cfg["vision_config"], TINY_VISION)
     if not cfg.get("model_type"):
         raise InvalidSettingError(f"{w.model}: its config.json has no model_type to build it from.")
+    if tiny:
+        from gpuplan.specs.model import model_from_config
+
+        n = model_from_config(cfg, "tiny").total_params
+        if n > TINY_MAX_PARAMS:
+            raise InvalidSettingError(
+                f"{w.model}: its tiny CPU variant would still have {n:,} parameters (a key gpuplan does not "
+                "shrink); the CPU check builds at most 50M. Run `gpuplan measure` on a GPU instead."
+            )
     return cfg
 
 
@@ -158,6 +205,14 @@ def _quantise(model: Any, torch: Any, fmt: str, compute_dtype: Any, device: str)
         model.is_loaded_in_4bit = True
 
 
+def _default_targets(w: Workload) -> list[str] | None:
+    from gpuplan.estimators.lora import DEFAULT_TARGETS
+
+    model_type = config_dict(w, False).get("model_type")
+    names = DEFAULT_TARGETS.get(model_type) if isinstance(model_type, str) else None
+    return list(names) if names else None
+
+
 def _model(w: Workload, device: str, tiny: bool) -> Any:
     torch = load_torch()
     from transformers import AutoModelForCausalLM
@@ -169,6 +224,11 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
         with torch.device(device):  # initialised where it runs: an 8B model in seconds, not minutes on the CPU
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn)  # type: ignore[no-untyped-call]
     except ValueError as exc:
+        if "does not support an attention implementation" in str(exc):
+            raise InvalidSettingError(
+                f"transformers builds {w.model} only with eager attention (no SDPA for it): set "
+                "attention_impl: eager to measure it, and the estimate counts the attention scores that way."
+            ) from None
         raise InvalidSettingError(f"gpuplan measure builds decoder (causal LM) models; {w.model}: {exc}") from None
     fmt = (w.weight_dtype or "nf4") if w.task == "qlora" else w.effective_weight_dtype
     if fmt in BNB_FORMATS:
@@ -181,8 +241,10 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
 
             # casts the embeddings, norms and head to fp32 (what the estimator counts for QLoRA under AMP)
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)  # type: ignore[no-untyped-call]
+        # the default targets the estimate counts (PEFT's per-family mapping, and q/v for families it
+        # lacks: gpt-oss, Llama 4 built from its text config)
         targets = "all-linear" if w.lora_targets == "all-linear" else (
-            None if w.lora_targets == "default" else list(w.lora_targets))  # fmt: skip
+            _default_targets(w) if w.lora_targets == "default" else list(w.lora_targets))  # fmt: skip
         model = get_peft_model(model, LoraConfig(r=w.lora_rank, lora_alpha=2 * w.lora_rank, target_modules=targets,
                                                  lora_dropout=w.lora_dropout, task_type="CAUSAL_LM"),
                                autocast_adapter_dtype=adapters_fp32)  # fmt: skip
@@ -239,6 +301,11 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = w.precision == "tf32"
     try:
         rec = _run(torch, w, steps, device, tiny)
+    except GpuplanError:
+        raise
+    except (RuntimeError, ValueError, TypeError) as exc:  # torch, transformers or PEFT refused the run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GpuplanError(f"the measurement of {w.model} ({w.task}) failed: {first}") from None
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     if cuda:
