@@ -95,7 +95,7 @@ def config_dict(w: Workload, tiny: bool) -> dict[str, Any]:
         if n > TINY_MAX_PARAMS:
             raise InvalidSettingError(
                 f"{w.model}: its tiny CPU variant would still have {n:,} parameters (a key gpuplan does not "
-                "shrink); the CPU check builds at most 50M. Run `gpuplan measure` on a GPU instead."
+                f"shrink); the CPU check builds at most {TINY_MAX_PARAMS:,}. Run `gpuplan measure` on a GPU instead."
             )
     return cfg
 
