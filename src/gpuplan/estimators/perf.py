@@ -232,7 +232,7 @@ def _context(model: ModelSpec, w: Workload, gpu: GPU) -> _Ctx:
     peak = (fp4_peak(gpu) if prec == "fp4" else None) or compute_peak(gpu, prec)
     if peak.reason:
         notes.append(peak.reason)
-    if model.kind == "cnn" and not w.channels_last and peak.runs_as in NCHW_TRANSPOSED:
+    if _nchw_transposes(model, w, peak.runs_as):
         notes.append(
             "NCHW activations: cuDNN transposes each 16-bit convolution's input and output "
             "(channels_last: true, i.e. model.to(memory_format=torch.channels_last), removes them)"
@@ -838,15 +838,15 @@ def _cnn_forward(c: _Ctx, batch: float, phase: str) -> list[Op]:
         _roof("convolutions", phase, flops, 0.0, peak_eff, bw),
         _roof("batchnorm, relu, adds", phase, 0.0, elems * CNN_PASSES_FWD * c.act_b, peak_eff, bw),
     ]
-    if _nchw_transposes(c):
+    if _nchw_transposes(model, c.w, c.runs_as):
         moved = elems * CNN_NCHW_TRANSPOSE_PASSES * c.act_b
         ops.append(_roof("NCHW<->NHWC transposes (cuDNN)", phase, 0.0, moved, peak_eff, bw))
     return ops
 
 
-def _nchw_transposes(c: _Ctx) -> bool:
+def _nchw_transposes(model: ModelSpec, w: Workload, runs_as: str) -> bool:
     """cuDNN transposes around each tensor-core convolution: 16-bit activations kept in NCHW."""
-    return c.model.kind == "cnn" and not c.w.channels_last and c.runs_as in NCHW_TRANSPOSED
+    return model.kind == "cnn" and not w.channels_last and runs_as in NCHW_TRANSPOSED
 
 
 def _one_pass(c: _Ctx, ops: list[Op], items: float, note: str) -> InferenceTime:

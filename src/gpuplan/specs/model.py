@@ -393,9 +393,7 @@ def _llama4_chunked_layers(c: _Cfg, layers: int) -> list[int | None]:
     that many cached tokens matter to them), every no_rope_layer_interval-th layer (NoPE) attends to
     everything (transformers Llama4TextConfig: no_rope_layers[i] = 1 for the chunked RoPE layers,
     default (i + 1) % 4 != 0; vLLM keeps a chunk-sized cache for those layers)."""
-    chunk = c.opt_int("attention_chunk_size")
-    if "attention_chunk_size" not in c.raw:
-        chunk = 8192  # Llama4TextConfig's default
+    chunk = c.opt_int("attention_chunk_size")  # Llama4TextConfig's default 8192 via the family defaults
     if chunk is None or chunk <= 0:
         return [None] * layers
     types = c.raw.get("layer_types")
@@ -470,6 +468,7 @@ _LLAMA4_TEXT_DEFAULTS: Final = {
     "max_position_embeddings": 131_072,
     "num_local_experts": 16,
     "num_experts_per_tok": 1,
+    "attention_chunk_size": 8192,
 }
 
 _FAMILIES: Final[dict[str, _Family]] = {
