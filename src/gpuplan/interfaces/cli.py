@@ -20,6 +20,7 @@ from rich.table import Table
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
+from gpuplan.safeio import dumps_json, one_line
 from gpuplan.specs.gpu import GIB, GPU, PEAK_COLUMNS
 
 app = typer.Typer(
@@ -51,7 +52,7 @@ def _console() -> Console:
 
 
 def _emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(dumps_json(obj) + "\n")  # strict: never a NaN or Infinity token
 
 
 # --- formatting (display units are chosen here, once) ----------------------------------------
@@ -1426,7 +1427,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="gpuplan", standalone_mode=False)
     except GpuplanError as exc:
-        sys.stderr.write(f"gpuplan: error: {exc}\n")
+        sys.stderr.write(f"gpuplan: error: {one_line(str(exc))}\n")
         return 2
     except typer.Exit as exc:
         return int(getattr(exc, "exit_code", 0) or 0)
@@ -1442,7 +1443,7 @@ def main(argv: list[str] | None = None) -> int:
             message = str(exc.format_message())
             if not message:  # no arguments: the help was printed
                 return 0
-            sys.stderr.write(f"gpuplan: error: {message}\n")
+            sys.stderr.write(f"gpuplan: error: {one_line(message)}\n")
             return 2
         raise
     return 0

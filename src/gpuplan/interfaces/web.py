@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
 from gpuplan.interfaces import api
+from gpuplan.safeio import one_line
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload, describe_error, make_workload
 
@@ -186,7 +187,7 @@ def _answer(content: Any) -> JSONResponse:
 
 
 def _error(status: int, detail: str) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status)
+    return JSONResponse({"detail": one_line(detail)}, status_code=status)
 
 
 def create_app(

@@ -3,7 +3,7 @@
 Keys and defaults follow DESIGN.md's workload file; the extra keys below it (optimizer variants,
 offload, LoRA targets, attention kernel, loss, serving) say what the estimators must know to be
 exact. Values are validated here, once, with one clear message per bad key; the estimators can
-then trust them. YAML is read with `yaml.safe_load` only.
+then trust them. YAML is read with the bounded safe loader of gpuplan.safeio only.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, load_yaml, read_capped
 from gpuplan.specs.precision import storage_format
 
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
@@ -401,30 +401,22 @@ def make_workload(data: Mapping[str, Any]) -> Workload:
         raise InvalidSettingError(_pretty_error(exc)) from None
 
 
-def read_user_text(path: Path, what: str, hint: str = "") -> str:
-    """A user's text file, or one InvalidSettingError line naming it (missing, unreadable, not UTF-8)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidSettingError(f"No {what} at {str(path)!r}." + (f" {hint}" if hint else "")) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSettingError(f"Cannot read the {what} {str(path)!r}: {exc}.") from None
+def read_user_text(path: Path, what: str, hint: str = "", max_bytes: int = MAX_TABLE_BYTES) -> str:
+    """A user's text file, or one InvalidSettingError line naming it (missing, not a regular file,
+    over `max_bytes`, unreadable, not UTF-8): see gpuplan.safeio.read_capped."""
+    return read_capped(path, what, max_bytes, hint)
 
 
 def safe_yaml(text: str, name: str) -> Any:
-    """YAML read with the safe loader only; a syntax error is one line naming the file and line."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InvalidSettingError(f"{name} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+    """YAML read with the bounded safe loader (gpuplan.safeio.load_yaml): a syntax error, an alias
+    bomb, deep nesting or a non-finite number is one line naming the file."""
+    return load_yaml(text, name)
 
 
 def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Workload:
     """Read a workload YAML file (safe loader only); CLI flags in `overrides` win."""
     p = Path(path)
-    data = safe_yaml(read_user_text(p, "workload file", "Pass a YAML file or a model name."), p.name)
+    data = safe_yaml(read_user_text(p, "workload file", "Pass a YAML file or a model name.", MAX_YAML_BYTES), p.name)
     if data is None:
         data = {}
     if not isinstance(data, dict):

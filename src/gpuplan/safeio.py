@@ -1,0 +1,350 @@
+"""Reading what users hand gpuplan, and writing what it hands back, without being hurt by it.
+
+Every file gpuplan reads goes through `read_capped` (a regular file only, never a FIFO or a
+device, and at most a set number of bytes); YAML through `load_yaml` (the safe loader, with bounded
+nesting and bounded alias expansion, so a 400-byte "billion laughs" file is refused, not expanded);
+JSON through `load_json` (bounded nesting, no NaN/Infinity tokens); and every parsed tree through
+`check_numbers` (no NaN, no infinity, no integer beyond 64 bits). Any value echoed back in an
+error goes through `clip` (at most ~200 characters, control characters escaped, so a name cannot
+move the terminal's cursor or forge a second line). Output JSON is written with `dumps_json`
+(strict: the JSON standard has no NaN or Infinity). Scripts gpuplan writes quote their values with
+the functions of `gpuplan.interfaces.quoting`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from gpuplan.errors import InvalidSettingError
+
+# Caps on what gpuplan reads. A workload or lab file is a few KB, a config.json a few KB (ViT's
+# 21,843-label map ~1 MB), the bundled catalog files ~100 KB each, the bundled measurement CSVs
+# under 0.5 MB; each cap leaves an order of magnitude of room above the largest real file.
+MAX_YAML_BYTES: Final = 4 * 1024 * 1024
+MAX_JSON_BYTES: Final = 16 * 1024 * 1024
+MAX_TABLE_BYTES: Final = 8 * 1024 * 1024  # price CSVs, catalog TOML, measurement CSVs
+MAX_DEPTH: Final = 64  # nesting of YAML/JSON containers; real files nest 3-5 deep
+MAX_YAML_NODES: Final = 200_000  # nodes after expanding aliases (a lab file of 1,000 jobs is ~30,000)
+MAX_ECHO: Final = 200  # characters of a user's value echoed back in a message
+MAX_MESSAGE: Final = 2_000  # characters of a whole error line
+# Integers are bounded by what a signed 64-bit field holds: no setting, count or size gpuplan reads
+# comes near (the largest, a token count, is ~1e15), and a 300-digit integer must not reach float().
+MAX_INT: Final = 2**63 - 1
+
+_C0: Final = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F)} | {
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+}
+# C1 controls (0x80-0x9f) include CSI (0x9b), which some terminals read as ESC [; Unicode line and
+# paragraph separators and bidi overrides can disguise a line
+_CONTROL: Final = (
+    _C0
+    | {c: f"\\x{c:02x}" for c in range(0x80, 0xA0)}
+    | {
+        c: f"\\u{c:04x}"
+        for c in (0x2028, 0x2029, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069)
+    }
+)
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character (C0, DEL, C1, line separators, bidi overrides) written
+    as a visible escape: safe to print on a terminal or in one line of a file."""
+    return text.translate(_CONTROL)
+
+
+def has_controls(text: str) -> bool:
+    """Whether `text` holds a character `escape_controls` would escape."""
+    return any(ord(ch) in _CONTROL for ch in text)
+
+
+def clip(value: object, limit: int = MAX_ECHO) -> str:
+    """A user's value for a message: its text (repr for non-strings), control characters escaped,
+    at most `limit` characters (the rest counted, not shown)."""
+    text = value if isinstance(value, str) else _bounded_repr(value, limit)
+    text = escape_controls(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text):,} characters)"
+
+
+def clip_repr(value: object, limit: int = MAX_ECHO) -> str:
+    """repr(value), bounded as `clip` bounds it: for quoting a name in a message."""
+    if isinstance(value, str):
+        shown = value if len(value) <= limit else value[:limit]
+        text = escape_controls(repr(shown))
+        return text if len(value) <= limit else f"{text[:-1]}…' ({len(value):,} characters)"
+    return clip(value, limit)
+
+
+def _bounded_repr(value: object, limit: int) -> str:
+    """repr of a value, never building more than ~limit characters (an alias-bomb list, a
+    300-digit integer): containers are summarised by size beyond that."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > 200:
+            return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+        return repr(value)
+    if isinstance(value, list | tuple | dict | set):
+        try:
+            size = len(value)
+        except TypeError:  # pragma: no cover - every container here has a length
+            size = -1
+        parts: list[str] = []
+        used = 0
+        items = value.items() if isinstance(value, dict) else value
+        for item in items:
+            part = (
+                _bounded_repr(item, limit)
+                if not isinstance(item, tuple)
+                else ": ".join(_bounded_repr(x, limit) for x in item)
+            )
+            parts.append(part)
+            used += len(part) + 2
+            if used > limit:
+                break
+        shown = ", ".join(parts)
+        if len(parts) < size or used > limit:
+            shown = shown[:limit] + f", … ({size:,} items)"
+        brackets = {list: "[]", tuple: "()", dict: "{}", set: "{}"}.get(type(value), "[]")
+        return brackets[0] + shown + brackets[1]
+    text = repr(value)
+    return text if len(text) <= 4 * limit else text[: 4 * limit]
+
+
+def one_line(message: str, limit: int = MAX_MESSAGE) -> str:
+    """An error message as one bounded, printable line."""
+    return clip(message.strip(), limit)
+
+
+# --- files ------------------------------------------------------------------------------------------
+
+
+def read_capped(path: str | Path, what: str, max_bytes: int, hint: str = "") -> str:
+    """The UTF-8 text of a regular file of at most `max_bytes`, or one InvalidSettingError line
+    naming it: missing, a folder, a FIFO or device (never opened for a blocking read), too large,
+    unreadable or not UTF-8."""
+    p = Path(path)
+    shown = clip_repr(str(p))
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer would block forever; it is refused below anyway
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise InvalidSettingError(f"No {what} at {shown}." + (f" {hint}" if hint else "")) from None
+    except IsADirectoryError:
+        raise InvalidSettingError(f"The {what} {shown} is a folder, not a file.") from None
+    except OSError as exc:
+        raise InvalidSettingError(f"Cannot read the {what} {shown}: {exc.strerror or exc}.") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InvalidSettingError(f"The {what} {shown} is a folder, not a file.")
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidSettingError(
+                f"The {what} {shown} is not a regular file (a pipe, socket or device); gpuplan reads only files."
+            )
+        if info.st_size > max_bytes:
+            raise InvalidSettingError(
+                f"The {what} {shown} is {info.st_size:,} bytes, over the limit of {max_bytes:,} for a {what}."
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while True:  # the size can change under us: read at most max_bytes + 1, whatever stat said
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise InvalidSettingError(f"The {what} {shown} is over the limit of {max_bytes:,} bytes for a {what}.")
+    except OSError as exc:
+        raise InvalidSettingError(f"Cannot read the {what} {shown}: {exc.strerror or exc}.") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSettingError(
+            f"The {what} {shown} is not UTF-8 text (byte {exc.start:,}): is it the right file?"
+        ) from None
+
+
+# --- YAML ---------------------------------------------------------------------------------------------
+
+
+class _LimitError(Exception):
+    pass
+
+
+class BoundedSafeLoader(yaml.SafeLoader):
+    """yaml.SafeLoader with bounded nesting (MAX_DEPTH) and a bounded size after alias expansion
+    (MAX_YAML_NODES), counted as the document is composed, so an alias bomb stops after a few
+    thousand nodes of work instead of being built."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            if node is None or id(node) not in self._sizes:
+                raise _LimitError("an alias refers to the node that holds it (a recursive alias)")
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _LimitError(f"it nests more than {MAX_DEPTH} levels deep")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is None:  # pragma: no cover - the composer returns None only at the stream's end
+            return None
+        size = 1
+        if isinstance(node, yaml.SequenceNode):
+            size += sum(self._sizes[id(child)] for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        if size > MAX_YAML_NODES:
+            raise _LimitError(f"it expands to more than {MAX_YAML_NODES:,} values (aliases counted each time used)")
+        self._sizes[id(node)] = size
+        return node
+
+
+def load_yaml(text: str, name: str) -> Any:
+    """YAML read with the bounded safe loader; any problem is one line naming the file (and line)."""
+    if len(text) > MAX_YAML_BYTES:
+        raise InvalidSettingError(f"{clip(name)} is {len(text):,} characters, over the limit of {MAX_YAML_BYTES:,}.")
+    loader = BoundedSafeLoader(text)
+    try:
+        data = loader.get_single_data()
+    except _LimitError as exc:
+        raise InvalidSettingError(f"{clip(name)} is refused: {exc}.") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InvalidSettingError(f"{clip(name)} is not valid YAML{where}: {clip(problem)}.") from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # int('9' * 5000), a date out of range
+        raise InvalidSettingError(f"{clip(name)} holds a value gpuplan cannot read: {clip(str(exc))}.") from None
+    finally:
+        loader.dispose()
+    check_numbers(data, name)
+    return data
+
+
+# --- JSON ---------------------------------------------------------------------------------------------
+
+
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number")
+
+
+def load_json(text: str, name: str) -> Any:
+    """JSON read strictly: bounded nesting, no NaN/Infinity tokens, no overlong integers; any
+    problem is one line naming the file."""
+    if len(text) > MAX_JSON_BYTES:
+        raise InvalidSettingError(f"{clip(name)} is {len(text):,} characters, over the limit of {MAX_JSON_BYTES:,}.")
+    depth = _bracket_depth(text)
+    if depth > MAX_DEPTH:
+        raise InvalidSettingError(f"{clip(name)} is refused: it nests more than {MAX_DEPTH} levels deep.")
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidSettingError(f"{clip(name)} is not valid JSON (line {exc.lineno}): {clip(exc.msg)}.") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidSettingError(f"{clip(name)} is not valid JSON: {clip(str(exc))}.") from None
+    check_numbers(data, name)
+    return data
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of [ and { outside strings, found without parsing (json.loads recurses)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def dumps_json(obj: Any, indent: int | None = 2) -> str:
+    """JSON text of gpuplan's own output: strict (a NaN or infinity is a bug and raises)."""
+    return json.dumps(obj, indent=indent, allow_nan=False)
+
+
+# --- numbers -------------------------------------------------------------------------------------------
+
+
+def _walk(data: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(dotted path, leaf) for every leaf of a parsed tree, iteratively, each node once (an
+    alias-shared node is not walked twice), and no deeper than MAX_DEPTH."""
+    seen: set[int] = set()
+    stack: list[tuple[str, Any, int]] = [(path, data, 0)]
+    while stack:
+        where, node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if depth >= MAX_DEPTH:
+                raise InvalidSettingError(f"{clip(path)} is refused: it nests more than {MAX_DEPTH} levels deep.")
+            if isinstance(node, dict):
+                stack.extend((f"{where}.{clip(str(k), 40)}" if where else clip(str(k), 40), v, depth + 1)
+                             for k, v in node.items())  # fmt: skip
+            else:
+                stack.extend((f"{where}[{i}]", v, depth + 1) for i, v in enumerate(node))
+        else:
+            yield where, node
+
+
+def check_numbers(data: Any, name: str) -> None:
+    """Refuse a NaN, an infinity or an integer beyond 64 bits anywhere in a parsed tree, naming
+    the key ("{name}: 'frames' is ...")."""
+    for where, leaf in _walk(data, ""):
+        if isinstance(leaf, float) and not math.isfinite(leaf):
+            raise InvalidSettingError(f"{clip(name)}: {where or 'the value'} is {leaf!r}; it must be a finite number.")
+        if isinstance(leaf, int) and not isinstance(leaf, bool) and abs(leaf) > MAX_INT:
+            raise InvalidSettingError(
+                f"{clip(name)}: {where or 'the value'} is {clip(leaf)}, beyond any sensible value (at most {MAX_INT:,})."
+            )
+
+
+def finite(value: float, what: str, *, low: float | None = None, high: float | None = None) -> float:
+    """`value` if it is a finite number within [low, high]; else one InvalidSettingError line naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSettingError(f"{what} must be a number. Got {clip_repr(value)}.")
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise InvalidSettingError(f"{what} is {clip(value)}, beyond any sensible value.")
+    v = float(value)
+    if not math.isfinite(v):
+        raise InvalidSettingError(f"{what} must be a finite number. Got {value!r}.")
+    if low is not None and v < low:
+        raise InvalidSettingError(f"{what} must be at least {low:g}. Got {v:g}.")
+    if high is not None and v > high:
+        raise InvalidSettingError(f"{what} must be at most {high:g}. Got {v:g}.")
+    return v
