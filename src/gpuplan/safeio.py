@@ -224,8 +224,9 @@ def load_yaml(text: str, name: str) -> Any:
     """YAML read with the bounded safe loader; any problem is one line naming the file (and line)."""
     if len(text) > MAX_YAML_BYTES:
         raise InvalidSettingError(f"{clip(name)} is {len(text):,} characters, over the limit of {MAX_YAML_BYTES:,}.")
-    loader = BoundedSafeLoader(text)
+    loader: BoundedSafeLoader | None = None
     try:
+        loader = BoundedSafeLoader(text)  # the reader refuses control characters here already
         data = loader.get_single_data()
     except _LimitError as exc:
         raise InvalidSettingError(f"{clip(name)} is refused: {exc}.") from None
@@ -237,7 +238,8 @@ def load_yaml(text: str, name: str) -> Any:
     except (ValueError, OverflowError, RecursionError) as exc:  # int('9' * 5000), a date out of range
         raise InvalidSettingError(f"{clip(name)} holds a value gpuplan cannot read: {clip(str(exc))}.") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     check_numbers(data, name)
     return data
 
