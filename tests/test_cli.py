@@ -140,7 +140,7 @@ def test_malformed_config_and_catalog_files(run_cli: RunCli, tmp_path: Path) -> 
     bad = tmp_path / "config.json"
     bad.write_text('{"model_type": "llama", "hidden_size": 4096')
     code, _, err = run_cli("model", str(bad))
-    assert code == 2 and "malformed JSON" in err and err.count("\n") == 1
+    assert code == 2 and "not valid JSON" in err and err.count("\n") == 1
     unsupported = tmp_path / "rwkv.json"
     unsupported.write_text('{"model_type": "rwkv"}')
     code, _, err = run_cli("model", str(unsupported))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Final
 
 
 class GpuplanError(Exception):
@@ -42,9 +43,17 @@ class InvalidSettingError(GpuplanError, ValueError):
     """A setting outside its allowed values."""
 
 
+# difflib's ratio() is quadratic in the lengths compared; no GPU or model name is near this long
+# (the longest bundled label has 55 characters), so a longer name or choice is not a typo of one
+_MAX_COMPARED: Final = 100
+
+
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
-    """' Did you mean: a, b?' for the closest choices, or '' when none is close."""
-    pool = sorted(set(choices))
+    """' Did you mean: a, b?' for the closest choices, or '' when none is close (or the name is
+    over _MAX_COMPARED characters: a 60 KB name is answered at once)."""
+    if len(name) > _MAX_COMPARED:
+        return ""
+    pool = sorted({c for c in choices if len(c) <= _MAX_COMPARED})
     lowered = {c.lower(): c for c in pool}
     close = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
     # substring matches catch abbreviations that difflib scores low ("a100" -> "a100 sxm4 80gb")

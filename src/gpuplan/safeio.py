@@ -3,7 +3,8 @@
 Every file gpuplan reads goes through `read_capped` (a regular file only, never a FIFO or a
 device, and at most a set number of bytes); YAML through `load_yaml` (the safe loader, with bounded
 nesting and bounded alias expansion, so a 400-byte "billion laughs" file is refused, not expanded);
-JSON through `load_json` (bounded nesting, no NaN/Infinity tokens); and every parsed tree through
+JSON through `load_json` (bounded nesting, no NaN/Infinity tokens); CSV through `read_csv` (csv's
+128 KB field cap, no row wider than its header); and every parsed tree through
 `check_numbers` (no NaN, no infinity, no integer beyond 64 bits). Any value echoed back in an
 error goes through `clip` (at most ~200 characters, control characters escaped, so a name cannot
 move the terminal's cursor or forge a second line). Output JSON is written with `dumps_json`
@@ -13,13 +14,16 @@ the functions of `gpuplan.interfaces.quoting`.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import yaml
 
@@ -169,12 +173,21 @@ def read_capped(path: str | Path, what: str, max_bytes: int, hint: str = "") -> 
         raise InvalidSettingError(f"Cannot read the {what} {shown}: {exc.strerror or exc}.") from None
     finally:
         os.close(fd)
+    data = b"".join(chunks)
+    nul = data.find(b"\0")
+    if nul >= 0:  # no text format gpuplan reads holds a NUL; UTF-16 text (Windows editors) is full of them
+        raise InvalidSettingError(
+            f"The {what} {shown} holds a NUL byte (byte {nul:,}): not UTF-8 text (UTF-16? binary?); save it as UTF-8."
+        )
     try:
-        return b"".join(chunks).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidSettingError(
             f"The {what} {shown} is not UTF-8 text (byte {exc.start:,}): is it the right file?"
         ) from None
+    # a leading byte-order mark (Excel's "CSV UTF-8", Notepad) is not part of the text: csv would
+    # read it into the first column's name, json.loads refuses it
+    return text.removeprefix("\ufeff")
 
 
 # --- YAML ---------------------------------------------------------------------------------------------
@@ -182,6 +195,11 @@ def read_capped(path: str | Path, what: str, max_bytes: int, hint: str = "") -> 
 
 class _LimitError(Exception):
     pass
+
+
+class YamlSyntaxError(InvalidSettingError):
+    """Text that is not YAML at all (as opposed to YAML refused for its size, nesting or numbers):
+    `--set KEY=VALUE` then takes the value as a plain string."""
 
 
 class BoundedSafeLoader(yaml.SafeLoader):
@@ -220,6 +238,14 @@ class BoundedSafeLoader(yaml.SafeLoader):
         return node
 
 
+def value_problem(exc: BaseException) -> str:
+    """What a parser's ValueError says, for a user: CPython's int() refuses a string of over
+    sys.get_int_max_str_digits() digits (4,300 by default) with advice about its own settings."""
+    if "integer string conversion" in str(exc):
+        return f"an integer of over {sys.get_int_max_str_digits():,} digits"
+    return clip(str(exc))
+
+
 def load_yaml(text: str, name: str) -> Any:
     """YAML read with the bounded safe loader; any problem is one line naming the file (and line)."""
     if len(text) > MAX_YAML_BYTES:
@@ -234,9 +260,9 @@ def load_yaml(text: str, name: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise InvalidSettingError(f"{clip(name)} is not valid YAML{where}: {clip(problem)}.") from None
+        raise YamlSyntaxError(f"{clip(name)} is not valid YAML{where}: {clip(problem)}.") from None
     except (ValueError, OverflowError, RecursionError) as exc:  # int('9' * 5000), a date out of range
-        raise InvalidSettingError(f"{clip(name)} holds a value gpuplan cannot read: {clip(str(exc))}.") from None
+        raise InvalidSettingError(f"{clip(name)} holds a value gpuplan cannot read: {value_problem(exc)}.") from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -299,10 +325,37 @@ def dumps_json(obj: Any, indent: int | None = 2) -> str:
     return json.dumps(obj, indent=indent, allow_nan=False)
 
 
+# --- CSV ----------------------------------------------------------------------------------------------
+
+
+def read_csv(text: str, name: str) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """(header, [(line number, row)]) of a CSV file's text read with csv.DictReader; a malformed
+    file is one line naming the line: a field over csv's limit (csv.field_size_limit, 128 KB by
+    default, kept), or a row with more fields than the header (an unquoted comma). A short row's
+    missing fields read as ""."""
+    reader = csv.DictReader(io.StringIO(text), restval="")  # a short row's missing fields read as ""
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        header = list(reader.fieldnames or [])
+        for row in reader:
+            if None in row:  # DictReader puts the fields beyond the header under the key None
+                extra = row[None]
+                raise InvalidSettingError(
+                    f"{clip(name)} line {reader.line_num}: {len(header) + len(extra or [])} fields, the header has "
+                    f"{len(header)}; quote a value that holds a comma."
+                )
+            rows.append((reader.line_num, cast("dict[str, str]", row)))
+    except csv.Error as exc:
+        # reader.reader: DictReader's own line_num is set only after a row is read whole
+        where = reader.reader.line_num
+        raise InvalidSettingError(f"{clip(name)} line {where}: not valid CSV ({clip(str(exc))}).") from None
+    return header, rows
+
+
 # --- numbers -------------------------------------------------------------------------------------------
 
 
-def _walk(data: Any, path: str) -> Iterator[tuple[str, Any]]:
+def _walk(data: Any, path: str, name: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted path, leaf) for every leaf of a parsed tree, iteratively, each node once (an
     alias-shared node is not walked twice), and no deeper than MAX_DEPTH."""
     seen: set[int] = set()
@@ -314,7 +367,9 @@ def _walk(data: Any, path: str) -> Iterator[tuple[str, Any]]:
                 continue
             seen.add(id(node))
             if depth >= MAX_DEPTH:
-                raise InvalidSettingError(f"{clip(path)} is refused: it nests more than {MAX_DEPTH} levels deep.")
+                raise InvalidSettingError(
+                    f"{clip(name or path)} is refused: it nests more than {MAX_DEPTH} levels deep."
+                )
             if isinstance(node, dict):
                 stack.extend((f"{where}.{clip(str(k), 40)}" if where else clip(str(k), 40), v, depth + 1)
                              for k, v in node.items())  # fmt: skip
@@ -327,7 +382,7 @@ def _walk(data: Any, path: str) -> Iterator[tuple[str, Any]]:
 def check_numbers(data: Any, name: str) -> None:
     """Refuse a NaN, an infinity or an integer beyond 64 bits anywhere in a parsed tree, naming
     the key ("{name}: 'frames' is ...")."""
-    for where, leaf in _walk(data, ""):
+    for where, leaf in _walk(data, "", name):
         if isinstance(leaf, float) and not math.isfinite(leaf):
             raise InvalidSettingError(f"{clip(name)}: {where or 'the value'} is {leaf!r}; it must be a finite number.")
         if isinstance(leaf, int) and not isinstance(leaf, bool) and abs(leaf) > MAX_INT:

@@ -14,12 +14,13 @@ borrows from the same measurement on every architecture, and then from everythin
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Final
+
+from gpuplan.safeio import load_json
 
 MIN_ROWS: Final = 8  # fewer rows than this and the 10th/90th percentiles are the extremes
 LOW_Q: Final = 0.10
@@ -76,7 +77,8 @@ def _quantile(values: list[float], q: float) -> float:
 def residuals() -> dict[str, list[float]]:
     path = resources.files("gpuplan") / "data" / "validation" / RESIDUALS_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # package data, strict all the same: no NaN token may reach a band (gpuplan.safeio)
+        data = load_json(path.read_text(encoding="utf-8"), RESIDUALS_FILE)
     except FileNotFoundError:
         return {}
     return {str(k): [float(x) for x in v] for k, v in data.get("kinds", {}).items()}

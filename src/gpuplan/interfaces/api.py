@@ -6,13 +6,10 @@ come from here, in SI units.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
-
-import yaml
 
 from gpuplan.errors import InvalidSettingError, ModelConfigError, did_you_mean
 from gpuplan.estimators import uncertainty
@@ -27,6 +24,7 @@ from gpuplan.estimators.perf import (
     estimate_training_time,
 )
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
+from gpuplan.safeio import YamlSyntaxError, clip_repr, load_json, load_yaml
 from gpuplan.specs.calibration import SUFFIXES as CALIBRATION_SUFFIXES
 from gpuplan.specs.calibration import apply_calibration
 from gpuplan.specs.cluster import Cluster, parse_cluster
@@ -291,11 +289,11 @@ def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise InvalidSettingError(f"--set needs KEY=VALUE. Got {item!r}.")
+            raise InvalidSettingError(f"--set needs KEY=VALUE. Got {clip_repr(item)}.")
         key, value = item.split("=", 1)
-        try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError:
+        try:  # the bounded loader: an alias bomb, deep nesting or a 5,000-digit integer is one line
+            out[key.strip()] = load_yaml(value, f"--set {key.strip()}") if value.strip() else None
+        except YamlSyntaxError:  # not YAML at all: the text as it is
             out[key.strip()] = value
     return out
 
@@ -931,10 +929,7 @@ def chart_relative(catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
 def _workload_from_plan(path: Path) -> tuple[Workload, str | None]:
     """A workload (with the best layout's keys) from `gpuplan plan --json` output."""
     text = read_user_text(path, "plan file", "Pass a workload YAML or the JSON `gpuplan plan --json` prints.")
-    try:
-        rec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidSettingError(f"{path.name} is not valid JSON (line {exc.lineno}): {exc.msg}.") from None
+    rec = load_json(text, path.name)  # bounded nesting, no NaN tokens, integers within 64 bits
     if not isinstance(rec, dict) or not isinstance(rec.get("workload"), dict):
         raise InvalidSettingError(f"{path.name} is not a `gpuplan plan --json` document (no 'workload').")
     keys = dict(rec["workload"])

@@ -13,8 +13,6 @@ with the reason; none is special-cased.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +27,7 @@ from gpuplan.estimators.memory import estimate_memory
 from gpuplan.planner.measured import PREFIX, is_measured
 from gpuplan.planner.named_models import named_model
 from gpuplan.planner.validation_perf import SPEED_CATEGORIES, model_from_prose, predict_speed
+from gpuplan.safeio import read_csv
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset, load_model
@@ -91,13 +90,13 @@ class Skipped:
 
 
 def read_rows(text: str, origin: str) -> list[Row]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in ("id", "category", "model", "metric", "value") if c not in (reader.fieldnames or [])]
+    header, rows = read_csv(text, origin)  # a field over 128 KB, a row with extra fields: one line
+    missing = [c for c in ("id", "category", "model", "metric", "value") if c not in header]
     if missing:
         raise InvalidSettingError(
             f"{origin}: not a measurement file: missing column(s) {', '.join(missing)}. Expected: {', '.join(COLUMNS)}."
         )
-    return [Row({k: (v or "").strip() for k, v in r.items() if k is not None}) for r in reader]
+    return [Row({k: v.strip() for k, v in r.items()}) for _, r in rows]
 
 
 def bundled_rows() -> list[Row]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.safeio import clip_repr
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.precision import COMPUTE_PRECISIONS
 from gpuplan.specs.workload import read_user_text, safe_yaml
@@ -33,7 +34,7 @@ SUFFIXES: Final = (".yaml", ".yml")  # how a calibration file is told from a cat
 
 def _positive(value: Any, what: str, origin: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise InvalidSettingError(f"{origin}: {what} must be a positive number. Got {value!r}.")
+        raise InvalidSettingError(f"{origin}: {what} must be a positive number. Got {clip_repr(value)}.")
     return float(value)
 
 
@@ -59,7 +60,7 @@ def calibrated_gpus(data: Any, catalog: Catalog, origin: str) -> list[GPU]:
         for p, v in matmul.items():
             if p not in COMPUTE_PRECISIONS:
                 raise InvalidSettingError(
-                    f"{origin}: {gpu.name}: unknown precision {p!r} (one of {', '.join(COMPUTE_PRECISIONS)})."
+                    f"{origin}: {gpu.name}: unknown precision {clip_repr(p)} (one of {', '.join(COMPUTE_PRECISIONS)})."
                 )
             rates[p] = _positive(v, f"{gpu.name} matmul_flop_per_s.{p}", origin)
         bw = e.get("memory_bandwidth_bytes_per_s")

@@ -20,7 +20,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpuplan.errors import CatalogError, UnknownGPUError, did_you_mean
+from gpuplan.errors import CatalogError, InvalidSettingError, UnknownGPUError, did_you_mean
+from gpuplan.safeio import MAX_TABLE_BYTES, check_numbers, clip, clip_repr, has_controls, read_capped, value_problem
 from gpuplan.specs import tomlcache
 
 # Units, converted once here. GiB = 2**30 bytes (IEC 80000-13); GB, TFLOPS, GB/s are decimal.
@@ -245,32 +246,52 @@ def parse_catalog_text(text: str, origin: str) -> list[GPU]:
     try:
         doc = tomlcache.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{origin}: not valid TOML ({exc}). See data/gpus/FORMAT.md.") from None
+        raise CatalogError(f"{origin}: not valid TOML ({clip(str(exc))}). See data/gpus/FORMAT.md.") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table (~300 levels overflow)
+        raise CatalogError(f"{origin}: refused: it nests too deep. See data/gpus/FORMAT.md.") from None
+    except ValueError as exc:  # int() of 4,300+ digits (CPython's int_max_str_digits), a date out of range
+        raise CatalogError(f"{origin}: holds a value gpuplan cannot read: {value_problem(exc)}.") from None
+    try:  # NaN, infinity (TOML has both), integers beyond 64 bits, nesting beyond safeio.MAX_DEPTH
+        check_numbers(doc, origin)
+    except InvalidSettingError as exc:
+        raise CatalogError(str(exc)) from None
     unknown = set(doc) - {"gpu", "source"}
     if unknown:
-        raise CatalogError(f"{origin}: unknown top-level table(s) {sorted(unknown)}; expected [[gpu]] and [source.*].")
+        raise CatalogError(
+            f"{origin}: unknown top-level table(s) {clip(sorted(unknown))}; expected [[gpu]] and [source.*]."
+        )
     raw_sources = doc.get("source", {})
+    if not isinstance(raw_sources, dict):  # `source = 1`: TOML allows it, the format does not
+        raise CatalogError(f"{origin}: 'source' must be tables ([source.KEY]). See data/gpus/FORMAT.md.")
+    rows = doc.get("gpu", [])
+    if not isinstance(rows, list):
+        raise CatalogError(f"{origin}: 'gpu' must be an array of tables ([[gpu]]). See data/gpus/FORMAT.md.")
     sources: dict[str, Source] = {}
     for key, body in raw_sources.items():
         try:
             s = _Source.model_validate(body)
         except ValidationError as exc:
-            raise CatalogError(f"{origin}: source {key!r}: {_first_error(exc)}") from None
+            raise CatalogError(f"{origin}: source {clip_repr(key)}: {_first_error(exc)}") from None
         sources[key] = Source(key, s.title, s.url, s.where, s.read)
     gpus = []
-    for i, body in enumerate(doc.get("gpu", [])):
+    for i, body in enumerate(rows):
         label = body.get("name", f"row {i + 1}") if isinstance(body, dict) else f"row {i + 1}"
         try:
             row = _Row.model_validate(body)
         except ValidationError as exc:
-            raise CatalogError(f"{origin}: GPU {label!r}: {_first_error(exc)}") from None
+            raise CatalogError(f"{origin}: GPU {clip_repr(label)}: {_first_error(exc)}") from None
+        for text_value in (row.name, *row.aliases):  # printed in tables, headers and launch files
+            if has_controls(text_value):
+                raise CatalogError(
+                    f"{origin}: GPU name or alias {clip_repr(text_value)} holds control characters; use plain text."
+                )
         gpus.append(_row_to_gpu(row, _resolve_sources(row, sources, origin), origin))
     return gpus
 
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "row"
+    loc = clip(".".join(str(p) for p in err["loc"])) or "row"
     return f"{loc}: {err['msg']}"
 
 
@@ -343,7 +364,7 @@ class Catalog:
         if gpu is None:
             labels = [label for g in self for label in (g.name, *g.aliases)]
             hint = did_you_mean(name, labels) or " Run `gpuplan gpus` for the list."
-            raise UnknownGPUError(f"Unknown GPU {name!r}.{hint}")
+            raise UnknownGPUError(f"Unknown GPU {clip_repr(name)}.{hint}")
         return gpu
 
 
@@ -356,11 +377,11 @@ def load_catalog(extra_files: Iterable[str | Path] = (), *, use_env: bool = True
     if use_env and os.environ.get(CATALOG_ENV):
         paths = [Path(p) for p in os.environ[CATALOG_ENV].split(os.pathsep) if p] + paths
     for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CatalogError(f"Cannot read catalog file {str(path)!r}: {exc.strerror}.") from None
-        gpus.extend(parse_catalog_text(text, str(path)))
+        try:  # a regular file of at most MAX_TABLE_BYTES: never /dev/zero, a FIFO or a folder
+            text = read_capped(path, "catalog file", MAX_TABLE_BYTES, "See data/gpus/FORMAT.md for the format.")
+        except InvalidSettingError as exc:
+            raise CatalogError(str(exc)) from None
+        gpus.extend(parse_catalog_text(text, clip(str(path))))
     return Catalog(gpus)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gpuplan.errors import ModelConfigError
+from gpuplan.safeio import escape_controls
 
 # Sanity bounds on what a config may ask for: integers past 2**53 are not exact as floats (FLOPs
 # and bytes are floats), and the model is built layer by layer.
@@ -1210,6 +1211,9 @@ SUPPORTED_MODEL_TYPES: Final = (*sorted(_BUILDERS), "resnet")
 
 def model_from_config(config: Mapping[str, Any], name: str = "model") -> ModelSpec:
     """A ModelSpec from a parsed config.json (a dict). Raises ModelConfigError on bad input."""
+    # the name comes from a folder, a hub id or a request: escape control characters once, here,
+    # so no table, header or message prints a raw ESC sequence (a normal name is unchanged)
+    name = escape_controls(name)
     if not isinstance(config, Mapping):
         raise ModelConfigError(f"{name}: config.json must hold a JSON object, not {type(config).__name__}.")
     model_type = config.get("model_type")

@@ -7,7 +7,6 @@ clearly when the machine is offline.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlparse
 
-from gpuplan.errors import ModelConfigError, UnknownModelError, did_you_mean
+from gpuplan.errors import InvalidSettingError, ModelConfigError, UnknownModelError, did_you_mean
+from gpuplan.safeio import clip, clip_repr, load_json, read_capped
 from gpuplan.specs import tomlcache
 from gpuplan.specs.model import SUPPORTED_MODEL_TYPES, ModelSpec, model_from_config
 
@@ -88,12 +88,10 @@ def preset_config(preset: Preset) -> dict[str, Any]:
 
 def parse_config_text(text: str, origin: str) -> dict[str, Any]:
     """A config.json's text as a dict, or one clear ModelConfigError."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelConfigError(
-            f"{origin}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}."
-        ) from None
+    try:  # bounded nesting, no NaN/Infinity tokens, no integer beyond 64 bits (gpuplan.safeio)
+        data = load_json(text, origin)
+    except InvalidSettingError as exc:
+        raise ModelConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ModelConfigError(f"{origin}: config.json must hold a JSON object, not {type(data).__name__}.")
     # multimodal wrappers keep the language model's config under text_config; a wrapper the reader
@@ -112,17 +110,17 @@ def parse_config_text(text: str, origin: str) -> dict[str, Any]:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
+    """A config.json (or the one in a folder): a regular file of at most _MAX_CONFIG_BYTES, never
+    a device or FIFO (`/dev/zero` has st_size 0 and would be read forever; a FIFO blocks)."""
     if path.is_dir():
         path = path / "config.json"
+    if not _exists(path):
+        raise UnknownModelError(f"No config.json at {clip_repr(str(path))}.")
     try:
-        if path.stat().st_size > _MAX_CONFIG_BYTES:
-            raise ModelConfigError(f"{path}: {path.stat().st_size} bytes is too large for a config.json.")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UnknownModelError(f"No config.json at {str(path)!r}.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelConfigError(f"Cannot read {str(path)!r}: {exc}.") from None
-    return parse_config_text(text, str(path))
+        text = read_capped(path, "config.json", _MAX_CONFIG_BYTES)
+    except InvalidSettingError as exc:
+        raise ModelConfigError(str(exc)) from None
+    return parse_config_text(text, clip(str(path)))
 
 
 def _hub_config(repo_id: str) -> dict[str, Any]:
@@ -137,7 +135,7 @@ def _hub_config(repo_id: str) -> dict[str, Any]:
         )
     except ImportError:
         raise UnknownModelError(
-            f"{repo_id!r} is not a bundled preset or a local path, and huggingface_hub (a gpuplan dependency) "
+            f"{clip_repr(repo_id)} is not a bundled preset or a local path, and huggingface_hub (a gpuplan dependency) "
             "is missing to fetch it; reinstall gpuplan, or pass a path to its config.json."
         ) from None
     try:
@@ -146,26 +144,26 @@ def _hub_config(repo_id: str) -> dict[str, Any]:
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
         if offline:
             raise UnknownModelError(
-                f"{repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
+                f"{clip_repr(repo_id)} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
                 "download its config.json and pass the path, or use a bundled preset (`gpuplan models`)."
             ) from None
         host = _hub_host()
         if not _behind_proxy() and not _reachable(host):
             # fail fast: huggingface_hub would retry with back-off for about half a minute
             raise UnknownModelError(
-                f"{repo_id!r} is not in the local Hugging Face cache and {host} cannot be reached (offline?); "
+                f"{clip_repr(repo_id)} is not in the local Hugging Face cache and {host} cannot be reached (offline?); "
                 "download its config.json and pass the path, or use a bundled preset (`gpuplan models`)."
             ) from None
         try:
             path = hf_hub_download(repo_id, "config.json", etag_timeout=5)
         except (RepositoryNotFoundError, GatedRepoError) as exc:
             raise UnknownModelError(
-                f"Hub repository {repo_id!r} was not found or is gated ({type(exc).__name__}); "
+                f"Hub repository {clip_repr(repo_id)} was not found or is gated ({type(exc).__name__}); "
                 "pass a local config.json instead."
             ) from None
         except Exception as exc:  # network errors come in many types; all mean "could not fetch"
             raise UnknownModelError(
-                f"Could not fetch config.json of {repo_id!r} from the Hugging Face Hub (offline?): "
+                f"Could not fetch config.json of {clip_repr(repo_id)} from the Hugging Face Hub (offline?): "
                 f"{type(exc).__name__}. Pass a path to a local config.json or use a bundled preset."
             ) from None
     return read_config_file(Path(path))
@@ -219,7 +217,7 @@ def resolve_model_config(name_or_path: str, files: bool = True) -> tuple[str, di
             label = path.name
         return label or str(path), read_config_file(path)
     if files and (name_or_path.endswith(".json") or (os.sep in name_or_path and not _looks_like_hub_id(name_or_path))):
-        raise UnknownModelError(f"No such file: {name_or_path!r}.")
+        raise UnknownModelError(f"No such file: {clip_repr(name_or_path)}.")
     if _looks_like_hub_id(name_or_path):
         return name_or_path, _hub_config(name_or_path)
     hint = did_you_mean(name_or_path, [p for p in presets()] + [a for p in presets().values() for a in p.aliases])
@@ -227,7 +225,7 @@ def resolve_model_config(name_or_path: str, files: bool = True) -> tuple[str, di
         "a local config.json or a hub id (org/name)" if files else "a hub id (org/name); paste its config.json instead"
     )
     raise UnknownModelError(
-        f"Unknown model {name_or_path!r}: not a bundled preset, {what}."
+        f"Unknown model {clip_repr(name_or_path)}: not a bundled preset, {what}."
         + (hint or " Run `gpuplan models` for the presets.")
     )
 

@@ -8,8 +8,6 @@ file and skipped here. Prices drift; `price_per_hour` takes the cheapest on-dema
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError, UnknownGPUError
+from gpuplan.safeio import clip_repr, read_csv
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.workload import read_user_text
 
@@ -53,25 +52,27 @@ PRICE_COLUMNS: Final = ("gpu", "provider", "price_per_hour_usd", "date_or_versio
 
 
 def _parse(text: str, catalog: Catalog, origin: str, strict: bool) -> list[Price]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in ("gpu", "price_per_hour_usd") if c not in (reader.fieldnames or [])]
+    header, rows = read_csv(text, origin)  # a field over 128 KB, a row with extra fields: one line
+    missing = [c for c in ("gpu", "price_per_hour_usd") if c not in header]
     if missing:
         raise InvalidSettingError(
             f"{origin}: not a price file: missing column(s) {', '.join(missing)}. Columns: {', '.join(PRICE_COLUMNS)}."
         )
     out: list[Price] = []
-    for i, r in enumerate(reader, start=2):
+    for i, r in rows:
         try:
             usd = float(r["price_per_hour_usd"])
         except (TypeError, ValueError):
             if strict:
                 raise InvalidSettingError(
-                    f"{origin} line {i}: price_per_hour_usd {r['price_per_hour_usd']!r} is not a number."
+                    f"{origin} line {i}: price_per_hour_usd {clip_repr(r['price_per_hour_usd'])} is not a number."
                 ) from None
             continue
         names = _names(r["gpu"] or "", catalog)
         if strict and not names:
-            raise UnknownGPUError(f"{origin} line {i}: GPU {r['gpu']!r} is not in the catalog (see `gpuplan gpus`).")
+            raise UnknownGPUError(
+                f"{origin} line {i}: GPU {clip_repr(r['gpu'])} is not in the catalog (see `gpuplan gpus`)."
+            )
         provider = r.get("provider") or "user price"
         for name in names:
             out.append(

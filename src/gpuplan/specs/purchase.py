@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError, UnknownGPUError
+from gpuplan.safeio import clip, clip_repr
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.workload import read_user_text
 
@@ -45,12 +46,12 @@ def _bundled_text() -> str:
 
 def _check_date(text: str, where: str) -> str:
     if not _DATE.fullmatch(text):
-        raise InvalidSettingError(f"{where}: date {text!r} is not ISO 8601 (YYYY, YYYY-MM or YYYY-MM-DD).")
+        raise InvalidSettingError(f"{where}: date {clip_repr(text)} is not ISO 8601 (YYYY, YYYY-MM or YYYY-MM-DD).")
     parts = [int(p) for p in text.split("-")] + [1, 1]
     try:
         dt.date(parts[0], parts[1], parts[2])
     except ValueError:
-        raise InvalidSettingError(f"{where}: date {text!r} is not a calendar date.") from None
+        raise InvalidSettingError(f"{where}: date {clip_repr(text)} is not a calendar date.") from None
     return text
 
 
@@ -63,7 +64,8 @@ def parse_purchase_prices(text: str, catalog: Catalog, origin: str) -> dict[str,
     try:
         rows = list(csv.reader(io.StringIO("\n".join(line for _, line in numbered)), strict=True))
     except csv.Error as exc:
-        raise InvalidSettingError(f"{origin}: not valid CSV ({exc}); a quoted field is not closed?") from None
+        hint = "" if "field limit" in str(exc) else "; a quoted field is not closed?"  # csv's 128 KB field cap
+        raise InvalidSettingError(f"{origin}: not valid CSV ({clip(str(exc))}){hint}") from None
     if len(rows) != len(numbered):  # a quoted field ran over a line end
         raise InvalidSettingError(f"{origin}: a quoted field is not closed on its line; one row per line.")
     header = [h.strip() for h in rows[0]]
@@ -82,16 +84,16 @@ def parse_purchase_prices(text: str, catalog: Catalog, origin: str) -> dict[str,
         cell = {name: row[i].strip() for name, i in col.items()}
         gpu = catalog.find(cell["gpu"])
         if gpu is None:
-            raise UnknownGPUError(f"{where}: GPU {cell['gpu']!r} is not in the catalog (see `gpuplan gpus`).")
+            raise UnknownGPUError(f"{where}: GPU {clip_repr(cell['gpu'])} is not in the catalog (see `gpuplan gpus`).")
         try:
             usd = float(cell["price_usd"])
         except ValueError:
-            raise InvalidSettingError(f"{where}: price_usd {cell['price_usd']!r} is not a number.") from None
+            raise InvalidSettingError(f"{where}: price_usd {clip_repr(cell['price_usd'])} is not a number.") from None
         if not (math.isfinite(usd) and usd > 0):
             raise InvalidSettingError(f"{where}: price_usd must be a positive number of US dollars. Got {usd:g}.")
         if cell["kind"] not in PURCHASE_KINDS:
             raise InvalidSettingError(
-                f"{where}: kind must be one of {', '.join(PURCHASE_KINDS)}. Got {cell['kind']!r} instead."
+                f"{where}: kind must be one of {', '.join(PURCHASE_KINDS)}. Got {clip_repr(cell['kind'])} instead."
             )
         if not cell["source"]:
             raise InvalidSettingError(f"{where}: the source is empty; say where the price comes from.")

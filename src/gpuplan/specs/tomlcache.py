@@ -19,6 +19,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
+from gpuplan.safeio import MAX_JSON_BYTES, read_capped
+
 CACHE_ENV: Final = "GPUPLAN_CACHE_DIR"
 _VERSION: Final = "1"  # bump when the stored form changes
 _TAG: Final = "__gpuplan_toml__"
@@ -63,10 +65,11 @@ def loads(text: str) -> dict[str, Any]:
         key = hashlib.sha256(f"{_VERSION}\0{text}".encode()).hexdigest()
         path = folder / f"{key}.json"
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"), object_hook=_decode)
+            # read_capped: a regular file only (a FIFO put there would block a plain read), bounded
+            doc = json.loads(read_capped(path, "TOML cache entry", MAX_JSON_BYTES), object_hook=_decode)
             if isinstance(doc, dict):
                 return doc
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, RecursionError):  # a damaged or hostile entry: parse afresh
             pass
     doc = tomllib.loads(text)  # TOMLDecodeError reaches the caller as before
     if path is not None:
@@ -86,5 +89,5 @@ def _store(path: Path, doc: dict[str, Any]) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    except (OSError, TypeError, ValueError):
+    except (OSError, TypeError, ValueError, RecursionError):  # json.dump recurses per nesting level
         pass
