@@ -364,3 +364,15 @@ def test_escape_sequences_in_a_model_folder_name_are_not_printed_raw(run_cli: Ru
     (folder / "config.json").unlink()
     os.mkfifo(folder / "config.json")
     assert_one_line(*run_cli("model", str(folder)), "\\x1b]0;pwned\\x07", "not a regular file")
+
+
+def test_rich_markup_in_a_model_folder_name_is_printed_as_it_is(run_cli: RunCli, tmp_path: Path) -> None:
+    from importlib import resources
+
+    folder = tmp_path / "a[bold]b"
+    folder.mkdir()
+    (folder / "config.json").write_text((resources.files("gpuplan") / "data" / "models" / "gpt2.json").read_text())
+    for args in (("model", str(folder)), ("estimate", str(folder), "--gpu", "h100")):
+        code, out, err = run_cli(*args)
+        assert code == 0, err
+        assert "a[bold]b" in out, args

@@ -304,7 +304,7 @@ def model(
     if as_json:
         _emit_json(rec)
         return
-    t = Table(title=f"{spec.name} ({spec.model_type}, {spec.kind})", show_header=False)
+    t = Table(title=f"{escape(spec.name)} ({spec.model_type}, {spec.kind})", show_header=False)
     t.add_column("")
     t.add_column("", justify="right")
     t.add_row("total parameters", f"{rec['total_params']:,} ({_count(rec['total_params'])})")
