@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -405,3 +406,22 @@ def finite(value: float, what: str, *, low: float | None = None, high: float | N
     if high is not None and v > high:
         raise InvalidSettingError(f"{what} must be at most {high:g}. Got {v:g}.")
     return v
+
+
+# --- scripts ---------------------------------------------------------------------------------------
+
+# Lines a batch system reads as directives in a script: Slurm's #SBATCH (sbatch(1): "The batch
+# script may contain options preceded with '#SBATCH' before any executable commands"), and the
+# #PBS / #BSUB / #$ / #FLUX prefixes of PBS, LSF, Grid Engine and Flux, which sites run beside it.
+_DIRECTIVE: Final = re.compile(r"^\s*#(SBATCH|PBS|BSUB|FLUX:|\$)", re.IGNORECASE)
+
+
+def refuse_directives(command: str, where: str) -> str:
+    """`command` unchanged, unless one of its lines would read as a scheduler directive."""
+    for line in command.splitlines():
+        if _DIRECTIVE.match(line):
+            raise InvalidSettingError(
+                f"{where}: the command line {clip_repr(line.strip())} reads as a batch-system directive; gpuplan "
+                "writes the #SBATCH lines itself (from the lab file's members and the plan). Remove it."
+            )
+    return command

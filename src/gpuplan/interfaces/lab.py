@@ -22,6 +22,7 @@ from typing import Any, Final
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.interfaces import api
 from gpuplan.interfaces.launch import fmt_time, gres_name
+from gpuplan.interfaces.quoting import comment, refuse_directives, sbatch_value, shell_line
 from gpuplan.planner import lab as plan_lab
 from gpuplan.planner.lab import JobOption, Schedule
 from gpuplan.specs.lab import Job, Lab, read_lab_file
@@ -362,8 +363,9 @@ def slurm_config(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> 
         if m.gpu_hours_per_month is not None:
             # billing minutes = speed-normalised GPU-minutes (the partition's TRESBillingWeights)
             limit = f" GrpTRESMins=billing={round(m.gpu_hours_per_month * 60)}"
-        acct.append(f"sacctmgr -i add account {m.name} parent=lab Fairshare={m.share:g}{limit}")
-        acct.append(f"sacctmgr -i add user {m.name} Account={m.name}")
+        acct.append(shell_line(["sacctmgr", "-i", "add", "account", m.name, "parent=lab", f"Fairshare={m.share:g}",
+                                *([limit.strip()] if limit else [])]))  # fmt: skip
+        acct.append(shell_line(["sacctmgr", "-i", "add", "user", m.name, f"Account={m.name}"]))
     return {
         "gres_conf": "\n".join(gres) + "\n",
         "slurm_conf": "\n".join(conf) + "\n",
@@ -385,18 +387,21 @@ def sbatch_script(job: Job, gpu: str, gres: str, num_gpus: int, hours: float, pa
     from the estimate."""
     lines = [
         "#!/bin/bash",
-        f"# gpuplan lab: {job.name} ({job.workload.model}, {job.workload.task}) on {num_gpus} x {gpu}",
+        comment(f"# gpuplan lab: {job.name} ({job.workload.model}, {job.workload.task}) on {num_gpus} x {gpu}"),
         f"# estimate alone on this type: {hours:.2f} h; --time = estimate x {TIME_MARGIN:g} + {TIME_PAD_S // 60} min",
-        f"#SBATCH --job-name={job.name}",
-        f"#SBATCH --account={job.owner}",
-        f"#SBATCH --partition={partition or gres}",
+        f"#SBATCH --job-name={sbatch_value(job.name, 'job name')}",
+        f"#SBATCH --account={sbatch_value(job.owner, 'account')}",
+        f"#SBATCH --partition={sbatch_value(partition or gres, '--partition')}",
         "#SBATCH --nodes=1",
-        f"#SBATCH --gres=gpu:{gres}:{num_gpus}",
+        f"#SBATCH --gres=gpu:{sbatch_value(gres, 'GRES type')}:{num_gpus}",
         f"#SBATCH --time={fmt_time(hours * 3600 * TIME_MARGIN + TIME_PAD_S)}",
         f"#SBATCH --output={job.name}-%j.out",
+        # sbatch reads #SBATCH lines only "before any executable commands" (sbatch(1)): this no-op
+        # ends the directive block, so nothing in the job's own command can add one
+        ": end of the directives gpuplan wrote",
     ]
     if job.command:
-        lines.append(job.command)
+        lines.append(refuse_directives(job.command, f"job {job.name!r}"))
     else:
         lines.append(f"echo 'gpuplan lab: job {job.name} has no command in the lab file' >&2; exit 2")
     return "\n".join(lines) + "\n"

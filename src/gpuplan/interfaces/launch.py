@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -23,6 +22,7 @@ import yaml
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset
@@ -380,7 +380,7 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
     if w.train_tokens:
         iters = math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))
         a.append(f"--train-iters {iters}")
-    return [x for x in a if x]
+    return [ShellWords(x) for x in a if x]  # "--flag value" items: each word quoted on its own
 
 
 def _uses_megatron(w: Workload) -> bool:
@@ -392,10 +392,10 @@ def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> li
     argv = ["torchrun"]
     if sky:
         argv += [
-            "--nnodes=$SKYPILOT_NUM_NODES",
-            "--nproc-per-node=$SKYPILOT_NUM_GPUS_PER_NODE",
-            "--node-rank=$SKYPILOT_NODE_RANK",
-            "--master-addr=$MASTER_ADDR",
+            ShellExpr("--nnodes=$SKYPILOT_NUM_NODES"),
+            ShellExpr("--nproc-per-node=$SKYPILOT_NUM_GPUS_PER_NODE"),
+            ShellExpr("--node-rank=$SKYPILOT_NODE_RANK"),
+            ShellExpr("--master-addr=$MASTER_ADDR"),
             f"--master-port={RDZV_PORT}",
         ]
     elif cl.nodes == 1:
@@ -405,9 +405,9 @@ def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> li
         argv += [
             f"--nnodes={cl.nodes}",
             f"--nproc-per-node={cl.gpus_per_node}",
-            f"--rdzv-id={'$SLURM_JOB_ID' if slurm else 'gpuplan'}",
+            ShellExpr(f"--rdzv-id={'$SLURM_JOB_ID' if slurm else 'gpuplan'}"),
             "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={endpoint}:{RDZV_PORT}",
+            ShellExpr(f"--rdzv-endpoint={endpoint}:{RDZV_PORT}"),
         ]
     return argv
 
@@ -420,14 +420,17 @@ def _script(lp: LaunchPlan) -> list[str]:
 
 
 def _shell_join(parts: list[str]) -> str:
-    """Words joined with line continuations; $VARS left for the shell to expand."""
-    out = []
-    for p in parts:
-        out.append(p if re.fullmatch(r"[\w@%+=:,./$-]+( [\w@%+=:,./$-]+)?", p) else shlex.quote(p))
-    return " \\\n  ".join(out)
+    """Words joined with line continuations: each one shell word (quoting.shell_word); only the
+    $VARS gpuplan writes itself (ShellExpr) are left for the shell to expand."""
+    return shell_join(parts)
 
 
 def _header(lp: LaunchPlan) -> list[str]:
+    """The header comment's lines, each one line whatever the names in it hold (quoting.comment)."""
+    return [comment(line) for line in _header_text(lp)]
+
+
+def _header_text(lp: LaunchPlan) -> list[str]:
     w = lp.w
     lines = [
         f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
@@ -602,11 +605,15 @@ def _job_seconds(lp: LaunchPlan) -> tuple[float, str]:
 def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None, time_limit: str | None = None) -> str:
     cl = lp.cluster
     secs, why = _job_seconds(lp)
-    limit = time_limit or fmt_time(secs)
+    limit = sbatch_value(time_limit, "--time") if time_limit is not None else fmt_time(secs)
+    if partition is not None:
+        sbatch_value(partition, "--partition")
+    if gres is not None:
+        sbatch_value(gres, "--gres-type")
     cpus = 8 if cl.gpus_per_node <= 4 else 16
     lines = ["#!/bin/bash"]
     lines += [f"# {x}" for x in _header(lp)]
-    lines.append(f"# --time: {why}")
+    lines.append(comment(f"# --time: {why}"))
     if time_limit is None and secs > SITE_MAX_TIME_S:
         lines.append(
             "# longer than most partitions allow (1-7 days): set --time to your limit and chain jobs that resume "
@@ -646,7 +653,7 @@ def skypilot(lp: LaunchPlan) -> str:
             f"SkyPilot lists no accelerator for {cl.gpu.name}; pick one of {', '.join(sorted(set(SKYPILOT_NAMES.values())))}."
         )
     run = ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)']
-    run.append(" ".join(_torchrun_argv(lp, sky=True) + _script(lp)))
+    run.append(shell_line(_torchrun_argv(lp, sky=True) + _script(lp)))
     task: dict[str, Any] = {
         "name": f"gpuplan-{_slug(lp.model.name)}",
         "resources": {"accelerators": f"{name}:{cl.gpus_per_node}"},

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.safeio import refuse_directives
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.workload import Workload, make_workload, read_user_text, safe_yaml
 
@@ -175,6 +176,8 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
         command = raw.get("command")
         if command is not None and (not isinstance(command, str) or not command.strip()):
             raise InvalidSettingError(f"{origin}: job {name!r}: 'command' must be a shell command line.")
+        if isinstance(command, str):
+            refuse_directives(command, f"{origin}: job {name!r}")
         submitted = raw.get("submitted", i)
         if isinstance(submitted, bool) or not isinstance(submitted, int | float):
             raise InvalidSettingError(f"{origin}: job {name!r}: 'submitted' must be a number (queue position).")
