@@ -24,7 +24,7 @@ from gpuplan.estimators.perf import (
     estimate_training_time,
 )
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
-from gpuplan.safeio import YamlSyntaxError, clip_repr, load_json, load_yaml
+from gpuplan.safeio import YamlSyntaxError, clip, clip_repr, load_json, load_yaml
 from gpuplan.specs.calibration import SUFFIXES as CALIBRATION_SUFFIXES
 from gpuplan.specs.calibration import apply_calibration
 from gpuplan.specs.cluster import Cluster, parse_cluster
@@ -934,17 +934,26 @@ def _workload_from_plan(path: Path) -> tuple[Workload, str | None]:
         raise InvalidSettingError(f"{path.name} is not a `gpuplan plan --json` document (no 'workload').")
     keys = dict(rec["workload"])
     spec: str | None = None
-    if rec.get("mode") == "cluster" and rec.get("layouts"):
-        keys.update(rec["layouts"][0]["keys"])
-        keys["global_batch"] = rec.get("global_batch")
-        spec = rec["cluster"]["spec"]
-        keys.update({"cluster": spec, "num_gpus": rec["cluster"]["num_gpus"], "gpu": rec["cluster"]["gpu"]})
-    elif rec.get("options"):
-        best = next((o for o in rec["options"] if o.get("usable")), rec["options"][0])
-        keys.update({"gpu": best["gpu"], "num_gpus": best["num_gpus"]})
-        keys.update({k: v for k, v in (best.get("layout") or {}).items() if k in Workload.model_fields})
-    else:
-        raise InvalidSettingError(f"{path.name} holds no plan options or layouts to launch.")
+    try:  # the document's shape, checked as it is read: a wrong one is one line, not a traceback
+        if rec.get("mode") == "cluster" and rec.get("layouts"):
+            keys.update(rec["layouts"][0]["keys"])
+            keys["global_batch"] = rec.get("global_batch")
+            spec = rec["cluster"]["spec"]
+            if not isinstance(spec, str):
+                raise TypeError("cluster.spec is not text")
+            keys.update({"cluster": spec, "num_gpus": rec["cluster"]["num_gpus"], "gpu": rec["cluster"]["gpu"]})
+        elif rec.get("options"):
+            best = next((o for o in rec["options"] if o.get("usable")), rec["options"][0])
+            keys.update({"gpu": best["gpu"], "num_gpus": best["num_gpus"]})
+            keys.update({k: v for k, v in (best.get("layout") or {}).items() if k in Workload.model_fields})
+        else:
+            raise InvalidSettingError(f"{clip(path.name)} holds no plan options or layouts to launch.")
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else clip(str(exc) or type(exc).__name__)
+        raise InvalidSettingError(
+            f"{clip(path.name)} is not a `gpuplan plan --json` document ({what}). Pass what `gpuplan plan --json` "
+            "printed, unedited, or a workload YAML."
+        ) from None
     return make_workload(keys), spec
 
 

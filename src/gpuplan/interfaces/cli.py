@@ -1242,13 +1242,18 @@ def lab_submit(
     policy: PolicyOpt = "fair",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for the sbatch scripts.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts; do not call sbatch.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Write into a non-empty folder, replacing scripts of the same name (by rename)."),
+    ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """One sbatch per job on the GPU type the allocation chose (--gres=gpu:TYPE:N, --time, --account)."""
+    """One sbatch per job on the GPU type the allocation chose (--gres=gpu:TYPE:N, --time, --account).
+    The folder must be empty (or --force); submitted.json is rewritten after each sbatch."""
     from gpuplan.interfaces import lab as lab_api
 
-    rec = lab_api.submit(lab_file, policy, out, dry_run, catalog_files=catalog or [])
+    rec = lab_api.submit(lab_file, policy, out, dry_run, catalog_files=catalog or [], force=force)
     if as_json:
         _emit_json(rec)
         return
@@ -1277,7 +1282,10 @@ def lab_status(
     if as_json:
         _emit_json(rec)
         return
-    t = Table(title=f"lab jobs submitted from {rec['folder']}")
+    title = f"lab jobs submitted from {escape(rec['folder'])}"
+    if not rec.get("complete", True):
+        title += " (the submission stopped midway: jobs NOT SUBMITTED were never sent)"
+    t = Table(title=title)
     for col in ("job", "id", "gres", "state", "elapsed", "estimate", "progress"):
         t.add_column(col)
     for j in rec["jobs"]:

@@ -9,11 +9,14 @@ billing), and each job one sbatch script on the GPU type its allocation gives it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,7 @@ from gpuplan.interfaces.launch import fmt_time, gres_name
 from gpuplan.interfaces.quoting import comment, refuse_directives, sbatch_value, shell_line
 from gpuplan.planner import lab as plan_lab
 from gpuplan.planner.lab import JobOption, Schedule
+from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, load_json, read_capped
 from gpuplan.specs.lab import Job, Lab, read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
@@ -407,6 +411,72 @@ def sbatch_script(job: Job, gpu: str, gres: str, num_gpus: int, hours: float, pa
     return "\n".join(lines) + "\n"
 
 
+# How long one sbatch / squeue / sacct call may take before gpuplan gives up on it: Slurm's clients
+# wait MessageTimeout (10 s by default, slurm.conf(5)) for slurmctld's answer, so a minute is far
+# beyond a working controller.
+SLURM_CALL_TIMEOUT_S: Final = 60.0
+
+
+def _write_new(folder: Path, name: str, text: str, force: bool) -> Path:
+    """`text` as folder/name, created exclusively and never through a symlink (O_EXCL | O_NOFOLLOW);
+    with `force`, an existing file is replaced by rename (the old name's target is never written)."""
+    path = folder / name
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        if not force:
+            raise GpuplanError(
+                f"{clip_repr(str(path))} already exists; gpuplan does not overwrite a file it did not write. "
+                "Pass another --out folder, or --force to replace it."
+            ) from None
+        _replace_atomically(path, text)
+        return path
+    except OSError as exc:
+        raise GpuplanError(f"Cannot write {clip_repr(str(path))}: {exc.strerror or exc}.") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def _replace_atomically(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, flush it to disk, then rename it over `path`
+    (rename replaces the name, never writes through a symlink: rename(2)); a crash leaves the old
+    file or the new one, never half of one."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise GpuplanError(f"Cannot write {clip_repr(str(path))}: {exc.strerror or exc}.") from None
+
+
+def _out_folder(folder: Path, force: bool) -> None:
+    """Create the output folder, or accept an empty one; a non-empty one only with --force."""
+    try:
+        if folder.is_symlink():
+            raise GpuplanError(f"{clip_repr(str(folder))} is a symlink; pass a real folder with --out.")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            raise GpuplanError(f"{clip_repr(str(folder))} is not a folder.")
+        if any(folder.iterdir()) and not force:
+            raise GpuplanError(
+                f"{clip_repr(str(folder))} is not empty; gpuplan writes its scripts only into an empty folder so "
+                "that nothing of yours is overwritten. Pass another --out folder, or --force."
+            )
+    except OSError as exc:
+        raise GpuplanError(f"Cannot create {clip_repr(str(folder))}: {exc.strerror or exc}.") from None
+
+
 def submit(
     path: str | Path,
     policy: str = "fair",
@@ -414,10 +484,16 @@ def submit(
     dry_run: bool = False,
     per_type_partitions: bool = True,
     catalog_files: Iterable[str | Path] = (),
+    force: bool = False,
 ) -> dict[str, Any]:
     """`gpuplan lab submit`: one sbatch script per job on the GPU type its allocation gives it most
     time on (Slurm runs it there to completion), written to `out_dir`, then `sbatch` unless dry-run.
-    Jobs that fit on no GPU type are refused before submission, with the reason."""
+    Jobs that fit on no GPU type are refused before submission, with the reason.
+
+    Nothing of the user's is overwritten: the folder must be empty (or `force`), each script is
+    created exclusively, never through a symlink. submitted.json is rewritten atomically after
+    every sbatch, so a kill, a timeout or a failure midway leaves a true record of what was sent
+    (`complete` false, the jobs not reached listed) that `lab status` reads."""
     if policy not in ("fair", "makespan"):
         raise InvalidSettingError(
             f"`lab submit` places jobs by the fair or makespan policy (the cost policy rents cloud GPUs). Got {policy!r}."
@@ -425,10 +501,6 @@ def submit(
     ld = load(path, catalog_files)
     rec = allocate_loaded(ld, policy)
     folder = Path(out_dir) if out_dir else Path(path).parent / f"{Path(path).stem}-sbatch"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GpuplanError(f"Cannot create {str(folder)!r}: {exc.strerror or exc}.") from None
     sbatch = shutil.which("sbatch")
     if not dry_run:
         if sbatch is None:
@@ -438,54 +510,95 @@ def submit(
             raise InvalidSettingError(f"job {missing[0]!r} has no 'command' to run; add one to the lab file.")
     by_name = {j.name: j for j in ld.lab.jobs}
     gn = lab_gres(ld.lab)
-    out: list[dict[str, Any]] = []
-    for a in rec["jobs"]:
+    scripts: list[tuple[dict[str, Any], str]] = []
+    for a in rec["jobs"]:  # every script rendered (and checked) before anything is written
         job = by_name[a["name"]]
         hours = a["hours_alone_on_gpu"]
         text = sbatch_script(job, a["gpu"], gn[a["gpu"]], a["num_gpus"], hours, None if per_type_partitions else "gpu")
-        script = folder / f"{job.name}.sbatch"
-        script.write_text(text, encoding="utf-8")
         entry: dict[str, Any] = {"name": job.name, "gpu": a["gpu"], "gres": f"gpu:{gn[a['gpu']]}:{a['num_gpus']}",
-                                 "estimate_s": hours * 3600, "script": str(script), "job_id": None}  # fmt: skip
-        if not dry_run:
-            assert sbatch is not None
-            done = subprocess.run([sbatch, "--parsable", script.name], cwd=folder, capture_output=True, text=True,
-                                  check=False, timeout=60)  # fmt: skip
-            if done.returncode != 0:
-                entry["error"] = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["sbatch failed"]
-            else:
-                entry["job_id"] = done.stdout.strip().split(";")[0]
-        out.append(entry)
-    result = {
+                                 "estimate_s": hours * 3600, "script": str(folder / f"{job.name}.sbatch"),
+                                 "job_id": None}  # fmt: skip
+        scripts.append((entry, text))
+    _out_folder(folder, force)
+    for entry, text in scripts:
+        _write_new(folder, Path(entry["script"]).name, text, force)
+    out = [entry for entry, _ in scripts]
+    result: dict[str, Any] = {
         "policy": rec["policy"],
         "dry_run": dry_run,
         "folder": str(folder),
+        "complete": dry_run,
         "jobs": out,
         "refused": rec["refused"],
     }
-    if not dry_run:
-        (folder / STATE_FILE).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    if dry_run:
+        return result
+    assert sbatch is not None
+    state = folder / STATE_FILE
+    _replace_atomically(state, json.dumps(result, indent=2))  # the record exists before the first sbatch
+    for entry in out:
+        try:
+            done = subprocess.run([sbatch, "--parsable", Path(entry["script"]).name], cwd=folder, capture_output=True,
+                                  text=True, check=False, timeout=SLURM_CALL_TIMEOUT_S)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            entry["error"] = [f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s"]
+            _replace_atomically(state, json.dumps(result, indent=2))
+            raise GpuplanError(
+                f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s for job {entry['name']!r} (is slurmctld up?); "
+                f"stopped there. What was submitted before it is recorded in {clip_repr(str(state))}."
+            ) from None
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            entry["error"] = [clip(lines[-1])] if lines else ["sbatch failed"]
+        else:
+            entry["job_id"] = clip(done.stdout.strip().split(";")[0], 40)
+        _replace_atomically(state, json.dumps(result, indent=2))  # after EACH sbatch: a true record
+    result["complete"] = True
+    _replace_atomically(state, json.dumps(result, indent=2))
     return result
 
 
+def _record(data: Any, name: str) -> list[dict[str, Any]]:
+    """The jobs of a submitted.json, checked: one line for a file of the wrong shape."""
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise InvalidSettingError(f"{name} is not what `gpuplan lab submit` writes (no 'jobs' list).")
+    jobs: list[dict[str, Any]] = []
+    for i, j in enumerate(data["jobs"]):
+        ok = (
+            isinstance(j, dict)
+            and isinstance(j.get("name"), str)
+            and isinstance(j.get("gpu"), str)
+            and isinstance(j.get("gres"), str)
+            and isinstance(j.get("estimate_s"), int | float)
+            and not isinstance(j.get("estimate_s"), bool)
+            and (j.get("job_id") is None or isinstance(j.get("job_id"), str | int))
+        )
+        if not ok:
+            raise InvalidSettingError(
+                f"{name}: job {i + 1} is not what `gpuplan lab submit` writes (it needs name, gpu, gres, estimate_s "
+                "and job_id). Was the file edited?"
+            )
+        jobs.append(j)
+    return jobs
+
+
 def status(folder: str | Path) -> dict[str, Any]:
-    """`gpuplan lab status`: what `lab submit` sent (its folder's submitted.json), with each job's
-    state and elapsed time from squeue / sacct against its estimate."""
+    """`gpuplan lab status`: what `lab submit` sent (its folder's submitted.json, complete or cut
+    short), with each job's state and elapsed time from squeue / sacct against its estimate."""
     state = Path(folder) / STATE_FILE
     if Path(folder).is_file():
         state = Path(folder)
-    try:
-        sent = json.loads(state.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not state.exists() and not state.is_symlink():
         raise InvalidSettingError(
-            f"No {STATE_FILE} in {str(folder)!r}: pass the folder `gpuplan lab submit` wrote."
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InvalidSettingError(f"Cannot read {str(state)!r}: {exc}.") from None
-    ids = [j["job_id"] for j in sent.get("jobs", []) if j.get("job_id")]
+            f"No {STATE_FILE} in {clip_repr(str(folder))}: pass the folder `gpuplan lab submit` wrote."
+        )
+    text = read_capped(state, STATE_FILE, MAX_JSON_BYTES)
+    data = load_json(text, state.name)
+    jobs = _record(data, state.name)
+    ids = [str(j["job_id"]) for j in jobs if j.get("job_id")]
     info = _slurm_jobs(ids)
     rows = []
-    for j in sent.get("jobs", []):
+    for j in jobs:
         s = info.get(str(j.get("job_id")), {})
         elapsed = s.get("elapsed_s")
         rows.append(
@@ -501,7 +614,7 @@ def status(folder: str | Path) -> dict[str, Any]:
                 "progress": (elapsed / j["estimate_s"]) if elapsed is not None and j["estimate_s"] else None,
             }
         )
-    return {"folder": str(Path(state).parent), "jobs": rows}
+    return {"folder": str(Path(state).parent), "complete": bool(data.get("complete", True)), "jobs": rows}
 
 
 def _seconds(text: str) -> float | None:
@@ -513,6 +626,16 @@ def _seconds(text: str) -> float | None:
     return float(((d * 24 + h) * 60 + mi) * 60 + s)
 
 
+def _slurm_call(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """squeue / sacct with a timeout: a hung controller is one line, not a wait without end."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=SLURM_CALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise GpuplanError(
+            f"{Path(argv[0]).name} gave no answer in {SLURM_CALL_TIMEOUT_S:g} s (is slurmctld up?)."
+        ) from None
+
+
 def _slurm_jobs(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """State, reason and elapsed time of job ids: squeue for queued/running, sacct for the rest."""
     out: dict[str, dict[str, Any]] = {}
@@ -521,8 +644,7 @@ def _slurm_jobs(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     squeue = shutil.which("squeue")
     if squeue is None:
         raise GpuplanError("No `squeue` on PATH: run `gpuplan lab status` on a Slurm login node.")
-    q = subprocess.run([squeue, "-h", "-j", ",".join(ids), "-o", "%i|%T|%M|%r"], capture_output=True, text=True,
-                       check=False, timeout=60)  # fmt: skip
+    q = _slurm_call([squeue, "-h", "-j", ",".join(ids), "-o", "%i|%T|%M|%r"])
     for line in q.stdout.splitlines():
         parts = line.split("|")
         if len(parts) == 4:
@@ -530,8 +652,7 @@ def _slurm_jobs(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     rest = [i for i in ids if i not in out]
     sacct = shutil.which("sacct")
     if rest and sacct:
-        a = subprocess.run([sacct, "-n", "-P", "-X", "-j", ",".join(rest), "--format=JobID,State,Elapsed"],
-                           capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+        a = _slurm_call([sacct, "-n", "-P", "-X", "-j", ",".join(rest), "--format=JobID,State,Elapsed"])
         for line in a.stdout.splitlines():
             parts = line.split("|")
             if len(parts) == 3:
