@@ -651,7 +651,9 @@ def plan(
         return plan_cluster(
             w, cat, model, cluster, top or 5, price_file, spot, carbon_g_per_kwh, allow_cross_node_tp, catalog_files
         )
-    chosen = [cat.get(g) for g in gpus] if gpus else None
+    # each GPU once, however often (or under however many aliases) it is named: "H100" and
+    # "h100 sxm" are one card, and a request listing it 200 times plans it once
+    chosen = list({g.name: g for g in (cat.get(name) for name in gpus)}.values()) if gpus else None
     opts = plan_options(
         model, w, cat, prices(catalog_files, price_file, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh
     )

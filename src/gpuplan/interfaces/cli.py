@@ -7,6 +7,7 @@ model, a malformed file, an impossible setting) prints one line on stderr and ex
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -49,6 +50,14 @@ def _console() -> Console:
     if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         width = 160
     return Console(highlight=False, soft_wrap=False, width=width)
+
+
+def _finite(value: float | None) -> float | None:
+    """A number option's value, refused unless finite and not negative: click's FloatRange lets NaN
+    through (every comparison with NaN is false), and no option of gpuplan takes a negative."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"must be a finite number, 0 or more. Got {value!r}.")
+    return value
 
 
 def _emit_json(obj: Any) -> None:
@@ -138,7 +147,8 @@ def _gpu_table(gpus: list[GPU]) -> Table:
 def gpus(
     ctx: typer.Context,
     min_memory: Annotated[
-        float | None, typer.Option("--min-memory", help="Only GPUs with at least this much memory, in GB.")
+        float | None,
+        typer.Option("--min-memory", callback=_finite, help="Only GPUs with at least this much memory, in GB."),
     ] = None,
     dtype: Annotated[
         str | None, typer.Option("--dtype", help="Only GPUs with native units for this precision (e.g. fp8, bf16).")
@@ -679,14 +689,18 @@ def plan(
     workload: Annotated[str, typer.Argument(help="Workload YAML file (or a model name with --set).")],
     objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
     deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).")] = None,
-    budget: Annotated[float | None, typer.Option(help="Budget in USD (options over it are marked).")] = None,
+    budget: Annotated[
+        float | None, typer.Option(callback=_finite, help="Budget in USD (options over it are marked).")
+    ] = None,
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")
     ] = None,
-    top: Annotated[int | None, typer.Option(help="Show the best N options.")] = 10,
+    top: Annotated[int | None, typer.Option(min=1, max=100_000, help="Show the best N options.")] = 10,
     prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
-    carbon: Annotated[float | None, typer.Option("--carbon", help="Grid carbon intensity, g CO2e/kWh.")] = None,
+    carbon: Annotated[
+        float | None, typer.Option("--carbon", callback=_finite, help="Grid carbon intensity, g CO2e/kWh.")
+    ] = None,
     cluster: Annotated[
         str | None,
         typer.Option(
@@ -835,7 +849,9 @@ def estimate(
     gpu: Annotated[str | None, typer.Option(help="GPU name or alias (overrides the file).")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
     prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
-    carbon: Annotated[float | None, typer.Option("--carbon", help="Grid carbon intensity, g CO2e/kWh.")] = None,
+    carbon: Annotated[
+        float | None, typer.Option("--carbon", callback=_finite, help="Grid carbon intensity, g CO2e/kWh.")
+    ] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     calibration: CalibrationOpt = None,
@@ -1301,23 +1317,31 @@ def lab_status(
 def rent_vs_buy(
     gpu: Annotated[str, typer.Argument(help="GPU name or alias, e.g. 4090, 'a100 80gb', l40s.")],
     hours_per_month: Annotated[
-        float, typer.Option(help="GPU-hours the card is used a month (0-744; a full month is ~730).")
+        float, typer.Option(callback=_finite, help="GPU-hours the card is used a month (0-744; a full month is ~730).")
     ] = 200.0,
-    years: Annotated[float, typer.Option(help="How long you would own it (the horizon).")] = 3.0,
-    price: Annotated[float | None, typer.Option("--price", help="Purchase price of one card, USD.")] = None,
+    years: Annotated[float, typer.Option(callback=_finite, help="How long you would own it (the horizon).")] = 3.0,
+    price: Annotated[
+        float | None, typer.Option("--price", callback=_finite, help="Purchase price of one card, USD.")
+    ] = None,
     purchase_prices: Annotated[
         Path | None, typer.Option("--purchase-prices", help="Your purchase-price CSV (purchase.csv's columns).")
     ] = None,
     rent_usd_per_hour: Annotated[
-        float | None, typer.Option(help="On-demand rent per GPU-hour, USD (default: cheapest in the snapshot).")
+        float | None,
+        typer.Option(callback=_finite, help="On-demand rent per GPU-hour, USD (default: cheapest in the snapshot)."),
     ] = None,
-    usd_per_kwh: Annotated[float | None, typer.Option(help="Electricity price (default: US commercial 2022).")] = None,
-    pue: Annotated[float | None, typer.Option(help="Facility power / IT power (default 1.58; a desk ~1.0).")] = None,
+    usd_per_kwh: Annotated[
+        float | None, typer.Option(callback=_finite, help="Electricity price (default: US commercial 2022).")
+    ] = None,
+    pue: Annotated[
+        float | None, typer.Option(callback=_finite, help="Facility power / IT power (default 1.58; a desk ~1.0).")
+    ] = None,
     hosting_usd_per_month: Annotated[
-        float | None, typer.Option(help="Host server share per GPU slot a month, USD (default ~$51).")
+        float | None, typer.Option(callback=_finite, help="Host server share per GPU slot a month, USD (default ~$51).")
     ] = None,
     resale_fraction: Annotated[
-        float | None, typer.Option(help="Share of the price the card fetches at the end (default: 1 - years/6).")
+        float | None,
+        typer.Option(callback=_finite, help="Share of the price the card fetches at the end (default: 1 - years/6)."),
     ] = None,
     prices: Annotated[
         Path | None, typer.Option("--prices", help="Your rental price CSV (gpu-prices.csv's columns).")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.safeio import refuse_directives
+from gpuplan.safeio import clip_repr, refuse_directives
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.workload import Workload, make_workload, read_user_text, safe_yaml
 
@@ -136,9 +136,13 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
         budget = raw.get("gpu_hours_per_month")
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1e6:
             raise InvalidSettingError(f"{origin}: member {raw.get('name')!r}: share must be > 0. Got {share!r}.")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget < 0):
+        # a month's budget in GPU-hours: 1e7 is ~13,700 GPUs busy all month, beyond any lab
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 <= budget <= 1e7
+        ):
             raise InvalidSettingError(
-                f"{origin}: member {raw.get('name')!r}: gpu_hours_per_month must be >= 0. Got {budget!r}."
+                f"{origin}: member {clip_repr(raw.get('name'))}: gpu_hours_per_month must be a number from 0 to "
+                f"10,000,000. Got {clip_repr(budget)}."
             )
         members.append(
             Member(_name(raw.get("name"), "member"), float(share), None if budget is None else float(budget))

@@ -1233,6 +1233,42 @@ def model_from_config(config: Mapping[str, Any], name: str = "model") -> ModelSp
     return _spec(name, model_type, kind, shape, g, moe, config, image_size=image)
 
 
+# Bounds on a transformer's shape, far above every real model (the widest published, Megatron's 1T
+# GPT, has hidden 25,600 and 128 heads of 200; vocabularies reach ~260k; DeepSeek-V3 has 256 routed
+# experts), so only nonsense is refused: a 1e12 hidden size would otherwise price a 6e17-parameter
+# model without a word.
+_MAX_HIDDEN: Final = 1_000_000
+_MAX_HEAD_DIM: Final = 65_536
+_MAX_FFN: Final = 10_000_000
+_MAX_VOCAB: Final = 100_000_000
+_MAX_EXPERTS: Final = 100_000
+
+
+def _check_shape(name: str, s: _Shape, moe: Mapping[str, int]) -> None:
+    """One ModelConfigError line for a shape no model has (zero head_dim or context, top-k experts
+    out of range, sizes beyond the bounds above)."""
+
+    def bad(key: str, value: object, rule: str) -> ModelConfigError:
+        return ModelConfigError(f"{name}: config key {key!r} = {value!r} {rule}.")
+
+    if not 1 <= s.d <= _MAX_HIDDEN:
+        raise bad("hidden_size", s.d, f"must be 1-{_MAX_HIDDEN:,}")
+    if not 1 <= s.head_dim <= _MAX_HEAD_DIM:
+        raise bad("head_dim", s.head_dim, f"must be 1-{_MAX_HEAD_DIM:,}")
+    if s.ff > _MAX_FFN:
+        raise bad("intermediate_size", s.ff, f"must be at most {_MAX_FFN:,}")
+    if s.vocab > _MAX_VOCAB:
+        raise bad("vocab_size", s.vocab, f"must be at most {_MAX_VOCAB:,}")
+    if s.max_pos is not None and s.max_pos < 1:
+        raise bad("max_position_embeddings", s.max_pos, "must be at least 1 (the longest context the model takes)")
+    experts, k = moe.get("experts", 0), moe.get("k", 0)
+    if experts:
+        if experts > _MAX_EXPERTS:
+            raise bad("num_experts", experts, f"must be at most {_MAX_EXPERTS:,}")
+        if not 1 <= k <= experts:
+            raise bad("num_experts_per_tok", k, f"must be 1 to the number of experts ({experts})")
+
+
 def _spec(
     name: str,
     model_type: str,
@@ -1253,6 +1289,8 @@ def _spec(
         attention_type = _attention_kind(s.heads, s.kv_heads)
     if any(p.numel < 0 for p in g.items):
         raise ModelConfigError(f"{name}: the config gives negative or non-finite tensor sizes.")
+    if kind != "cnn":
+        _check_shape(name, s, moe)
     return ModelSpec(
         name=name,
         model_type=model_type,

@@ -8,6 +8,7 @@ file and skipped here. Prices drift; `price_per_hour` takes the cheapest on-dema
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,6 +49,10 @@ def _rows_text() -> str:
     return (resources.files("gpuplan") / "data" / "prices" / "gpu-prices.csv").read_text(encoding="utf-8")
 
 
+# A rental price is per GPU-hour: the dearest listing in the bundled snapshot is a few tens of USD
+# (8-GPU nodes are divided by 8 there); a thousand is beyond any offer, and keeps a typo (a node
+# price, a price in cents) or a NaN/inf from reaching the cost arithmetic.
+MAX_USD_PER_GPU_HOUR: Final = 1_000
 PRICE_COLUMNS: Final = ("gpu", "provider", "price_per_hour_usd", "date_or_version", "source")
 
 
@@ -67,6 +72,13 @@ def _parse(text: str, catalog: Catalog, origin: str, strict: bool) -> list[Price
                 raise InvalidSettingError(
                     f"{origin} line {i}: price_per_hour_usd {clip_repr(r['price_per_hour_usd'])} is not a number."
                 ) from None
+            continue
+        if not (math.isfinite(usd) and 0 <= usd <= MAX_USD_PER_GPU_HOUR):
+            if strict:
+                raise InvalidSettingError(
+                    f"{origin} line {i}: price_per_hour_usd {clip_repr(r['price_per_hour_usd'])} must be a finite number "
+                    f"from 0 to {MAX_USD_PER_GPU_HOUR:,} (USD per GPU-hour)."
+                )
             continue
         names = _names(r["gpu"] or "", catalog)
         if strict and not names:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, load_yaml, read_capped
+from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped
 from gpuplan.specs.precision import storage_format
 
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
@@ -395,6 +395,7 @@ def make_workload(data: Mapping[str, Any]) -> Workload:
     if not isinstance(data, Mapping):
         raise InvalidSettingError(f"A workload must be a mapping of keys to values. Got {type(data).__name__}.")
     clean = {str(k).strip().replace("-", "_"): v for k, v in data.items() if v is not None}
+    check_numbers(clean, "workload")  # NaN, infinity or a 300-digit integer: one line naming the key
     try:
         return Workload.model_validate(clean)
     except ValidationError as exc:
