@@ -1041,6 +1041,8 @@ def serve(
     """Start the local web app: plan in the browser, with charts (works offline)."""
     from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
 
+    api.catalog(catalog or [])  # a missing or malformed catalog or price file: one line, before any banner
+    api.prices(catalog or [], prices)
     if not web.is_loopback(host):
         sys.stderr.write(
             f"gpuplan: warning: listening on {host}: anyone who can reach this address can use the app "

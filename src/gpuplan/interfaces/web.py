@@ -11,6 +11,10 @@ model is a bundled preset, a hub id, or a config.json pasted into the request (`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ctypes
+import gc
 import json
 import os
 import threading
@@ -28,6 +32,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field, model_validator
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
@@ -45,6 +50,24 @@ STATIC: Final = Path(str(resources.files("gpuplan.interfaces") / "static"))
 # Requests computed at once (the rest queue in arrival order): the estimators are CPU-bound Python,
 # so more threads than this only share the same cores and make every answer late together.
 COMPUTE_THREADS: Final = 4
+# Computing requests waiting for a thread, at most: beyond it the server answers 503 with
+# Retry-After at once instead of piling up work (and bodies) without end. 200 requests sent at the
+# same moment (bench/web_load.py) all queue; thousands more get 503.
+MAX_QUEUED: Final = 1_000
+# A computing request's wall-clock budget from arrival, queue included: past it the client gets
+# 503 (the thread cannot be stopped, so it finishes and its answer is dropped). The layout search's
+# own budget (planner.layouts.MAX_SEARCH_LAYOUTS) keeps any one computation to ~2 s here; this
+# bounds what a client waits behind a long queue.
+REQUEST_BUDGET_S: Final = 120.0
+# Connection limits for uvicorn (uvicorn.Config): more open connections than this get 503 at once;
+# a kept-alive connection idle this long is closed; a request head (line and headers) is at most
+# this large (h11's default, 16 KiB) and must arrive within HEADER_TIMEOUT_S of the connection
+# opening (nginx's client_header_timeout, Apache's RequestReadTimeout: a slow or silent client
+# does not hold a connection forever).
+LIMIT_CONCURRENCY: Final = 2_048
+KEEP_ALIVE_S: Final = 5
+MAX_HEAD_BYTES: Final = 16 * 1024
+HEADER_TIMEOUT_S: Final = 10.0
 
 # The page's own files only: Plotly draws into SVG with inline styles, and uploads are read in the
 # page (FileReader), so nothing else is needed. The URL carries the plan, so no Referer leaves.
@@ -190,19 +213,59 @@ def _error(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": one_line(detail)}, status_code=status)
 
 
+class _Busy(HTTPException):
+    def __init__(self, detail: str) -> None:
+        super().__init__(503, detail, headers={"retry-after": "5"})
+
+
+def _return_memory() -> None:
+    """Hand freed memory back to the system after a large computation: CPython keeps freed blocks
+    in its arenas and glibc's malloc keeps them in its heap; gc + malloc_trim(0) (glibc's
+    malloc_trim(3)) returns what is free. No-op where glibc is absent."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def create_app(
     catalog_files: Sequence[str | Path] = (),
     price_file: str | Path | None = None,
     trusted_hosts: Iterable[str] | None = None,
+    *,
+    compute_threads: int = COMPUTE_THREADS,
+    max_queued: int = MAX_QUEUED,
+    request_budget_s: float = REQUEST_BUDGET_S,
 ) -> FastAPI:
     """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
     `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
     files = tuple(catalog_files)
     api.catalog(files)  # a malformed user catalog fails here, at start-up, not on every request
+    api.prices(files, price_file)  # so does a missing or malformed price file (one line, exit 2)
+    heavy_limiter = anyio.CapacityLimiter(compute_threads)
+    waiting = [0]  # computing requests in the server (running or queued)
+
+    async def heavy(fn: Callable[[], JSONResponse], *, large: bool = False) -> JSONResponse:
+        """Run `fn` (an estimate, fit, plan...) in the bounded compute pool, never on the loop: the
+        cheap endpoints stay answerable however many plans are queued."""
+        if waiting[0] >= compute_threads + max_queued:
+            raise _Busy(f"The server is busy ({waiting[0]:,} requests computing or queued); retry in a few seconds.")
+        waiting[0] += 1
+        try:
+            with anyio.fail_after(request_budget_s):
+                result = await anyio.to_thread.run_sync(fn, limiter=heavy_limiter, abandon_on_cancel=True)
+        except TimeoutError:
+            raise _Busy(
+                f"The request took over {request_budget_s:g} s in a busy server; retry, or narrow it."
+            ) from None
+        finally:
+            waiting[0] -= 1
+        if large and waiting[0] == 0:
+            await anyio.to_thread.run_sync(_return_memory, limiter=heavy_limiter)
+        return result
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        anyio.to_thread.current_default_thread_limiter().total_tokens = COMPUTE_THREADS
+        await anyio.to_thread.run_sync(relative)  # the one costly reference answer, computed before serving
         yield
 
     app = FastAPI(
@@ -264,13 +327,14 @@ def create_app(
     model_list = cached(api.list_models)
     relative = cached(lambda: api.chart_relative(files))
 
+    # --- cheap endpoints: answered on the event loop, never behind the compute pool ---------------
     @app.get("/api/health", tags=["meta"])
-    def health() -> JSONResponse:
+    async def health() -> JSONResponse:
         """Liveness: the version running."""
         return _answer({"status": "ok", "version": __version__})
 
     @app.get("/api/gpus", tags=["catalog"], responses=ERRORS)
-    def gpus(
+    async def gpus(
         min_memory_gb: Annotated[
             float | None, Query(ge=0, le=1e6, description="At least this much memory (GB).")
         ] = None,
@@ -280,7 +344,7 @@ def create_app(
         vendor: Annotated[str | None, Query(max_length=40)] = None,
         multi_node: Annotated[bool | None, Query()] = None,
         graphics: Annotated[bool | None, Query()] = None,
-    ) -> JSONResponse:
+    ) -> JSONResponse:  # async: a filter over ~70 catalog rows takes well under a millisecond
         """The GPU catalog (`gpuplan gpus --json`), optionally filtered."""
         if all(v is None for v in (min_memory_gb, dtype, vendor, multi_node, graphics)):
             return _answer(list(gpu_records()))
@@ -291,7 +355,7 @@ def create_app(
         return _answer([api.gpu_record(g) for g in chosen])
 
     @app.get("/api/gpus/{name}", tags=["catalog"], responses={404: {"model": ErrorOut}, **ERRORS})
-    def gpu(name: str) -> JSONResponse:
+    async def gpu(name: str) -> JSONResponse:
         """One GPU (`gpuplan gpus NAME --json`); aliases and case-insensitive names work."""
         try:
             return _answer(api.gpu_record(api.get_gpu(name, files)))
@@ -299,59 +363,77 @@ def create_app(
             raise HTTPException(404, str(exc)) from None
 
     @app.get("/api/models", tags=["models"])
-    def models() -> JSONResponse:
+    async def models() -> JSONResponse:
         """The bundled model presets with their parameter counts (`gpuplan models --json`)."""
         return _answer(list(model_list()))
 
     @app.get("/api/models/{name:path}", tags=["models"], responses={404: {"model": ErrorOut}, **ERRORS})
-    def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> JSONResponse:
+    async def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> JSONResponse:
         """A preset or hub id (`gpuplan model NAME --json`): parameters, shapes, KV cache, FLOPs."""
         try:
-            return _answer(api.model_record(api.get_model(name, files=False), seq_len))
+            return await heavy(lambda: _answer(api.model_record(api.get_model(name, files=False), seq_len)))
         except UnknownNameError as exc:
             raise HTTPException(404, str(exc)) from None
 
+    # --- computing endpoints: the bounded pool, a queue limit and a time budget ------------------
+
     @app.post("/api/model", tags=["models"], responses=ERRORS)
-    def inspect_model(body: ModelIn) -> JSONResponse:
+    async def inspect_model(body: ModelIn) -> JSONResponse:
         """A pasted config.json read as `gpuplan model --json` reads a file."""
-        return _answer(api.model_record(api.model_from_json(body.config, body.name), body.seq_len))
+        return await heavy(lambda: _answer(api.model_record(api.model_from_json(body.config, body.name), body.seq_len)))
 
     @app.post("/api/estimate", tags=["plan"], responses=ERRORS)
-    def estimate(body: WorkloadIn) -> JSONResponse:
+    async def estimate(body: WorkloadIn) -> JSONResponse:
         """Memory, time, cost and energy of one workload on its GPU (`gpuplan estimate --json`)."""
-        w, spec = _workload(body)
-        return _answer(api.estimate(w, files, price_file, model=spec))
+
+        def run() -> JSONResponse:
+            w, spec = _workload(body)
+            return _answer(api.estimate(w, files, price_file, model=spec))
+
+        return await heavy(run)
 
     @app.post("/api/fit", tags=["plan"], responses=ERRORS)
-    def fit(body: WorkloadIn) -> JSONResponse:
+    async def fit(body: WorkloadIn) -> JSONResponse:
         """Whether it fits (`gpuplan fit --json`): with `gpu`, the breakdown and what would make it fit;
         without, every catalog GPU with its memory breakdown and the fewest GPUs of that type."""
-        w, spec = _workload(body)
-        return _answer(api.fit(w, files, model=spec))
+
+        def run() -> JSONResponse:
+            w, spec = _workload(body)
+            return _answer(api.fit(w, files, model=spec))
+
+        return await heavy(run)
 
     @app.post("/api/plan", tags=["plan"], responses=ERRORS)
-    def plan(body: PlanIn) -> JSONResponse:
+    async def plan(body: PlanIn) -> JSONResponse:
         """Ranked GPU options with reasons and the time-cost Pareto front (`gpuplan plan --json`);
         with a `cluster`, the best parallel layouts of a training job on it."""
-        w, spec = _workload(body)
-        return _answer(api.plan(
-            w, files, gpus=body.gpus or (), top=body.top, price_file=price_file, spot=body.spot,
-            carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
-        ))  # fmt: skip
+
+        def run() -> JSONResponse:
+            w, spec = _workload(body)
+            return _answer(api.plan(
+                w, files, gpus=body.gpus or (), top=body.top, price_file=price_file, spot=body.spot,
+                carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
+            ))  # fmt: skip
+
+        return await heavy(run, large=body.cluster is not None)
 
     @app.post("/api/roofline", tags=["plan"], responses=ERRORS)
-    def roofline(body: WorkloadIn) -> JSONResponse:
+    async def roofline(body: WorkloadIn) -> JSONResponse:
         """The workload's operators on its GPU's roofline: intensity against achieved FLOP/s."""
-        w, spec = _workload(body)
-        return _answer(api.roofline(w, files, model=spec))
+
+        def run() -> JSONResponse:
+            w, spec = _workload(body)
+            return _answer(api.roofline(w, files, model=spec))
+
+        return await heavy(run)
 
     @app.get("/api/charts/relative", tags=["charts"])
-    def chart_relative() -> JSONResponse:
+    async def chart_relative() -> JSONResponse:
         """Each GPU's speed relative to the H100 SXM on three reference workloads (`gpuplan chart relative`)."""
         return _answer(dict(relative()))
 
     @app.get("/", include_in_schema=False)
-    def index() -> Response:
+    async def index() -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -360,6 +442,57 @@ def create_app(
 
 def is_loopback(host: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on the request head: uvicorn closes idle kept-alive
+    connections (timeout_keep_alive) but holds a connection that opened and sent nothing, or half a
+    request line, forever. Here a connection whose request line and headers are not all in within
+    HEADER_TIMEOUT_S of it opening (or of the last response) is closed. A module-level class, so
+    that `serve --workers N` can hand it to its worker processes."""
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(HEADER_TIMEOUT_S, self._head_timeout)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()  # no request under way: a silent or too-slow client
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._disarm()  # a whole request head arrived
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def _uvicorn_limits() -> dict[str, Any]:
+    """The connection limits every `serve` uses, one process or many."""
+    return {
+        "http": GuardedH11Protocol,
+        "limit_concurrency": LIMIT_CONCURRENCY,
+        "timeout_keep_alive": KEEP_ALIVE_S,
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+    }
 
 
 SERVE_ENV: Final = "GPUPLAN_SERVE_SETTINGS"  # how `serve` hands its settings to worker processes
@@ -403,11 +536,15 @@ def serve(
     files = [str(Path(f).resolve()) for f in catalog_files]
     prices = str(Path(price_file).resolve()) if price_file else None
     if workers == 1:
-        uvicorn.run(create_app(files, prices, trusted), host=host.strip("[]"), port=port, log_level=log_level)
+        uvicorn.run(
+            create_app(files, prices, trusted), host=host.strip("[]"), port=port, log_level=log_level,
+            **_uvicorn_limits(),
+        )  # fmt: skip
         return
-    api.catalog(files)  # a malformed catalog fails here, in one line, not in every worker
+    api.catalog(files)  # a malformed catalog or price file fails here, in one line, not in every worker
+    api.prices(files, prices)
     os.environ[SERVE_ENV] = json.dumps({"catalog_files": files, "price_file": prices, "trusted_hosts": trusted})
     uvicorn.run(
         "gpuplan.interfaces.web:app_from_env", factory=True, workers=workers, host=host.strip("[]"), port=port,
-        log_level=log_level,
+        log_level=log_level, **_uvicorn_limits(),
     )  # fmt: skip

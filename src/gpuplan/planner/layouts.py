@@ -44,6 +44,12 @@ MAX_MICRO_BATCH: Final = 64
 # published layouts use vp 4 on pp 8 (Megatron-Bridge deepseek_v3 recipe) and 1 on pp 16
 UNEVEN_VP: Final = (1, 2, 4)
 MAX_CP: Final = 64
+# The most candidate layouts (shape x pipeline pair x ZeRO stage, after the batch and ZeRO rules)
+# one search weighs: every job in bench/search.py and 8B-405B dense or 47B-671B MoE jobs on up to
+# 8,192 nodes within the NVLink domain weigh under 300,000 (0.1-1.7 s here); a 235B-671B MoE on
+# 8,192 x 8 GPUs with cross-node TP weighs ~1M (2-3.5 s, ~420 MB), which one request must not
+# impose on a shared server: it is refused with what to narrow.
+MAX_SEARCH_LAYOUTS: Final = 400_000
 # How many of the screened layouts the full memory estimate confirms before giving up.
 CONFIRM: Final = 200
 # Memory states and the ZeRO stage from which each is sharded over the data-parallel group
@@ -164,6 +170,24 @@ def _shape(w: Workload, tp: int, cp: int, ep: int, mb: int, ckpt: str, sp: bool)
     )  # fmt: skip
 
 
+def _pipeline_pairs(rest: int, layers: int) -> list[tuple[int, int]]:
+    """Pipeline (pp, vp) pairs: pp divides the GPUs left after tp x cp; where it also divides the
+    layers, vp any divisor of the layers per stage, else an uneven split (Megatron-Core's pipeline
+    layout) with up to UNEVEN_VP chunks and at least one layer a virtual stage."""
+    return [
+        (pp, vp)
+        for pp in _divisors(rest)
+        if pp <= layers
+        for vp in (
+            [1]
+            if pp == 1
+            else _divisors(layers // pp)
+            if layers % pp == 0
+            else [v for v in UNEVEN_VP if pp * v <= layers]
+        )
+    ]
+
+
 def search_layouts(
     model: ModelSpec,
     w: Workload,
@@ -194,6 +218,7 @@ def search_layouts(
     tps = [t for t in tps if t <= tp_cap]
     cps = [c for c in _pow2_upto(min(n, MAX_CP)) if w.seq_len % (2 * c) == 0 or c == 1]
     eps = [e for e in _pow2_upto(n) if model.is_moe and model.num_experts % e == 0] or [1]
+    weighed = 0  # candidate layouts built so far (each shape x pipeline pair x ZeRO stage that passed)
     states = _state_bytes(model, w)
     runtime_const = (
         runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc) + (runtime.NCCL_BYTES if n > 1 else 0.0)
@@ -215,21 +240,7 @@ def search_layouts(
         if n % (tp * cp):
             continue
         rest = n // (tp * cp)
-        # pipeline (pp, vp) pairs: pp divides the GPUs left after tp x cp; where it also divides the
-        # layers, vp any divisor of the layers per stage, else an uneven split (Megatron-Core's
-        # pipeline layout) with up to UNEVEN_VP chunks and at least one layer a virtual stage
-        pairs = [
-            (pp, vp)
-            for pp in _divisors(rest)
-            if pp <= layers
-            for vp in (
-                [1]
-                if pp == 1
-                else _divisors(layers // pp)
-                if layers % pp == 0
-                else [v for v in UNEVEN_VP if pp * v <= layers]
-            )
-        ]
+        pairs = _pipeline_pairs(rest, layers)
         pp_a = np.array([p for p, _ in pairs], dtype=np.float64)
         vp_a = np.array([v for _, v in pairs], dtype=np.float64)
         dp_a = rest / pp_a
@@ -274,6 +285,13 @@ def search_layouts(
                         )
                         shape_keys.append((tp, cp, ep, int(mb), ckpt, sp))
                         k = int(sel.sum())
+                        weighed += k
+                        if weighed > MAX_SEARCH_LAYOUTS:
+                            raise InvalidSettingError(
+                                f"The layout search for {model.name} on {cluster.label} weighs more than "
+                                f"{MAX_SEARCH_LAYOUTS:,} candidate layouts, over its limit. Narrow it: fewer nodes, no "
+                                "cross-node tensor parallelism (allow_cross_node_tp), or fix tp/pp/cp/ep in the workload."
+                            )
                         axes["shape"].append(np.full(k, len(shape_keys) - 1))
                         axes["pp"].append(pp_g[sel])
                         axes["vp"].append(vp_g[sel])
