@@ -53,10 +53,17 @@ def _console() -> Console:
 
 
 def _finite(value: float | None) -> float | None:
-    """A number option's value, refused unless finite and not negative: click's FloatRange lets NaN
-    through (every comparison with NaN is false), and no option of gpuplan takes a negative."""
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        raise typer.BadParameter(f"must be a finite number, 0 or more. Got {value!r}.")
+    """A number option's value, refused unless finite: every range check (`x < 0`, `x > max`) is
+    false for NaN, so NaN would pass them all; each command then checks its own range."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number. Got {value!r}.")
+    return value
+
+
+def _carbon(value: float | None) -> float | None:
+    """--carbon: g CO2e/kWh from 0 to 5,000 (the web API's bound; coal plants emit ~1,000)."""
+    if value is not None and not (math.isfinite(value) and 0 <= value <= 5_000):
+        raise typer.BadParameter(f"must be a grid carbon intensity from 0 to 5,000 g CO2e/kWh. Got {value!r}.")
     return value
 
 
@@ -699,7 +706,7 @@ def plan(
     prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
     carbon: Annotated[
-        float | None, typer.Option("--carbon", callback=_finite, help="Grid carbon intensity, g CO2e/kWh.")
+        float | None, typer.Option("--carbon", callback=_carbon, help="Grid carbon intensity, g CO2e/kWh.")
     ] = None,
     cluster: Annotated[
         str | None,
@@ -850,7 +857,7 @@ def estimate(
     num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
     prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
     carbon: Annotated[
-        float | None, typer.Option("--carbon", callback=_finite, help="Grid carbon intensity, g CO2e/kWh.")
+        float | None, typer.Option("--carbon", callback=_carbon, help="Grid carbon intensity, g CO2e/kWh.")
     ] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
