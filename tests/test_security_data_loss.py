@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from gpuplan.interfaces import lab as lab_api
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "examples" / "lab.yaml"
+GPUPLAN = Path(sys.executable).parent / "gpuplan"
 
 # A stand-in sbatch: it logs each call with the submitted.json it sees at that moment, then
 # behaves as FAKE_SBATCH_PLAN says for the n-th call: "ok" (prints an id), "fail" (stderr, exit 1)
@@ -35,13 +38,32 @@ if what == "fail":
     sys.exit(1)
 if what == "hang":
     time.sleep(30)
+if what == "kill":  # gpuplan itself is killed while this sbatch runs (SIGKILL: no cleanup at all)
+    os.kill(os.getppid(), 9)
+    time.sleep(5)
+if what == "noid":
+    print("Submitted, but where?")
+    sys.exit(0)
 print(f"{1000 + n};cluster")
 """
+# squeue knows the ids below 5000 (running); sacct answers for the rest (finished). Both log argv.
 FAKE_SQUEUE = """#!/usr/bin/env python3
-import sys
+import os, sys, time
+with open(os.environ["FAKE_LOG"] + ".squeue", "a") as fh:
+    fh.write(" ".join(sys.argv[1:]) + "\\n")
+if os.environ.get("FAKE_SQUEUE_HANG"):
+    time.sleep(30)
 ids = sys.argv[sys.argv.index("-j") + 1].split(",")
 for i in ids:
-    print(f"{i}|RUNNING|1:00:00|None")
+    if int(i.split("_")[0]) < 5000:
+        print(f"{i}|RUNNING|1:00:00|" + os.environ.get("FAKE_REASON", "None"))
+"""
+FAKE_SACCT = """#!/usr/bin/env python3
+import os, sys
+with open(os.environ["FAKE_LOG"] + ".sacct", "a") as fh:
+    fh.write(" ".join(sys.argv[1:]) + "\\n")
+for i in sys.argv[sys.argv.index("-j") + 1].split(","):
+    print(f"{i}|COMPLETED|2:00:00")
 """
 
 
@@ -49,7 +71,7 @@ for i in ids:
 def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", FAKE_SQUEUE)):
+    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", FAKE_SQUEUE), ("sacct", FAKE_SACCT)):
         (bin_dir / name).write_text(text, encoding="utf-8")
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "sbatch-calls.jsonl"
@@ -109,22 +131,32 @@ def test_the_record_is_true_after_each_sbatch_and_after_a_failure(
 ) -> None:
     monkeypatch.setenv("FAKE_SBATCH_PLAN", "ok,fail,ok")
     out = tmp_path / "out"
-    code, _, err = run_cli("lab", "submit", str(LAB), "-o", str(out), "--json")
-    assert code == 0, err
+    code, text, err = run_cli("lab", "submit", str(LAB), "-o", str(out), "--json")
+    # the other jobs are still sent; the exit code and one stderr line say that one was refused
+    assert code == 1 and json.loads(text)["complete"] is True
+    assert err == f"gpuplan: sbatch refused 1 of 11 jobs (qlora-8b); {out / 'submitted.json'} records each outcome\n"
     calls = _calls(fake_slurm)
-    # before the first sbatch the record lists every job, none submitted; before the n-th, exactly
-    # the n-1 earlier answers are recorded (ids and the failure)
-    first = calls[0]["seen"]
-    assert isinstance(first, dict) and first["complete"] is False
-    assert [j["job_id"] for j in first["jobs"]] == [None] * len(first["jobs"])
-    third = calls[2]["seen"]
-    assert isinstance(third, dict)
-    assert third["jobs"][0]["job_id"] == "1000" and third["jobs"][1]["job_id"] is None
-    assert "Invalid account" in third["jobs"][1]["error"][0]
+    # while the n-th sbatch runs, the record holds the n-1 earlier answers (ids, the failure), the
+    # n-th "in flight" and the rest "not reached": exactly what was submitted at that moment
+    for n, call in enumerate(calls):
+        seen = call["seen"]
+        assert isinstance(seen, dict) and seen["complete"] is False
+        outcomes = [j["sbatch"] for j in seen["jobs"]]
+        ids = [j["job_id"] for j in seen["jobs"]]
+        assert outcomes[n:] == ["in flight"] + ["not reached"] * (len(outcomes) - n - 1), n
+        assert ids[n:] == [None] * (len(ids) - n)
+        assert outcomes[:n] == (["submitted", "failed"] + ["submitted"] * 9)[:n]
+        assert ids[:n] == (["1000", None] + [str(1000 + k) for k in range(2, 11)])[:n]
+        assert call["argv"] == ["--parsable", Path(seen["jobs"][n]["script"]).name]
     final = json.loads((out / "submitted.json").read_text(encoding="utf-8"))
-    assert final["complete"] is True and len(calls) == len(final["jobs"])
+    assert final["complete"] is True and len(calls) == len(final["jobs"]) == 11
+    assert final["jobs"][1]["error"] == ["sbatch: error: Batch job submission failed: Invalid account"]
     assert final["jobs"][2]["job_id"] == "1002"
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary file left behind
+    code, text, err = run_cli("lab", "status", str(out), "--json")
+    assert code == 0, err
+    row = json.loads(text)["jobs"][1]
+    assert row["state"] == "NOT SUBMITTED" and "Invalid account" in row["reason"]
 
 
 def test_a_hung_sbatch_is_one_line_and_leaves_a_true_partial_record(
@@ -141,12 +173,16 @@ def test_a_hung_sbatch_is_one_line_and_leaves_a_true_partial_record(
     assert record["complete"] is False
     ids = [j["job_id"] for j in record["jobs"]]
     assert ids[:2] == ["1000", "1001"] and set(ids[2:]) == {None}
-    # lab status reads the partial record: the two submitted jobs from squeue, the rest never sent
+    assert [j["sbatch"] for j in record["jobs"][:4]] == ["submitted", "submitted", "no answer", "not reached"]
+    # lab status reads the partial record: the two submitted jobs from squeue; the hung one may or
+    # may not be queued (said so, not guessed); the rest never sent
     code, text, err = run_cli("lab", "status", str(out), "--json")
     assert code == 0, err
     rows = json.loads(text)
     assert rows["complete"] is False
-    assert [r["state"] for r in rows["jobs"][:3]] == ["RUNNING", "RUNNING", "NOT SUBMITTED"]
+    assert [r["state"] for r in rows["jobs"][:4]] == ["RUNNING", "RUNNING", "UNKNOWN", "NOT SUBMITTED"]
+    code, text, err = run_cli("lab", "status", str(out))
+    assert code == 0 and "stopped midway" in text and err == ""
 
 
 @pytest.mark.parametrize(
@@ -200,3 +236,162 @@ def test_a_real_plan_json_still_launches(tmp_path: Path, run_cli: RunCli) -> Non
     code, out, err = run_cli("launch", str(path), "--format", "torchrun")
     assert code == 0, err
     assert "torchrun" in out
+
+
+def test_a_kill_during_sbatch_leaves_a_true_record(tmp_path: Path, fake_slurm: Path) -> None:
+    # gpuplan (a real process here) is SIGKILLed by the 2nd sbatch: nothing of it runs after that
+    out = tmp_path / "out"
+    env = {**os.environ, "FAKE_SBATCH_PLAN": "ok,kill", "NO_COLOR": "1"}
+    gpuplan = [sys.executable, "-m", "gpuplan"] if not GPUPLAN.exists() else [str(GPUPLAN)]
+    done = subprocess.run([*gpuplan, "lab", "submit", str(LAB), "-o", str(out)], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    record = json.loads((out / "submitted.json").read_text(encoding="utf-8"))
+    assert record["complete"] is False
+    outcomes = [j["sbatch"] for j in record["jobs"]]
+    assert outcomes == ["submitted", "in flight"] + ["not reached"] * 9
+    assert [j["job_id"] for j in record["jobs"][:2]] == ["1000", None]
+    done = subprocess.run([*gpuplan, "lab", "status", str(out), "--json"], env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["jobs"]
+    assert [r["state"] for r in rows[:3]] == ["RUNNING", "UNKNOWN", "NOT SUBMITTED"]
+    assert "sbatch was running when gpuplan stopped" in rows[1]["reason"]
+
+
+def test_an_sbatch_that_cannot_run_is_one_line(tmp_path: Path, run_cli: RunCli, fake_slurm: Path) -> None:
+    sbatch = fake_slurm.parent / "bin" / "sbatch"
+    sbatch.write_text("#!/nonexistent/interpreter\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, _, err = run_cli("lab", "submit", str(LAB), "-o", str(out))
+    assert code == 2
+    _one_line(err)
+    assert "Cannot run" in err and "lora-8b" in err
+    record = json.loads((out / "submitted.json").read_text(encoding="utf-8"))
+    assert record["complete"] is False and record["jobs"][0]["sbatch"] == "failed"
+    assert [j["sbatch"] for j in record["jobs"][1:]] == ["not reached"] * 10
+
+
+def test_an_sbatch_answer_without_a_job_id_is_recorded_as_such(
+    tmp_path: Path, run_cli: RunCli, fake_slurm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SBATCH_PLAN", "noid")
+    out = tmp_path / "out"
+    code, _, err = run_cli("lab", "submit", str(LAB), "-o", str(out), "--json")
+    assert code == 0, err
+    first = json.loads((out / "submitted.json").read_text(encoding="utf-8"))["jobs"][0]
+    assert first["sbatch"] == "submitted" and first["job_id"] is None
+    assert "printed no job id" in first["error"][0]
+    code, text, err = run_cli("lab", "status", str(out), "--json")
+    assert code == 0, err
+    assert json.loads(text)["jobs"][0]["state"] == "UNKNOWN"
+
+
+def test_force_keeps_the_earlier_record(
+    tmp_path: Path, run_cli: RunCli, fake_slurm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    assert run_cli("lab", "submit", str(LAB), "-o", str(out))[0] == 0
+    first = (out / "submitted.json").read_text(encoding="utf-8")
+    code, _, err = run_cli("lab", "submit", str(LAB), "-o", str(out))
+    assert code == 2 and "not empty" in err  # a second submit into the same folder needs --force
+    for _ in range(2):
+        code, _, err = run_cli("lab", "submit", str(LAB), "-o", str(out), "--force")
+        assert code == 0, err
+    # each earlier record is kept under a new name, none overwritten; lab status reads any of them
+    assert (out / "submitted-1.json").read_text(encoding="utf-8") == first
+    ids = [json.loads((out / f).read_text(encoding="utf-8"))["jobs"][0]["job_id"]
+           for f in ("submitted-1.json", "submitted-2.json", "submitted.json")]  # fmt: skip
+    assert ids == ["1000", "1011", "1022"]
+    code, text, err = run_cli("lab", "status", str(out / "submitted-1.json"), "--json")
+    assert code == 0 and json.loads(text)["jobs"][0]["job_id"] == "1000", err
+
+
+def test_a_planted_record_symlink_is_replaced_not_written_through(
+    tmp_path: Path, run_cli: RunCli, fake_slurm: Path
+) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "submitted.json").symlink_to(victim)
+    code, _, err = run_cli("lab", "submit", str(LAB), "-o", str(out), "--force")
+    assert code == 0, err
+    assert victim.read_text(encoding="utf-8") == "precious"
+    assert not (out / "submitted.json").is_symlink()
+
+
+def test_a_hung_squeue_is_one_line(
+    tmp_path: Path, run_cli: RunCli, fake_slurm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    assert run_cli("lab", "submit", str(LAB), "-o", str(out))[0] == 0
+    monkeypatch.setenv("FAKE_SQUEUE_HANG", "1")
+    monkeypatch.setattr(lab_api, "SLURM_CALL_TIMEOUT_S", 1.0)
+    code, _, err = run_cli("lab", "status", str(out))
+    assert code == 2
+    _one_line(err)
+    assert "squeue gave no answer in 1 s" in err
+
+
+def _record_file(folder: Path, jobs: list[dict[str, object]], **extra: object) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / "submitted.json").write_text(json.dumps({"jobs": jobs, **extra}), encoding="utf-8")
+
+
+GOOD_JOB = {"name": "a", "gpu": "H100 SXM5 80GB", "gres": "gpu:h100:1", "estimate_s": 3600.0, "job_id": "42"}
+
+
+def test_many_ids_go_to_squeue_and_sacct_in_bounded_calls(tmp_path: Path, run_cli: RunCli, fake_slurm: Path) -> None:
+    # 4,000 running (squeue) and 2,000 finished (sacct): no "argument list too long"
+    jobs = [{**GOOD_JOB, "name": f"j{i}", "job_id": str(1000 + i)} for i in range(6000)]
+    _record_file(tmp_path / "rec", jobs)
+    code, text, err = run_cli("lab", "status", str(tmp_path / "rec"), "--json")
+    assert code == 0, err
+    states = [r["state"] for r in json.loads(text)["jobs"]]
+    assert states == ["RUNNING"] * 4000 + ["COMPLETED"] * 2000
+    squeue = Path(str(fake_slurm) + ".squeue").read_text(encoding="utf-8").splitlines()
+    sacct = Path(str(fake_slurm) + ".sacct").read_text(encoding="utf-8").splitlines()
+    assert len(squeue) == 12 and len(sacct) == 4
+    assert max(len(line.split()[2].split(",")) for line in squeue) == lab_api.IDS_PER_CALL
+
+
+@pytest.mark.parametrize(
+    ("job", "extra", "word"),
+    [({**GOOD_JOB, "job_id": "--help"}, {}, "job_id"),
+     ({**GOOD_JOB, "job_id": "1,2"}, {}, "job_id"),
+     ({**GOOD_JOB, "job_id": True}, {}, "job_id"),
+     ({**GOOD_JOB, "name": "\x1b]0;owned\x07"}, {}, "name"),
+     ({**GOOD_JOB, "gres": "gpu\nx"}, {}, "gres"),
+     ({**GOOD_JOB, "estimate_s": -5}, {}, "estimate_s"),
+     ({**GOOD_JOB, "estimate_s": 1e300}, {}, "estimate_s"),
+     ({**GOOD_JOB, "sbatch": "maybe"}, {}, "sbatch"),
+     ({**GOOD_JOB, "error": "oops"}, {}, "error"),
+     (GOOD_JOB, {"complete": "no"}, "complete")],
+)  # fmt: skip
+def test_a_record_field_of_the_wrong_kind_is_one_line_naming_it(
+    tmp_path: Path, run_cli: RunCli, fake_slurm: Path, job: dict[str, object], extra: dict[str, object], word: str
+) -> None:
+    _record_file(tmp_path / "rec", [job], **extra)
+    code, _, err = run_cli("lab", "status", str(tmp_path / "rec"))
+    assert code == 2
+    _one_line(err)
+    assert f"'{word}'" in err and "\x1b" not in err
+    assert not Path(str(fake_slurm) + ".squeue").exists()  # nothing of it reached squeue
+
+
+def test_a_record_with_too_many_jobs_is_one_line(tmp_path: Path, run_cli: RunCli) -> None:
+    _record_file(tmp_path / "rec", [GOOD_JOB] * (lab_api.MAX_RECORD_JOBS + 1))
+    code, _, err = run_cli("lab", "status", str(tmp_path / "rec"))
+    assert code == 2 and "over the limit of 10,000" in err
+    _one_line(err)
+
+
+def test_status_prints_slurm_words_as_text(
+    tmp_path: Path, run_cli: RunCli, fake_slurm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_REASON", "[bold]x[/bold]\x1b[2J")
+    _record_file(tmp_path / "rec", [{**GOOD_JOB, "gres": "gpu:[red]h100[/red]:1"}])
+    code, text, err = run_cli("lab", "status", str(tmp_path / "rec"))
+    assert code == 0, err
+    assert "gpu:[red]h100[/red]:1" in text and "[bold]x[/bold]\\x1b[2J" in text and "\x1b" not in text

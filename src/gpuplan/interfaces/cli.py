@@ -21,7 +21,7 @@ from rich.table import Table
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
-from gpuplan.safeio import dumps_json, one_line
+from gpuplan.safeio import clip, dumps_json, one_line
 from gpuplan.specs.gpu import GIB, GPU, PEAK_COLUMNS
 
 app = typer.Typer(
@@ -1269,18 +1269,26 @@ def lab_submit(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write the scripts; do not call sbatch.")] = False,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Write into a non-empty folder, replacing scripts of the same name (by rename)."),
+        typer.Option(
+            "--force",
+            help="Write into a non-empty folder: scripts of the same name are replaced by rename (a symlink is "
+            "replaced, never written through); an earlier submitted.json is kept as submitted-N.json.",
+        ),
     ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One sbatch per job on the GPU type the allocation chose (--gres=gpu:TYPE:N, --time, --account).
-    The folder must be empty (or --force); submitted.json is rewritten after each sbatch."""
+    The folder must be empty (or --force); submitted.json is rewritten after each sbatch, so
+    `gpuplan lab status` reads what was sent even if the submission stops midway. Exit code 1 when
+    sbatch refused a job (the others are still sent)."""
     from gpuplan.interfaces import lab as lab_api
 
     rec = lab_api.submit(lab_file, policy, out, dry_run, catalog_files=catalog or [], force=force)
+    failed = [j["name"] for j in rec["jobs"] if j.get("sbatch") == "failed"]
     if as_json:
         _emit_json(rec)
+        _sbatch_refused(failed, rec)
         return
     c = _console()
     t = Table(title=f"{'scripts written (dry run)' if dry_run else 'submitted'} to {rec['folder']}")
@@ -1293,6 +1301,17 @@ def lab_submit(
     for r in rec["refused"]:
         c.print(f"refused {r['name']} (not submitted): it fits on no GPU type: "
                 + "; ".join(f"{g}: {escape(x)}" for g, x in r["reasons"].items()))  # fmt: skip
+    _sbatch_refused(failed, rec)
+
+
+def _sbatch_refused(failed: list[str], rec: dict[str, Any]) -> None:
+    """One stderr line and exit code 1 when sbatch refused some of `lab submit`'s jobs."""
+    if failed:
+        names = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
+        record = clip(str(Path(rec["folder"]) / "submitted.json"))
+        sys.stderr.write(f"gpuplan: sbatch refused {len(failed)} of {len(rec['jobs'])} jobs ({names}); "
+                         f"{record} records each outcome\n")  # fmt: skip
+        raise typer.Exit(1)
 
 
 @lab_app.command("status")
@@ -1313,12 +1332,11 @@ def lab_status(
     t = Table(title=title)
     for col in ("job", "id", "gres", "state", "elapsed", "estimate", "progress"):
         t.add_column(col)
-    for j in rec["jobs"]:
-        state = j["state"] + (f" ({j['reason']})" if j["reason"] and j["reason"] != "None" else "")
+    for j in rec["jobs"]:  # squeue's words and the record's, printed as text (no markup, no control codes)
+        state = clip(j["state"]) + (f" ({clip(j['reason'])})" if j["reason"] and j["reason"] != "None" else "")
         prog = "—" if j["progress"] is None else f"{j['progress']:.0%}"
-        t.add_row(
-            j["name"], str(j["job_id"] or "—"), j["gres"], state, _dur(j["elapsed_s"]), _dur(j["estimate_s"]), prog
-        )
+        t.add_row(escape(j["name"]), escape(str(j["job_id"] or "—")), escape(clip(j["gres"])), escape(state),
+                  _dur(j["elapsed_s"]), _dur(j["estimate_s"]), prog)  # fmt: skip
     _console().print(t)
 
 
@@ -1466,7 +1484,10 @@ def rent_vs_buy(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
     try:
-        app(args=argv, prog_name="gpuplan", standalone_mode=False)
+        # without standalone mode click returns a command's `typer.Exit(code)` instead of raising it
+        code = app(args=argv, prog_name="gpuplan", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
     except GpuplanError as exc:
         sys.stderr.write(f"gpuplan: error: {one_line(str(exc))}\n")
         return 2

@@ -28,7 +28,7 @@ from gpuplan.interfaces.launch import fmt_time, gres_name
 from gpuplan.interfaces.quoting import comment, refuse_directives, sbatch_value, shell_line
 from gpuplan.planner import lab as plan_lab
 from gpuplan.planner.lab import JobOption, Schedule
-from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, load_json, read_capped
+from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, has_controls, load_json, read_capped
 from gpuplan.specs.lab import Job, Lab, read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
@@ -415,6 +415,16 @@ def sbatch_script(job: Job, gpu: str, gres: str, num_gpus: int, hours: float, pa
 # wait MessageTimeout (10 s by default, slurm.conf(5)) for slurmctld's answer, so a minute is far
 # beyond a working controller.
 SLURM_CALL_TIMEOUT_S: Final = 60.0
+# A job id as `sbatch --parsable` prints it ("<id>[;<cluster>]", sbatch(1)) and squeue -j takes it:
+# digits, with an array task (_N) or heterogeneous component (+N). An id from an edited record
+# that is not one (say "--help") never reaches squeue's command line.
+_JOB_ID: Final = re.compile(r"^[0-9]{1,20}(?:[_+][0-9]{1,10})?$")
+_JOB_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # specs/lab.py's rule for a job's name
+MAX_RECORD_JOBS: Final = 10_000  # jobs in one submitted.json (a lab file of 1,000 jobs is a large lab)
+IDS_PER_CALL: Final = 500  # job ids per squeue / sacct call: far below the kernel's ARG_MAX (execve(2))
+# What the record says of each job's sbatch: "in flight" is written just before the call, so a
+# kill during it leaves the truth (sbatch ran; whether Slurm queued the job is unknown).
+SBATCH_OUTCOMES: Final = ("not reached", "in flight", "submitted", "failed", "no answer")
 
 
 def _write_new(folder: Path, name: str, text: str, force: bool) -> Path:
@@ -458,6 +468,37 @@ def _replace_atomically(path: Path, text: str) -> None:
             raise
     except OSError as exc:
         raise GpuplanError(f"Cannot write {clip_repr(str(path))}: {exc.strerror or exc}.") from None
+
+
+def _keep_earlier_record(state: Path) -> Path | None:
+    """With --force into a folder an earlier `lab submit` used, its submitted.json (the only list of
+    those jobs' ids) is kept as submitted-N.json, a name not yet taken, before the new record
+    replaces it. A hard link when the file system has them, else an exclusive copy."""
+    if state.is_symlink() or not state.is_file():
+        return None  # a link is replaced by rename, its target never touched
+    for n in range(1, 10_000):
+        kept = state.with_name(f"{state.stem}-{n}{state.suffix}")
+        try:
+            os.link(state, kept, follow_symlinks=False)
+            return kept
+        except FileExistsError:
+            continue
+        except OSError:
+            pass
+        try:
+            with open(state, "rb") as src:
+                data = src.read(MAX_JSON_BYTES + 1)
+            _write_new(state.parent, kept.name, data.decode("utf-8", "replace"), force=False)
+            return kept
+        except GpuplanError:
+            if kept.exists() or kept.is_symlink():
+                continue
+            raise
+        except OSError as exc:
+            raise GpuplanError(
+                f"Cannot keep the earlier {clip_repr(str(state))} as {kept.name}: {exc.strerror or exc}."
+            ) from None
+    raise GpuplanError(f"{clip_repr(str(state.parent))} holds 9,999 earlier records; pass another --out folder.")
 
 
 def _out_folder(folder: Path, force: bool) -> None:
@@ -535,51 +576,118 @@ def submit(
         return result
     assert sbatch is not None
     state = folder / STATE_FILE
-    _replace_atomically(state, json.dumps(result, indent=2))  # the record exists before the first sbatch
+    if force:
+        _keep_earlier_record(state)
+
+    def save() -> None:  # after every change: a kill at any point leaves a true record
+        _replace_atomically(state, json.dumps(result, indent=2))
+
     for entry in out:
+        entry["sbatch"] = "not reached"
+    save()  # the record exists before the first sbatch
+    for entry in out:
+        entry["sbatch"] = "in flight"
+        save()
         try:
             done = subprocess.run([sbatch, "--parsable", Path(entry["script"]).name], cwd=folder, capture_output=True,
                                   text=True, check=False, timeout=SLURM_CALL_TIMEOUT_S)  # fmt: skip
         except subprocess.TimeoutExpired:
-            entry["error"] = [f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s"]
-            _replace_atomically(state, json.dumps(result, indent=2))
+            entry["sbatch"] = "no answer"
+            entry["error"] = [f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s; the job may or may not be queued"]
+            save()
             raise GpuplanError(
                 f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s for job {entry['name']!r} (is slurmctld up?); "
                 f"stopped there. What was submitted before it is recorded in {clip_repr(str(state))}."
             ) from None
+        except OSError as exc:  # sbatch vanished or cannot be executed: every later call would fail too
+            entry["sbatch"] = "failed"
+            entry["error"] = [clip(f"sbatch could not be run: {exc.strerror or exc}")]
+            save()
+            raise GpuplanError(
+                f"Cannot run {clip_repr(sbatch)}: {exc.strerror or exc}; stopped at job {entry['name']!r}. "
+                f"What was submitted before it is recorded in {clip_repr(str(state))}."
+            ) from None
+        answer = (done.stdout or "").strip().splitlines()
         if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            entry["error"] = [clip(lines[-1])] if lines else ["sbatch failed"]
+            lines = (done.stderr or done.stdout or "").strip().splitlines()
+            entry["sbatch"] = "failed"
+            entry["error"] = [clip(lines[-1])] if lines else [f"sbatch failed (exit code {done.returncode})"]
         else:
-            entry["job_id"] = clip(done.stdout.strip().split(";")[0], 40)
-        _replace_atomically(state, json.dumps(result, indent=2))  # after EACH sbatch: a true record
+            entry["sbatch"] = "submitted"
+            job_id = answer[0].split(";")[0].strip() if answer else ""
+            if _JOB_ID.match(job_id):
+                entry["job_id"] = job_id
+            else:  # queued (exit 0), but with no id to follow it by: said so, not guessed
+                entry["error"] = [f"sbatch printed no job id ({clip_repr(done.stdout or '')}); find the job by name"]
+        save()
     result["complete"] = True
-    _replace_atomically(state, json.dumps(result, indent=2))
+    save()
     return result
 
 
-def _record(data: Any, name: str) -> list[dict[str, Any]]:
-    """The jobs of a submitted.json, checked: one line for a file of the wrong shape."""
+def _record(data: Any, name: str) -> tuple[list[dict[str, Any]], bool]:
+    """The jobs of a submitted.json and whether the submission completed, checked field by field:
+    one line naming the first thing that is not what `lab submit` writes (an edited or foreign file)."""
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
-        raise InvalidSettingError(f"{name} is not what `gpuplan lab submit` writes (no 'jobs' list).")
+        raise InvalidSettingError(f"{clip(name)} is not what `gpuplan lab submit` writes (no 'jobs' list).")
+    complete = data.get("complete", True)
+    if not isinstance(complete, bool):
+        raise InvalidSettingError(f"{clip(name)}: 'complete' must be true or false. Got {clip_repr(complete)}.")
+    if len(data["jobs"]) > MAX_RECORD_JOBS:
+        raise InvalidSettingError(
+            f"{clip(name)} lists {len(data['jobs']):,} jobs, over the limit of {MAX_RECORD_JOBS:,}. Was the file edited?"
+        )
     jobs: list[dict[str, Any]] = []
     for i, j in enumerate(data["jobs"]):
-        ok = (
-            isinstance(j, dict)
-            and isinstance(j.get("name"), str)
-            and isinstance(j.get("gpu"), str)
-            and isinstance(j.get("gres"), str)
-            and isinstance(j.get("estimate_s"), int | float)
-            and not isinstance(j.get("estimate_s"), bool)
-            and (j.get("job_id") is None or isinstance(j.get("job_id"), str | int))
-        )
-        if not ok:
-            raise InvalidSettingError(
-                f"{name}: job {i + 1} is not what `gpuplan lab submit` writes (it needs name, gpu, gres, estimate_s "
-                "and job_id). Was the file edited?"
-            )
-        jobs.append(j)
-    return jobs
+        where = f"{clip(name)}: job {i + 1}"
+        if not isinstance(j, dict):
+            raise InvalidSettingError(f"{where} is not a mapping. Was the file edited?")
+        problem = _record_problem(j)
+        if problem:
+            raise InvalidSettingError(f"{where}: {problem} (as `gpuplan lab submit` writes it). Was the file edited?")
+        job_id = j.get("job_id")
+        jobs.append({**j, "job_id": None if job_id is None else str(job_id)})
+    return jobs, complete
+
+
+def _record_problem(j: Mapping[str, Any]) -> str | None:
+    """What is wrong with one job of a record, or None."""
+    name, job_id, est, outcome, error = (j.get(k) for k in ("name", "job_id", "estimate_s", "sbatch", "error"))
+    if not isinstance(name, str) or not _JOB_NAME.match(name):
+        return f"'name' must be a job name (1-64 letters, digits, '.', '_', '-'); got {clip_repr(name)}"
+    for key in ("gpu", "gres"):
+        v = j.get(key)
+        if not isinstance(v, str) or not v or len(v) > 200 or has_controls(v):
+            return f"{key!r} must be a short line of text; got {clip_repr(v)}"
+    if isinstance(est, bool) or not isinstance(est, int | float) or not 0 <= est <= 1e10:
+        return f"'estimate_s' must be seconds (0 to 1e10); got {clip_repr(est)}"
+    if isinstance(job_id, bool) or not (
+        job_id is None
+        or (isinstance(job_id, int) and 0 < job_id < 2**63)
+        or (isinstance(job_id, str) and _JOB_ID.match(job_id))
+    ):
+        return f"'job_id' must be a Slurm job id or null; got {clip_repr(job_id)}"
+    if outcome is not None and outcome not in SBATCH_OUTCOMES:
+        return f"'sbatch' must be one of {', '.join(SBATCH_OUTCOMES)}; got {clip_repr(outcome)}"
+    if error is not None and not (isinstance(error, list) and all(isinstance(e, str) for e in error)):
+        return f"'error' must be a list of lines; got {clip_repr(error)}"
+    return None
+
+
+def _unsent_state(j: Mapping[str, Any]) -> tuple[str, str | None]:
+    """State and reason of a recorded job with no id: never sent, refused by sbatch, or unknown
+    (sbatch was running when gpuplan stopped, or gave no answer). Records written before the
+    `sbatch` field existed say it by their error alone."""
+    error = "; ".join(j.get("error") or [])
+    outcome = j.get("sbatch") or ("failed" if error else "not reached")
+    if outcome in ("in flight", "no answer"):
+        why = clip(error or "sbatch was running when gpuplan stopped")
+        return "UNKNOWN", f"{why}; look for the job by name in squeue"
+    if outcome == "submitted":
+        return "UNKNOWN", clip(error or "sbatch printed no job id")
+    if outcome == "failed":
+        return "NOT SUBMITTED", "sbatch failed: " + clip(error)
+    return "NOT SUBMITTED", "the submission stopped before this job"
 
 
 def status(folder: str | Path) -> dict[str, Any]:
@@ -594,27 +702,30 @@ def status(folder: str | Path) -> dict[str, Any]:
         )
     text = read_capped(state, STATE_FILE, MAX_JSON_BYTES)
     data = load_json(text, state.name)
-    jobs = _record(data, state.name)
-    ids = [str(j["job_id"]) for j in jobs if j.get("job_id")]
-    info = _slurm_jobs(ids)
+    jobs, complete = _record(data, state.name)
+    info = _slurm_jobs([j["job_id"] for j in jobs if j["job_id"]])
     rows = []
     for j in jobs:
-        s = info.get(str(j.get("job_id")), {})
+        s = info.get(j["job_id"], {}) if j["job_id"] else {}
         elapsed = s.get("elapsed_s")
+        if j["job_id"]:
+            st, reason = s.get("state", "UNKNOWN"), s.get("reason")
+        else:
+            st, reason = _unsent_state(j)
         rows.append(
             {
                 "name": j["name"],
-                "job_id": j.get("job_id"),
+                "job_id": j["job_id"],
                 "gpu": j["gpu"],
                 "gres": j["gres"],
-                "state": s.get("state", "UNKNOWN" if j.get("job_id") else "NOT SUBMITTED"),
-                "reason": s.get("reason"),
+                "state": st,
+                "reason": reason,
                 "elapsed_s": elapsed,
                 "estimate_s": j["estimate_s"],
                 "progress": (elapsed / j["estimate_s"]) if elapsed is not None and j["estimate_s"] else None,
             }
         )
-    return {"folder": str(Path(state).parent), "complete": bool(data.get("complete", True)), "jobs": rows}
+    return {"folder": str(Path(state).parent), "complete": complete, "jobs": rows}
 
 
 def _seconds(text: str) -> float | None:
@@ -634,27 +745,32 @@ def _slurm_call(argv: list[str]) -> subprocess.CompletedProcess[str]:
         raise GpuplanError(
             f"{Path(argv[0]).name} gave no answer in {SLURM_CALL_TIMEOUT_S:g} s (is slurmctld up?)."
         ) from None
+    except OSError as exc:
+        raise GpuplanError(f"Cannot run {clip_repr(argv[0])}: {exc.strerror or exc}.") from None
 
 
 def _slurm_jobs(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """State, reason and elapsed time of job ids: squeue for queued/running, sacct for the rest."""
     out: dict[str, dict[str, Any]] = {}
+    ids = [i for i in dict.fromkeys(ids) if _JOB_ID.match(i)]  # once each; never an option-like word
     if not ids:
         return out
     squeue = shutil.which("squeue")
     if squeue is None:
         raise GpuplanError("No `squeue` on PATH: run `gpuplan lab status` on a Slurm login node.")
-    q = _slurm_call([squeue, "-h", "-j", ",".join(ids), "-o", "%i|%T|%M|%r"])
-    for line in q.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) == 4:
-            out[parts[0]] = {"state": parts[1], "elapsed_s": _seconds(parts[2]), "reason": parts[3]}
+    for k in range(0, len(ids), IDS_PER_CALL):
+        q = _slurm_call([squeue, "-h", "-j", ",".join(ids[k : k + IDS_PER_CALL]), "-o", "%i|%T|%M|%r"])
+        for line in q.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4:
+                out[parts[0]] = {"state": parts[1], "elapsed_s": _seconds(parts[2]), "reason": parts[3]}
     rest = [i for i in ids if i not in out]
     sacct = shutil.which("sacct")
-    if rest and sacct:
-        a = _slurm_call([sacct, "-n", "-P", "-X", "-j", ",".join(rest), "--format=JobID,State,Elapsed"])
+    for k in range(0, len(rest) if sacct else 0, IDS_PER_CALL):
+        chunk = ",".join(rest[k : k + IDS_PER_CALL])
+        a = _slurm_call([str(sacct), "-n", "-P", "-X", "-j", chunk, "--format=JobID,State,Elapsed"])
         for line in a.stdout.splitlines():
             parts = line.split("|")
-            if len(parts) == 3:
+            if len(parts) == 3 and parts[1].split():
                 out[parts[0]] = {"state": parts[1].split()[0], "elapsed_s": _seconds(parts[2]), "reason": None}
     return out
