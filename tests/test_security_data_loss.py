@@ -395,3 +395,33 @@ def test_status_prints_slurm_words_as_text(
     code, text, err = run_cli("lab", "status", str(tmp_path / "rec"))
     assert code == 0, err
     assert "gpu:[red]h100[/red]:1" in text and "[bold]x[/bold]\\x1b[2J" in text and "\x1b" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("{not json", "not valid JSON"),
+     ("[1, 2]", "no 'workload'"),
+     ('{"workload": {"model": "llama-3.2-1b", "seq_len": NaN}, "options": [{"gpu": "H100", "num_gpus": 1}]}', "NaN"),
+     ('{"workload": {"model": "llama-3.2-1b"}, "options": [{"gpu": "H100", "num_gpus": "eight", "usable": true}]}',
+      "num_gpus"),
+     ('{"workload": {"model": "llama-3.2-1b"}, "mode": "cluster", "layouts": [{"keys": {}}], "cluster": {"spec": "'
+      + "a" * 60_000 + '"}}', "no 'num_gpus'")],
+)  # fmt: skip
+def test_a_plan_json_that_is_not_one_is_one_line(tmp_path: Path, run_cli: RunCli, text: str, says: str) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = run_cli("launch", str(path), "--format", "slurm")
+    assert code == 2 and out == ""
+    _one_line(err)
+    assert says in err and len(err) < 500
+
+
+def test_a_plan_json_that_is_a_fifo_or_huge_is_one_line(tmp_path: Path, run_cli: RunCli) -> None:
+    os.mkfifo(tmp_path / "fifo.json")
+    code, _, err = run_cli("launch", str(tmp_path / "fifo.json"), "--format", "torchrun")
+    assert code == 2 and "not a regular file" in err
+    with open(tmp_path / "big.json", "wb") as fh:
+        fh.truncate(100 * 2**20)
+    code, _, err = run_cli("launch", str(tmp_path / "big.json"), "--format", "torchrun")
+    assert code == 2 and "over the limit" in err
+    _one_line(err)

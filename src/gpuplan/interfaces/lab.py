@@ -444,8 +444,13 @@ def _write_new(folder: Path, name: str, text: str, force: bool) -> Path:
         return path
     except OSError as exc:
         raise GpuplanError(f"Cannot write {clip_repr(str(path))}: {exc.strerror or exc}.") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:  # a full disk: the half-written file is gpuplan's own, so it goes
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise GpuplanError(f"Cannot write {clip_repr(str(path))}: {exc.strerror or exc}.") from None
     return path
 
 
@@ -462,6 +467,14 @@ def _replace_atomically(path: Path, text: str) -> None:
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)
             os.replace(tmp, path)
+            # the rename itself is on disk only once the folder is synced (fsync(2): syncing a file
+            # does not sync the directory entry that names it)
+            with contextlib.suppress(OSError):
+                dfd = os.open(path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
