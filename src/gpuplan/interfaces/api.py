@@ -188,12 +188,19 @@ def default_context(spec: ModelSpec) -> int:
     return DEFAULT_CONTEXT
 
 
+# the longest context `model --seq-len` takes: the workload's own seq_len bound (specs/workload.py)
+MAX_CONTEXT_LEN: Final = 10_000_000
+
+
 def model_record(spec: ModelSpec, context_len: int | None = None) -> dict[str, Any]:
     """A model as JSON (DESIGN.md's `model --json` keys): parameters, shapes, KV and FLOPs."""
     if context_len is None:
         context_len = default_context(spec)
-    if context_len <= 0:
-        raise InvalidSettingError(f"The 'seq-len' parameter must be a positive number of tokens. Got {context_len}.")
+    if not 0 < context_len <= MAX_CONTEXT_LEN:
+        raise InvalidSettingError(
+            f"The 'seq-len' parameter must be a positive number of tokens, at most {MAX_CONTEXT_LEN:,}. "
+            f"Got {clip(context_len)}."
+        )
     preset = find_preset(spec.name)
     windows = sorted({a.window for a in spec.attention_layers if a.window})
     return {

@@ -1048,6 +1048,7 @@ def serve(
     """Start the local web app: plan in the browser, with charts (works offline)."""
     from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
 
+    web.check_serve_options(port, workers)  # before the banner: a bad --port is the only line printed
     api.catalog(catalog or [])  # a missing or malformed catalog or price file: one line, before any banner
     api.prices(catalog or [], prices)
     if not web.is_loopback(host):

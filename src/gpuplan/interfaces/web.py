@@ -505,6 +505,15 @@ def app_from_env() -> FastAPI:
     return create_app(settings.get("catalog_files", ()), settings.get("price_file"), settings.get("trusted_hosts"))
 
 
+def check_serve_options(port: int, workers: int) -> None:
+    """One InvalidSettingError line for a TCP port (1-65535) or a worker count (1-256) that cannot
+    serve; `gpuplan serve` calls it before its banner, so a bad value is the only line printed."""
+    if not 0 < port < 65536:
+        raise InvalidSettingError(f"The 'port' parameter must be 1-65535. Got {port}.")
+    if not 1 <= workers <= 256:
+        raise InvalidSettingError(f"The 'workers' parameter must be 1-256. Got {workers}.")
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -519,10 +528,7 @@ def serve(
 
     import uvicorn
 
-    if not 0 < port < 65536:
-        raise InvalidSettingError(f"The 'port' parameter must be 1-65535. Got {port}.")
-    if not 1 <= workers <= 256:
-        raise InvalidSettingError(f"The 'workers' parameter must be 1-256. Got {workers}.")
+    check_serve_options(port, workers)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:  # a clear line, not uvicorn's log, if taken
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

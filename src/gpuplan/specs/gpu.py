@@ -52,6 +52,16 @@ class _Source(BaseModel):
     read: dt.date
 
 
+# Bounds on a catalog row's values, each far beyond any card (the bundled rows span 8-288 GiB,
+# 224-8,000 GB/s, 0.19-15,000 TFLOPS, 70-1,400 W, NVLink domains of 1-72): only a typo or nonsense
+# is refused. Without them a user's `memory_bandwidth_GBps = 1e300` overflowed to infinity once
+# converted to bytes/s (a traceback at --json), and 1e-300 made every time estimate infinite.
+_MEM_MIN, _MEM_MAX = 0.1, 100_000  # GB or GiB: 100 MB to 100 TB
+_GBPS_MAX: Final = 1_000_000  # GB/s: 1 PB/s
+_TFLOPS_MIN, _TFLOPS_MAX = 0.001, 10_000_000  # 1 GFLOPS to 10 EFLOPS, dense
+_COUNT_MAX: Final = 100_000  # RT cores, video engines, MIG slices, display outputs
+
+
 class _Row(BaseModel):
     """One `[[gpu]]` table exactly as written in a catalog file."""
 
@@ -64,32 +74,32 @@ class _Row(BaseModel):
     chip: str
     compute_capability: str
     form_factor: Literal["SXM2", "SXM4", "SXM5", "SXM6", "PCIe", "OAM"]
-    memory_GiB: float | None = Field(default=None, gt=0)
-    memory_GB: float | None = Field(default=None, gt=0)
+    memory_GiB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
+    memory_GB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
     memory_type: str
-    memory_bandwidth_GBps: float = Field(gt=0)
-    fp64_TFLOPS: float | None = Field(default=None, gt=0)
-    fp32_TFLOPS: float = Field(gt=0)
-    tf32_TFLOPS: float | None = Field(default=None, gt=0)
-    fp16_TFLOPS: float | None = Field(default=None, gt=0)
-    fp16_fp16acc_TFLOPS: float | None = Field(default=None, gt=0)
-    bf16_TFLOPS: float | None = Field(default=None, gt=0)
-    fp8_TFLOPS: float | None = Field(default=None, gt=0)
-    int8_TOPS: float | None = Field(default=None, gt=0)
-    int4_TOPS: float | None = Field(default=None, gt=0)
-    fp4_TFLOPS: float | None = Field(default=None, gt=0)
-    tdp_W: float = Field(gt=0)
-    nvlink_GBps: float = Field(ge=0)
-    nvlink_domain: int = Field(ge=1)
+    memory_bandwidth_GBps: float = Field(ge=1, le=_GBPS_MAX, allow_inf_nan=False)
+    fp64_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    fp32_TFLOPS: float = Field(ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    tf32_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    fp16_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    fp16_fp16acc_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    bf16_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    fp8_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    int8_TOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    int4_TOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    fp4_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    tdp_W: float = Field(ge=1, le=100_000, allow_inf_nan=False)  # W: a whole rack is ~130 kW
+    nvlink_GBps: float = Field(ge=0, le=_GBPS_MAX, allow_inf_nan=False)
+    nvlink_domain: int = Field(ge=1, le=100_000)  # GPUs in one NVLink domain (GB200 NVL72: 72)
     pcie_gen: int = Field(ge=1, le=6)
     multi_node: bool
-    mig_instances: int = Field(ge=0)
-    display_outputs: int = Field(ge=0)
+    mig_instances: int = Field(ge=0, le=_COUNT_MAX)
+    display_outputs: int = Field(ge=0, le=_COUNT_MAX)
     vgpu: Literal["none", "compute", "graphics"]
-    rt_cores: int = Field(ge=0)
-    rt_core_gen: int = Field(ge=0)
-    nvenc: int = Field(ge=0)
-    nvdec: int = Field(ge=0)
+    rt_cores: int = Field(ge=0, le=_COUNT_MAX)
+    rt_core_gen: int = Field(ge=0, le=100)
+    nvenc: int = Field(ge=0, le=_COUNT_MAX)
+    nvdec: int = Field(ge=0, le=_COUNT_MAX)
     launch_year: int = Field(ge=2010, le=2030)
     geforce_eula: bool
     notes: str = ""
@@ -292,7 +302,8 @@ def parse_catalog_text(text: str, origin: str) -> list[GPU]:
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = clip(".".join(str(p) for p in err["loc"])) or "row"
-    return f"{loc}: {err['msg']}"
+    got = "" if isinstance(err.get("input"), dict) else f". Got {clip_repr(err.get('input'))}"
+    return f"{loc}: {err['msg']}{got}."
 
 
 def _resolve_sources(row: _Row, sources: Mapping[str, Source], origin: str) -> dict[str, Source]:

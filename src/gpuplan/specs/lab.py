@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.safeio import clip_repr, refuse_directives
+from gpuplan.safeio import clip_repr, finite, refuse_directives
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.workload import Workload, make_workload, read_user_text, safe_yaml
 
@@ -134,8 +134,13 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
             )
         share = raw.get("share", 1)
         budget = raw.get("gpu_hours_per_month")
+        # a relative fair share (Slurm's sshare RawShares): a million to one between two members is
+        # already beyond any policy; NaN fails every comparison, so it is refused here too
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1e6:
-            raise InvalidSettingError(f"{origin}: member {raw.get('name')!r}: share must be > 0. Got {share!r}.")
+            raise InvalidSettingError(
+                f"{origin}: member {clip_repr(raw.get('name'))}: share must be a number above 0 and at most "
+                f"1,000,000. Got {clip_repr(share)}."
+            )
         # a month's budget in GPU-hours: 1e7 is ~13,700 GPUs busy all month, beyond any lab
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 <= budget <= 1e7
@@ -183,8 +188,7 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
         if isinstance(command, str):
             refuse_directives(command, f"{origin}: job {name!r}")
         submitted = raw.get("submitted", i)
-        if isinstance(submitted, bool) or not isinstance(submitted, int | float):
-            raise InvalidSettingError(f"{origin}: job {name!r}: 'submitted' must be a number (queue position).")
+        finite(submitted, f"{origin}: job {name!r}: 'submitted' (its queue position)")  # NaN would scramble the order
         jobs.append(Job(name, str(owner), w, command.strip() if command else None, int(i)))
     if len({j.name for j in jobs}) != len(jobs):
         raise InvalidSettingError(f"{origin}: job names must be unique.")

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gpuplan.errors import ModelConfigError
-from gpuplan.safeio import escape_controls
+from gpuplan.errors import InvalidSettingError, ModelConfigError
+from gpuplan.safeio import check_numbers, escape_controls
 
 # Sanity bounds on what a config may ask for: integers past 2**53 are not exact as floats (FLOPs
 # and bytes are floats), and the model is built layer by layer.
@@ -552,7 +552,7 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
 
     moe: dict[str, int] = {}
     if model_type == "mixtral":
-        experts = c.get_int("num_local_experts")
+        experts = c.positive(c.get_int("num_local_experts"), "num_local_experts")
         k = c.get_int("num_experts_per_tok")
         moe = {"experts": experts, "k": k, "shared": 0}
         g.linear("block_sparse_moe.gate", d, experts, layers, "router")
@@ -598,9 +598,9 @@ def _build_llama_like(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[s
             g.linear(f"feed_forward.{w}", d, dense_ff, n_dense, "mlp")
         g.linear("feed_forward.down_proj", dense_ff, d, n_dense, "mlp")
     elif model_type in ("qwen2_moe", "qwen3_moe"):
-        experts = c.get_int("num_experts")
+        experts = c.positive(c.get_int("num_experts"), "num_experts")
         k = c.get_int("num_experts_per_tok")
-        moe_ff = c.get_int("moe_intermediate_size")
+        moe_ff = c.positive(c.get_int("moe_intermediate_size"), "moe_intermediate_size")
         step = c.get_int("decoder_sparse_step", default=1)
         only_dense = set(c.int_list("mlp_only_layers", default=[]))
         sparse = [i for i in range(layers) if i not in only_dense and experts > 0 and step > 0 and (i + 1) % step == 0]
@@ -775,6 +775,7 @@ def _build_deepseek(c: _Cfg, model_type: str) -> tuple[_Shape, _Groups, dict[str
         g.linear(f"mlp.{w}", d, ff, n_dense, "mlp")
     g.linear("mlp.down_proj", ff, d, n_dense, "mlp")
     if n_moe:
+        c.positive(moe_ff, "moe_intermediate_size")  # zero-width experts would vanish from the count
         g.linear("mlp.gate", d, experts, n_moe, "router")
         for w in ("gate_proj", "up_proj"):
             g.linear(f"mlp.experts.{w}", d, moe_ff, n_moe * experts, "expert", frac=k / experts)
@@ -1121,6 +1122,15 @@ def _build_resnet(c: _Cfg, _: str) -> tuple[_Shape, _Groups, dict[str, int], flo
         raise ModelConfigError(
             f"{c.name}: a resnet config needs non-empty lists 'hidden_sizes' (positive) and 'depths' of equal length."
         )
+    # the blocks are listed one by one: ResNet-152 has 50 and the 1001-layer ResNet of He et al.
+    # (2016, "Identity Mappings") 333, so 10,000 refuses only nonsense (10**8 blocks hung the reader)
+    if sum(depths) > _MAX_BLOCKS:
+        raise ModelConfigError(
+            f"{c.name}: config key 'depths' sums to {sum(depths):,} blocks; at most {_MAX_BLOCKS:,}."
+        )
+    for key, value in (("hidden_sizes", max(hidden)), ("embedding_size", emb)):
+        if value > _MAX_HIDDEN:
+            raise ModelConfigError(f"{c.name}: config key {key!r} holds {value:,}; at most {_MAX_HIDDEN:,}.")
     bottleneck = c.get_str("layer_type", "bottleneck") == "bottleneck"
     reduction = 4
     channels = c.get_int("num_channels", default=3)
@@ -1219,6 +1229,10 @@ def model_from_config(config: Mapping[str, Any], name: str = "model") -> ModelSp
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ModelConfigError(f"{name}: config.json has no 'model_type'; is this a Hugging Face model config?")
+    try:  # NaN, infinity or a 300-digit integer anywhere (a pasted config can hold them): one line naming the key
+        check_numbers(config, name)
+    except InvalidSettingError as exc:
+        raise ModelConfigError(str(exc)) from None
     c = _Cfg(config, name)
     if model_type == "resnet":
         shape, g, moe, conv_flops, wino = _build_resnet(c, model_type)
@@ -1242,31 +1256,52 @@ _MAX_HEAD_DIM: Final = 65_536
 _MAX_FFN: Final = 10_000_000
 _MAX_VOCAB: Final = 100_000_000
 _MAX_EXPERTS: Final = 100_000
+# the longest context a config may claim: 100x Llama 4 Scout's 10,485,760 tokens
+_MAX_CONTEXT: Final = 1_000_000_000
+_MAX_BLOCKS: Final = 10_000  # ResNet blocks, listed one by one (see _build_resnet)
+# Whatever the keys, the whole model: 10**15 parameters is ~500x the largest published (~2e12), and
+# keeps every byte and FLOP count far from float overflow (1e15 x 1e18 tokens x 6 = 6e33).
+_MAX_PARAMS: Final = 10**15
 
 
-def _check_shape(name: str, s: _Shape, moe: Mapping[str, int]) -> None:
+def _key_of(config: Mapping[str, Any], *keys: str) -> str:
+    """The first of `keys` the config gives (the one a message names), else the first."""
+    return next((k for k in keys if config.get(k) is not None), keys[0])
+
+
+def _check_shape(name: str, s: _Shape, moe: Mapping[str, int], config: Mapping[str, Any]) -> None:
     """One ModelConfigError line for a shape no model has (zero head_dim or context, top-k experts
-    out of range, sizes beyond the bounds above)."""
+    out of range, sizes beyond the bounds above), naming the key the config used."""
 
     def bad(key: str, value: object, rule: str) -> ModelConfigError:
         return ModelConfigError(f"{name}: config key {key!r} = {value!r} {rule}.")
 
     if not 1 <= s.d <= _MAX_HIDDEN:
-        raise bad("hidden_size", s.d, f"must be 1-{_MAX_HIDDEN:,}")
+        raise bad(_key_of(config, "hidden_size", "n_embd", "d_model"), s.d, f"must be 1-{_MAX_HIDDEN:,}")
     if not 1 <= s.head_dim <= _MAX_HEAD_DIM:
-        raise bad("head_dim", s.head_dim, f"must be 1-{_MAX_HEAD_DIM:,}")
+        key = _key_of(config, "head_dim", "d_kv")
+        raise bad(
+            key if key in config else "head_dim (hidden size / heads)", s.head_dim, f"must be 1-{_MAX_HEAD_DIM:,}"
+        )
     if s.ff > _MAX_FFN:
-        raise bad("intermediate_size", s.ff, f"must be at most {_MAX_FFN:,}")
+        raise bad(
+            _key_of(config, "intermediate_size", "n_inner", "ffn_dim", "d_ff"), s.ff, f"must be at most {_MAX_FFN:,}"
+        )
     if s.vocab > _MAX_VOCAB:
         raise bad("vocab_size", s.vocab, f"must be at most {_MAX_VOCAB:,}")
-    if s.max_pos is not None and s.max_pos < 1:
-        raise bad("max_position_embeddings", s.max_pos, "must be at least 1 (the longest context the model takes)")
+    if s.max_pos is not None and not 1 <= s.max_pos <= _MAX_CONTEXT:
+        key = _key_of(config, "max_position_embeddings", "n_positions", "max_seq_len")
+        if key not in config and "image_size" in config:  # a ViT's context is its patches (+ the class token)
+            raise bad("image_size", config["image_size"], f"gives {s.max_pos:,} tokens; at most {_MAX_CONTEXT:,}")
+        raise bad(key, s.max_pos, f"must be 1-{_MAX_CONTEXT:,} (the longest context the model takes)")
     experts, k = moe.get("experts", 0), moe.get("k", 0)
     if experts:
         if experts > _MAX_EXPERTS:
-            raise bad("num_experts", experts, f"must be at most {_MAX_EXPERTS:,}")
+            key = _key_of(config, "num_local_experts", "num_experts", "n_routed_experts")
+            raise bad(key, experts, f"must be at most {_MAX_EXPERTS:,}")
         if not 1 <= k <= experts:
-            raise bad("num_experts_per_tok", k, f"must be 1 to the number of experts ({experts})")
+            key = _key_of(config, "num_experts_per_tok", "experts_per_token")
+            raise bad(key, k, f"must be 1 to the number of experts ({experts})")
 
 
 def _spec(
@@ -1290,7 +1325,13 @@ def _spec(
     if any(p.numel < 0 for p in g.items):
         raise ModelConfigError(f"{name}: the config gives negative or non-finite tensor sizes.")
     if kind != "cnn":
-        _check_shape(name, s, moe)
+        _check_shape(name, s, moe, config)
+    total = sum(p.total for p in g.items)
+    if total > _MAX_PARAMS or not all(math.isfinite(f) for f in conv_flops):
+        raise ModelConfigError(
+            f"{name}: the config describes {total:.3g} parameters, beyond any model (at most {_MAX_PARAMS:.0e}); "
+            "check its sizes (hidden, layers, intermediate, experts, vocabulary)."
+        )
     return ModelSpec(
         name=name,
         model_type=model_type,

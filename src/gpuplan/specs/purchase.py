@@ -27,6 +27,10 @@ from gpuplan.specs.workload import read_user_text
 PURCHASE_COLUMNS: Final = ("gpu", "price_usd", "kind", "date", "source")
 PURCHASE_KINDS: Final = ("msrp", "list", "street")
 _DATE = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?")  # ISO 8601 at the source's precision
+# One card's price: the dearest in the bundled table is a few tens of thousands of USD; 100
+# million is rent-vs-buy's own --price bound (estimators/ownership.py), so a file and the option
+# agree, and a typo or 1e300 is named by its line instead of failing later without one.
+MAX_PRICE_USD: Final = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,11 @@ def parse_purchase_prices(text: str, catalog: Catalog, origin: str) -> dict[str,
             usd = float(cell["price_usd"])
         except ValueError:
             raise InvalidSettingError(f"{where}: price_usd {clip_repr(cell['price_usd'])} is not a number.") from None
-        if not (math.isfinite(usd) and usd > 0):
-            raise InvalidSettingError(f"{where}: price_usd must be a positive number of US dollars. Got {usd:g}.")
+        if not (math.isfinite(usd) and 0 < usd <= MAX_PRICE_USD):
+            raise InvalidSettingError(
+                f"{where}: price_usd must be a positive number of US dollars, at most {MAX_PRICE_USD:,}. "
+                f"Got {clip(cell['price_usd'])}."
+            )
         if cell["kind"] not in PURCHASE_KINDS:
             raise InvalidSettingError(
                 f"{where}: kind must be one of {', '.join(PURCHASE_KINDS)}. Got {clip_repr(cell['kind'])} instead."

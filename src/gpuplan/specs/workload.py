@@ -73,6 +73,9 @@ DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr|hours?|d|days?|w|weeks?)?\s*$", re.IGNORECASE)
 _DURATION_S: Final = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+# The longest deadline: a century. No plan looks further, and a service priced over 1e300 s
+# would overflow its cost to infinity.
+MAX_DURATION_S: Final = 100 * 365.25 * 86400
 
 
 def parse_duration_s(value: str | float | int) -> float:
@@ -80,7 +83,10 @@ def parse_duration_s(value: str | float | int) -> float:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"expected a duration such as '24h' or '2d'. Got {value!r}.")
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer beyond any float
+            raise ValueError(f"a duration must be at most 100 years. Got {value!r}.") from None
     else:
         m = _DURATION.match(value)
         if not m:
@@ -90,6 +96,8 @@ def parse_duration_s(value: str | float | int) -> float:
         seconds = float(m.group(1)) * _DURATION_S[unit]
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"a duration must be positive. Got {value!r}.")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"a duration must be at most 100 years ({MAX_DURATION_S:,.0f} s). Got {value!r}.")
     return seconds
 
 
@@ -142,7 +150,7 @@ class Workload(BaseModel):
     deadline: Annotated[
         float | None, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}]})
     ] = None
-    budget: float | None = Field(None, gt=0)  # USD
+    budget: float | None = Field(None, gt=0, le=1e12)  # USD; a trillion is beyond any job
 
     # --- keys beyond DESIGN.md's list, with defaults that match what people usually run ----------
     # CPU offload of optimizer states (ZeRO-Offload) and of parameters too (ZeRO-Infinity / FSDP)
@@ -182,7 +190,8 @@ class Workload(BaseModel):
     fps: float | None = Field(None, ge=1, le=1000)  # frames per second
     streams: int | None = Field(None, ge=1, le=1_000_000)  # streaming / ai-video: concurrent streams
     users: int | None = Field(None, ge=1, le=1_000_000)  # vdi: concurrent users
-    frames: int | None = Field(None, ge=1)  # render: frames to render
+    # render: frames to render; a billion is a year of 30 fps video (9.5e8 frames)
+    frames: int | None = Field(None, ge=1, le=1_000_000_000)
     scene: Literal["light", "medium", "heavy", "ultra"] = "medium"  # streaming: per-stream load class
     codec: Literal["h264", "hevc", "av1"] = "h264"
     persona: Literal["knowledge", "knowledge-multi", "light", "medium", "heavy"] = "knowledge"  # vdi
