@@ -114,7 +114,9 @@ def test_a_newline_in_a_model_path_is_refused_not_written(tmp_path: Path, run_cl
 @pytest.mark.parametrize(
     "option",
     [("--partition", "gpu\n#SBATCH --account=evil"), ("--partition", "a b"), ("--gres-type", "h100 --qos=hi"),
-     ("--time", "1:00:00\n#SBATCH --qos=high"), ("--partition", "")],
+     ("--time", "1:00:00\n#SBATCH --qos=high"), ("--partition", ""), ("--partition", 'gpu" --qos="high'),
+     ("--partition", "gpu\\ --qos=high"), ("--gres-type", "h100#x"), ("--time", "'1:00:00'"),
+     ("--partition", "gpu\u2028x"), ("--time", "\t")],
 )  # fmt: skip
 def test_sbatch_option_values_are_refused_unless_one_word(tmp_path: Path, run_cli: RunCli, option: Any) -> None:
     flag, value = option
@@ -125,14 +127,54 @@ def test_sbatch_option_values_are_refused_unless_one_word(tmp_path: Path, run_cl
     assert "#SBATCH line" in err
 
 
-def test_a_catalog_gpu_name_with_a_newline_never_reaches_a_script(tmp_path: Path, run_cli: RunCli) -> None:
-    cat = tmp_path / "cat.toml"
-    base = (ROOT / "src" / "gpuplan" / "data" / "gpus" / "nvidia-pcie-pro.toml").read_text(encoding="utf-8")
-    cat.write_text(base.replace('name = "L4"', 'name = "L4\\n#SBATCH --account=evil"', 1), encoding="utf-8")
-    code, out, err = run_cli("launch", "llama-3.2-1b", "--format", "slurm", "--catalog", str(cat),
-                             "--cluster", "1x1:L4")  # fmt: skip
-    assert code == 2 and "#SBATCH --account=evil" not in out
-    assert err.count("\n") == 1
+def _user_catalog(tmp_path: Path, name: str) -> Path:
+    from test_catalog import _USER_FILE  # a valid user catalog file with one GPU (alias lab4090)
+
+    cat = tmp_path / f"cat-{len(list(tmp_path.glob('cat-*')))}.toml"
+    cat.write_text(_USER_FILE.replace('name = "Lab RTX 4090 (power-capped)"', f"name = {json.dumps(name)}"))
+    return cat
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_catalog_gpu_name_with_a_newline_never_reaches_a_script(tmp_path: Path, run_cli: RunCli, fmt: str) -> None:
+    cat = _user_catalog(tmp_path, "L4x\n#SBATCH --account=evil")  # JSON's \n is TOML's: a real newline
+    code, out, err = run_cli("launch", "llama-3.2-1b", "--format", fmt, "--catalog", str(cat),
+                             "--cluster", "1x2:lab4090")  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "control characters" in err and "\\n#SBATCH" in err
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_hostile_catalog_gpu_name_is_one_comment_line_in_every_format(
+    tmp_path: Path, run_cli: RunCli, fmt: str
+) -> None:
+    """A GPU name from a user's catalog reaches the header comment (and the GRES type): it stays one
+    comment line there, and the file parses as for a plain name."""
+    task = "task=inference" if fmt == "vllm" else "task=lora"
+    results = []
+    for name in ("Lab RTX 4090 (power-capped)", HOSTILE):
+        cat = _user_catalog(tmp_path, name)
+        results.append(run_cli("launch", "llama-3.2-1b", "--format", fmt, "--catalog", str(cat),
+                               "--cluster", "1x2:lab4090", "--set", task))  # fmt: skip
+    (code0, plain, err0), (code, out, err) = results
+    if fmt == "skypilot":  # no SkyPilot accelerator of either name: one line, the name clipped
+        assert code == code0 == 2 and err.count("\n") == 1 and "SkyPilot lists no accelerator" in err
+        return
+    assert code == code0 == 0, (err0, err)
+    assert len(out.splitlines()) == len(plain.splitlines())
+    directives = [x.split("=")[0] for x in out.splitlines() if x.startswith("#SBATCH")]
+    assert directives == [x.split("=")[0] for x in plain.splitlines() if x.startswith("#SBATCH")]
+    assert all(
+        x.split("=", 1)[1].replace(":", "").isalnum() for x in out.splitlines() if x.startswith("#SBATCH --gres")
+    )
+    head = [x for x in out.splitlines() if "touch pwned" in x]
+    assert len(head) == (fmt != "deepspeed") and all(x.startswith("# gpuplan: ") for x in head)  # JSON: no comment
+    if fmt in ("torchrun", "slurm", "vllm"):
+        assert subprocess.run(["bash", "-n"], input=out, text=True, check=False).returncode == 0
+    elif fmt == "deepspeed":
+        assert json.loads(out) == json.loads(plain)
+    else:  # accelerate, fsdp: YAML after the comment lines
+        assert yaml.safe_load(out) == yaml.safe_load(plain)
 
 
 def _lab_with_command(tmp_path: Path, command: str) -> Path:
@@ -146,15 +188,49 @@ def _lab_with_command(tmp_path: Path, command: str) -> Path:
 @pytest.mark.parametrize(
     "command",
     ["#SBATCH --account=ana\npython train.py", "python train.py\n#SBATCH --qos=high", "  #SBATCH --account=x",
-     "#PBS -A other\npython x.py"],
+     "#sbatch --account=x", "#SLURM --account=x\npython x.py",  # sbatch still reads the old #SLURM prefix
+     "#PBS -A other\npython x.py",
+     # sbatch reads #PBS/#BSUB lines AFTER the first command too, and applies them last (xlate.c)
+     "python x.py\n#PBS -A other", "python x.py\n\t#BSUB -P other"],
 )  # fmt: skip
 def test_a_lab_command_that_reads_as_a_directive_is_refused(tmp_path: Path, run_cli: RunCli, command: str) -> None:
     lab = _lab_with_command(tmp_path, command)
     for argv in (["lab", "check", str(lab)], ["lab", "submit", str(lab), "--dry-run", "-o", str(tmp_path / "o")]):
-        code, _, err = run_cli(*argv)
-        assert code == 2, (argv, err)
-        assert err.count("\n") == 1 and "directive" in err and "qlora-8b" in err
+        code, out, err = run_cli(*argv)
+        assert code == 2 and out == "", (argv, err)
+        assert err.startswith("gpuplan: error: ") and err.count("\n") == 1
+        assert "directive" in err and "qlora-8b" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [("python x.py\r\n#SBATCH --account=ana", "\\r"), ("echo \x1b[2J done", "\\x1b"),
+     ("python x.py \u202e#yp.niart", "\\u202e"), ("python a.py\u2028#SBATCH --account=ana", "\\u2028")],
+)  # fmt: skip
+def test_a_lab_command_with_control_characters_is_refused(
+    tmp_path: Path, run_cli: RunCli, command: str, shown: str
+) -> None:
+    """A carriage return, an escape sequence, a bidi override or a Unicode line separator is no part
+    of a shell command (each can hide a line from whoever reads the lab file)."""
+    lab = _lab_with_command(tmp_path, command)
+    for argv in (["lab", "check", str(lab)], ["lab", "submit", str(lab), "--dry-run", "-o", str(tmp_path / "o")]):
+        code, out, err = run_cli(*argv)
+        assert code == 2 and out == "", (argv, err)
+        assert err.count("\n") == 1 and "control character" in err and shown in err and "qlora-8b" in err
+
+
+def test_comments_and_multi_line_commands_are_kept(tmp_path: Path, run_cli: RunCli) -> None:
+    """Only what sbatch reads as a directive is refused: ordinary comments, tabs and lines stay."""
+    command = (
+        "# SBATCH is not read with a space\ncd $HOME/run\t# tab\n#$ a Grid Engine line sbatch ignores\npython x.py"
+    )
+    lab = _lab_with_command(tmp_path, command)
+    code, _, err = run_cli("lab", "submit", str(lab), "--dry-run", "-o", str(tmp_path / "o"))
+    assert code == 0, err
+    script = (tmp_path / "o" / "qlora-8b.sbatch").read_text(encoding="utf-8")
+    assert script.endswith(command + "\n")
+    assert subprocess.run(["bash", "-n"], input=script, text=True, check=False).returncode == 0
 
 
 def test_the_directive_block_ends_before_the_users_command(tmp_path: Path, run_cli: RunCli) -> None:
@@ -170,8 +246,19 @@ def test_the_directive_block_ends_before_the_users_command(tmp_path: Path, run_c
     assert subprocess.run(["bash", "-n"], input=script, text=True, check=False).returncode == 0
     assert [d.split("=")[0] for d in _sbatch_directives(script)] == [
         "#SBATCH --job-name", "#SBATCH --account", "#SBATCH --partition", "#SBATCH --nodes", "#SBATCH --gres",
-        "#SBATCH --time", "#SBATCH --output",
+        "#SBATCH --time", "#SBATCH --output", "#SBATCH --ignore-pbs",
     ]  # fmt: skip
+
+
+def test_a_plain_command_follows_the_no_op_that_ends_the_directives(tmp_path: Path, run_cli: RunCli) -> None:
+    lab = _lab_with_command(tmp_path, "python train.py --lr 1e-4")
+    code, _, err = run_cli("lab", "submit", str(lab), "--dry-run", "-o", str(tmp_path / "o"))
+    assert code == 0, err
+    lines = (tmp_path / "o" / "qlora-8b.sbatch").read_text(encoding="utf-8").splitlines()
+    at = lines.index("python train.py --lr 1e-4")
+    assert lines[at - 1] == ": end of the directives gpuplan wrote"
+    assert all(line.startswith("#") for line in lines[: at - 1])  # only the header and the directives before it
+    assert sum(line.startswith("#SBATCH") for line in lines) == 8
 
 
 # --- the quoting functions themselves --------------------------------------------------------------
@@ -203,3 +290,132 @@ def test_gpuplans_own_shell_expressions_stay_unquoted_and_controls_are_refused()
     assert refuse_directives("python x.py  # SBATCH in a comment is fine", "job") == (
         "python x.py  # SBATCH in a comment is fine"
     )
+
+
+# --- every value that reaches a command: the model folder, --script, a plan JSON's workload ---------
+
+NEWLINE_FOLDER = "my model $(touch pwned) `x` 'q' \"d\"\nline2"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_folder_name_with_a_newline_is_a_comment_escape_or_refused(tmp_path: Path, run_cli: RunCli, fmt: str) -> None:
+    """Where the folder reaches only the header comment, its newline is written as \\n (one line);
+    where it would be a word of a command (vLLM's model), the launch is refused in one line."""
+    plain = _model_dir(tmp_path, "plain")
+    folder = _model_dir(tmp_path, NEWLINE_FOLDER)
+    (tmp_path / "a").mkdir()
+    code0, benign, err0 = run_cli("launch", str(_workload(tmp_path / "a", str(plain), fmt)), "--format", fmt)
+    code, out, err = run_cli("launch", str(_workload(tmp_path, str(folder), fmt)), "--format", fmt)
+    assert code0 == 0, err0
+    if fmt == "vllm":
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "control character" in err and "\\nline2" in err
+        return
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == len(benign.splitlines())
+    assert not any(line.startswith("line2") for line in lines)
+    assert sum(line.startswith("#SBATCH") for line in lines) == sum(
+        x.startswith("#SBATCH") for x in benign.splitlines()
+    )
+    if fmt != "deepspeed":
+        assert any(line.startswith("# gpuplan: ") and "\\nline2" in line for line in lines)
+
+
+def test_a_hostile_script_path_is_one_word_in_every_command(tmp_path: Path, run_cli: RunCli) -> None:
+    script = "my train $(touch pwned) `touch pwned2` 'q' \"d\" #SBATCH --account=evil.py"
+    w = str(_workload(tmp_path, "llama-3.2-1b", "torchrun"))
+    code, out, err = run_cli("launch", w, "--format", "torchrun", "--script", script)
+    assert code == 0, err
+    assert _run_with_fake(tmp_path, "torchrun", out)[-1] == script  # bash hands it over whole
+    code, out, err = run_cli("launch", w, "--format", "slurm", "--script", script)
+    assert code == 0, err
+    assert subprocess.run(["bash", "-n"], input=out, text=True, check=False).returncode == 0
+    srun = out[out.index("srun ") :].replace("\\\n", "")  # the continuation lines, as bash joins them
+    assert shlex.split(srun, comments=True)[-1] == script
+    assert [x for x in out.splitlines() if x.startswith("#SBATCH")] == _sbatch_directives(out)
+    code, out, err = run_cli("launch", w, "--format", "skypilot", "--script", script)
+    assert code == 0, err
+    assert shlex.split(yaml.safe_load(out)["run"].splitlines()[-1])[-1] == script
+    code, out, err = run_cli("launch", w, "--format", "torchrun", "--script", "train.py\n#SBATCH --account=evil")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "control character" in err
+
+
+def test_a_model_folder_named_like_an_option_stays_a_path(
+    tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _model_dir(tmp_path, "--trust-remote-code")
+    code, out, err = run_cli("launch", str(_workload(tmp_path, "--trust-remote-code", "vllm")), "--format", "vllm")
+    assert code == 0, err
+    argv = _run_with_fake(tmp_path, "vllm", out)
+    assert argv[:2] == ["serve", "./--trust-remote-code"] and "--trust-remote-code" not in argv
+
+
+def test_a_plan_json_hands_its_model_path_over_as_one_word(tmp_path: Path, run_cli: RunCli) -> None:
+    folder = _model_dir(tmp_path, HOSTILE)
+    code, plan, err = run_cli("plan", str(_workload(tmp_path, str(folder), "vllm")), "--json")
+    assert code == 0, err
+    path = tmp_path / "plan.json"
+    path.write_text(plan, encoding="utf-8")
+    code, out, err = run_cli("launch", str(path), "--format", "vllm")
+    assert code == 0, err
+    assert _run_with_fake(tmp_path, "vllm", out)[:2] == ["serve", str(folder)]
+    # the same plan naming a folder whose name holds a newline: refused, not written
+    bad = _model_dir(tmp_path, "m\n#SBATCH --account=evil")
+    rec = json.loads(plan)
+    rec["workload"]["model"] = str(bad)
+    path.write_text(json.dumps(rec), encoding="utf-8")
+    code, out, err = run_cli("launch", str(path), "--format", "vllm")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "control character" in err
+
+
+# --- the rules themselves, against what sbatch does --------------------------------------------------
+
+
+def _sbatch_reads(script: str) -> list[str]:
+    """The lines Slurm's sbatch takes options from, written from its source independently of gpuplan:
+    "#SBATCH"/"#SLURM" at the start of a line until the first line that is not blank or a comment
+    (src/sbatch/opt.c, _opt_batch_script), and "#PBS"/"#BSUB" at the start of any line
+    (src/sbatch/xlate.c); lines end at "\\n" only (next_line)."""
+    read, commands_started = [], False
+    for line in script.split("\n"):
+        sbatch_line = line.startswith(("#SBATCH", "#SLURM")) and not commands_started
+        if sbatch_line or line.startswith(("#PBS", "#BSUB")):
+            read.append(line)
+        elif line.strip() and not line.lstrip().startswith("#"):
+            commands_started = True
+    return read
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["#SBATCH --account=x", "#SLURM -A x", "#PBS -A x", "#BSUB -P x", "  #SBATCH",
+                                 "#sbatch", "python x.py", "# a comment", "", "\t#PBS", "echo '#PBS'", "\r"]),
+                max_size=6).map("\n".join) | st.text(max_size=80))  # fmt: skip
+def test_a_command_gpuplan_accepts_adds_nothing_sbatch_reads(command: str) -> None:
+    from gpuplan.interfaces.lab import sbatch_script
+    from gpuplan.specs.lab import Job
+    from gpuplan.specs.workload import make_workload
+
+    try:
+        refuse_directives(command, "job 'x'")
+    except InvalidSettingError as exc:
+        assert "\n" not in str(exc)
+        return
+    w = make_workload({"model": "llama-3.2-1b", "task": "lora", "tokens": 1_000_000})
+    script = sbatch_script(Job("x", "ana", w, command, 0), "H100", "h100", 1, 1.0)
+    plain = sbatch_script(Job("x", "ana", w, "python x.py", 0), "H100", "h100", 1, 1.0)
+    assert _sbatch_reads(script) == _sbatch_reads(plain)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_an_sbatch_value_is_one_word_as_sbatch_reads_it(text: str) -> None:
+    try:
+        value = sbatch_value(text, "--partition")
+    except InvalidSettingError as exc:
+        assert "\n" not in str(exc)
+        return
+    line = f"#SBATCH --partition={value}"
+    assert len(line.split()) == 2 and line.splitlines() == [line]
+    assert not set(value) & set("\"'\\#")  # sbatch's own quoting, escapes and comments

@@ -410,14 +410,27 @@ def finite(value: float, what: str, *, low: float | None = None, high: float | N
 
 # --- scripts ---------------------------------------------------------------------------------------
 
-# Lines a batch system reads as directives in a script: Slurm's #SBATCH (sbatch(1): "The batch
-# script may contain options preceded with '#SBATCH' before any executable commands"), and the
-# #PBS / #BSUB / #$ / #FLUX prefixes of PBS, LSF, Grid Engine and Flux, which sites run beside it.
-_DIRECTIVE: Final = re.compile(r"^\s*#(SBATCH|PBS|BSUB|FLUX:|\$)", re.IGNORECASE)
+# The lines sbatch itself reads as options in a script (Slurm's src/sbatch/opt.c and xlate.c):
+# "#SBATCH" and the deprecated "#SLURM" up to the first command line (sbatch(1): "Once the first
+# non-comment, non-whitespace line has been reached in the script, no more #SBATCH directives will
+# be processed"), and "#PBS" / "#BSUB" anywhere in the first 100 command lines (xlate_batch_script,
+# unless --ignore-pbs), applied AFTER the #SBATCH ones: a "#PBS -A other" below the user's command
+# would bill another account. sbatch matches them case-sensitively at the start of a line; gpuplan
+# refuses them in any case and after any indentation.
+_DIRECTIVE: Final = re.compile(r"^\s*#(SBATCH|SLURM|PBS|BSUB)", re.IGNORECASE)
+_COMMAND_CONTROLS: Final = frozenset(_CONTROL) - {0x0A, 0x09}  # a command keeps its newlines and tabs
 
 
 def refuse_directives(command: str, where: str) -> str:
-    """`command` unchanged, unless one of its lines would read as a scheduler directive."""
+    """`command` unchanged, unless one of its lines would read as a batch-system directive, or it
+    holds a control character other than newline and tab (a carriage return or an escape sequence
+    is no part of a shell command; bidi overrides and line separators can disguise a line)."""
+    bad = next((ch for ch in command if ord(ch) in _COMMAND_CONTROLS), None)
+    if bad is not None:
+        raise InvalidSettingError(
+            f"{where}: the command holds the control character {escape_controls(bad)}; write it as plain text "
+            "(one shell command a line)."
+        )
     for line in command.splitlines():
         if _DIRECTIVE.match(line):
             raise InvalidSettingError(

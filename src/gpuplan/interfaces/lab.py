@@ -399,9 +399,13 @@ def sbatch_script(job: Job, gpu: str, gres: str, num_gpus: int, hours: float, pa
         "#SBATCH --nodes=1",
         f"#SBATCH --gres=gpu:{sbatch_value(gres, 'GRES type')}:{num_gpus}",
         f"#SBATCH --time={fmt_time(hours * 3600 * TIME_MARGIN + TIME_PAD_S)}",
-        f"#SBATCH --output={job.name}-%j.out",
-        # sbatch reads #SBATCH lines only "before any executable commands" (sbatch(1)): this no-op
-        # ends the directive block, so nothing in the job's own command can add one
+        f"#SBATCH --output={sbatch_value(job.name, 'job name')}-%j.out",
+        # sbatch would also read "#PBS"/"#BSUB" lines anywhere in the script, after the #SBATCH ones
+        # (Slurm's src/sbatch/xlate.c); --ignore-pbs (sbatch(1), Slurm 2.6 on) turns that off
+        "#SBATCH --ignore-pbs",
+        # sbatch reads #SBATCH lines only until "the first non-comment, non-whitespace line" (sbatch(1)):
+        # this no-op (`:` does nothing and succeeds, POSIX's colon utility) ends the directive block,
+        # so nothing in the job's own command can add one
         ": end of the directives gpuplan wrote",
     ]
     if job.command:

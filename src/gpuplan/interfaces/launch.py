@@ -23,6 +23,7 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
+from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset
@@ -650,7 +651,8 @@ def skypilot(lp: LaunchPlan) -> str:
     name = SKYPILOT_NAMES.get(cl.gpu.name)
     if name is None:
         raise InvalidSettingError(
-            f"SkyPilot lists no accelerator for {cl.gpu.name}; pick one of {', '.join(sorted(set(SKYPILOT_NAMES.values())))}."
+            f"SkyPilot lists no accelerator for {clip(cl.gpu.name)}; pick one of "
+            f"{', '.join(sorted(set(SKYPILOT_NAMES.values())))}."
         )
     run = ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)']
     run.append(shell_line(_torchrun_argv(lp, sky=True) + _script(lp)))
@@ -667,7 +669,10 @@ def skypilot(lp: LaunchPlan) -> str:
 
 def vllm_argv(lp: LaunchPlan) -> list[str]:
     w = lp.w
-    argv = ["vllm", "serve", lp.model_id, f"--tensor-parallel-size={w.tp}"]
+    # a local folder named like an option ("--trust-remote-code") would reach vLLM's parser as one;
+    # "./" keeps it the same folder (a hub id never starts with "-": huggingface_hub validate_repo_id)
+    model = f"./{lp.model_id}" if lp.model_id.startswith("-") else lp.model_id
+    argv = ["vllm", "serve", model, f"--tensor-parallel-size={w.tp}"]
     if w.pp > 1:
         argv.append(f"--pipeline-parallel-size={w.pp}")
     dp = w.dp

@@ -7,9 +7,9 @@
 - `ShellWords`: a flag and its value that gpuplan keeps on one line of a script, each word quoted;
 - `shell_join` / `shell_line`: a command line of such words, with or without line continuations;
 - `comment`: text for a `# ...` line, control characters escaped so one value is one line;
-- `sbatch_value`: a value after `#SBATCH --opt=`, refused when empty or holding whitespace or
-  control characters (sbatch splits a directive line into words: sbatch(1), "-- and then the
-  options"; a space would start another option);
+- `sbatch_value`: a value after `#SBATCH --opt=`, refused when empty or holding whitespace, control
+  characters, quotes, a backslash or `#` (sbatch splits a directive line into words itself, with
+  its own quoting and comments: a space would start another option);
 - `refuse_directives`: a user's command line that would read as a scheduler directive.
 YAML goes through yaml's safe dumper and JSON through json.dumps, which quote for their formats.
 """
@@ -17,6 +17,7 @@ YAML goes through yaml's safe dumper and JSON through json.dumps, which quote fo
 from __future__ import annotations
 
 import shlex
+from typing import Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.safeio import clip_repr, escape_controls, has_controls, refuse_directives
@@ -76,11 +77,19 @@ def comment(text: str) -> str:
     return escape_controls(text)
 
 
+# Characters sbatch's directive reader treats as syntax, not text (get_argument in Slurm's
+# src/sbatch/opt.c): quotes group words, a backslash escapes the next character, an unquoted `#`
+# starts a comment. No partition, GRES type, time, account or job name needs them.
+_SBATCH_SYNTAX: Final = frozenset("\"'\\#")
+
+
 def sbatch_value(value: str, option: str) -> str:
-    """A value for `#SBATCH --option=VALUE`, or one InvalidSettingError line."""
-    if not value or not value.strip() or has_controls(value) or any(ch.isspace() for ch in value):
+    """A value for `#SBATCH --option=VALUE`, or one InvalidSettingError line: one word as sbatch reads
+    it (no whitespace, control character, quote, backslash or `#`), so it can neither end the line nor
+    start another option."""
+    if not value or has_controls(value) or any(ch.isspace() or ch in _SBATCH_SYNTAX for ch in value):
         raise InvalidSettingError(
             f"The {option} value {clip_repr(value)} cannot go into an #SBATCH line: it must be one word with no "
-            "spaces or control characters."
+            "spaces, quotes, backslashes, '#' or control characters."
         )
     return value
