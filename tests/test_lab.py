@@ -54,7 +54,7 @@ SMALL: dict[str, Any] = {
         (lambda d: d["jobs"][0].update(gpu="H100"), r"leave out 'gpu'"),
         (lambda d: d["jobs"][0].update(batch_size=0), r"job 'big': The 'batch_size' key"),
         (lambda d: d["jobs"][1].update(name="big"), r"job names must be unique"),
-        (lambda d: d["members"][0].update(share=-1), r"share must be a number above 0"),
+        (lambda d: d["members"][0].update(share=-1), r"share must be a number from 0.001"),
         (lambda d: d.update(queue=[]), r"unknown key 'queue'"),
         (lambda d: d["nodes"][0].update(name="bad name"), r"node name must be"),
     ],

@@ -214,6 +214,24 @@ def test_a_catalog_row_at_its_bounds_gives_strict_json(tmp_path: Path, run_cli: 
         json.loads(out, parse_constant=_no_constant)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("matmul_flop_per_s", "{bf16: 1.0e-300}"), ("matmul_flop_per_s", "{bf16: 1.0e+300}"),
+     ("memory_bandwidth_bytes_per_s", "1.0e-300"), ("memory_bandwidth_bytes_per_s", "5.0e+20")],
+)  # fmt: skip
+def test_a_calibration_rate_outside_the_catalogs_bounds_is_one_line(
+    tmp_path: Path, run_cli: RunCli, key: str, value: str
+) -> None:
+    """A measured 1e-300 FLOP/s was a ZeroDivisionError traceback (and an inf at --json); a
+    calibration is held to the catalog's own bounds (1 GFLOP/s-10 EFLOP/s, 1 GB/s-1 PB/s)."""
+    f = tmp_path / "cal.yaml"
+    f.write_text(f"gpuplan_calibration: 1\ngpus:\n  - gpu: H100\n    {key}: {value}\n", encoding="utf-8")
+    argv = ["estimate", "llama-3.1-405b", "--set", "task=pretrain", "--set", "tokens=1e18", "--gpu", "H100"]
+    code, out, err = run_cli(*argv, "--calibration", str(f), "--json")
+    assert code == 2 and out == ""
+    _one_line(err, "cal.yaml", key)
+
+
 # --- purchase prices, lab files ----------------------------------------------------------------------
 
 
@@ -239,6 +257,7 @@ def _lab(tmp_path: Path, change: Any) -> Path:
     [(lambda d: d["members"][0].update(share=float("nan")), ["share"]),
      (lambda d: d["members"][0].update(share=1e300), ["share", "1,000,000"]),
      (lambda d: d["members"][0].update(share=0), ["share"]),
+     (lambda d: d["members"][0].update(share=1e-300), ["share", "0.001"]),
      (lambda d: d["members"][1].update(gpu_hours_per_month=float("inf")), ["gpu_hours_per_month"]),
      (lambda d: d["nodes"][0]["gpus"].update({"RTX 2080 Ti": 0}), ["count of", "1-64"]),
      (lambda d: d["nodes"][0]["gpus"].update({"RTX 2080 Ti": 10**30}), ["RTX 2080 Ti"]),

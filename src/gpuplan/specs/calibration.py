@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.safeio import clip_repr
-from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.gpu import GB, GBPS_MAX, GBPS_MIN, GPU, TERA, TFLOPS_MAX, TFLOPS_MIN, Catalog
 from gpuplan.specs.precision import COMPUTE_PRECISIONS
 from gpuplan.specs.workload import read_user_text, safe_yaml
 
@@ -32,9 +32,13 @@ FORMAT_VERSION: Final = 1
 SUFFIXES: Final = (".yaml", ".yml")  # how a calibration file is told from a catalog file (TOML)
 
 
-def _positive(value: Any, what: str, origin: str) -> float:
+def _positive(value: Any, what: str, origin: str, low: float, high: float) -> float:
+    """A measured rate within the catalog's own bounds for the figure (specs/gpu.py): a bandwidth
+    of 1e-300 B/s made every time infinite (a ZeroDivisionError, a NaN at --json)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise InvalidSettingError(f"{origin}: {what} must be a positive number. Got {clip_repr(value)}.")
+    if not low <= value <= high:
+        raise InvalidSettingError(f"{origin}: {what} must be from {low:.0e} to {high:.0e}. Got {clip_repr(value)}.")
     return float(value)
 
 
@@ -62,9 +66,13 @@ def calibrated_gpus(data: Any, catalog: Catalog, origin: str) -> list[GPU]:
                 raise InvalidSettingError(
                     f"{origin}: {gpu.name}: unknown precision {clip_repr(p)} (one of {', '.join(COMPUTE_PRECISIONS)})."
                 )
-            rates[p] = _positive(v, f"{gpu.name} matmul_flop_per_s.{p}", origin)
+            rates[p] = _positive(v, f"{gpu.name} matmul_flop_per_s.{p}", origin, TFLOPS_MIN * TERA, TFLOPS_MAX * TERA)
         bw = e.get("memory_bandwidth_bytes_per_s")
-        bandwidth = None if bw is None else _positive(bw, f"{gpu.name} memory_bandwidth_bytes_per_s", origin)
+        bandwidth = (
+            None
+            if bw is None
+            else _positive(bw, f"{gpu.name} memory_bandwidth_bytes_per_s", origin, GBPS_MIN * GB, GBPS_MAX * GB)
+        )
         out.append(replace(gpu, measured_matmul_flop_per_s=rates, measured_bandwidth_bytes_per_s=bandwidth))
     return out
 

@@ -57,8 +57,8 @@ class _Source(BaseModel):
 # is refused. Without them a user's `memory_bandwidth_GBps = 1e300` overflowed to infinity once
 # converted to bytes/s (a traceback at --json), and 1e-300 made every time estimate infinite.
 _MEM_MIN, _MEM_MAX = 0.1, 100_000  # GB or GiB: 100 MB to 100 TB
-_GBPS_MAX: Final = 1_000_000  # GB/s: 1 PB/s
-_TFLOPS_MIN, _TFLOPS_MAX = 0.001, 10_000_000  # 1 GFLOPS to 10 EFLOPS, dense
+GBPS_MIN, GBPS_MAX = 1, 1_000_000  # memory bandwidth, GB/s: 1 GB/s to 1 PB/s (a calibration's too)
+TFLOPS_MIN, TFLOPS_MAX = 0.001, 10_000_000  # 1 GFLOPS to 10 EFLOPS, dense (a calibration's too)
 _COUNT_MAX: Final = 100_000  # RT cores, video engines, MIG slices, display outputs
 
 
@@ -77,19 +77,19 @@ class _Row(BaseModel):
     memory_GiB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
     memory_GB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
     memory_type: str
-    memory_bandwidth_GBps: float = Field(ge=1, le=_GBPS_MAX, allow_inf_nan=False)
-    fp64_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    fp32_TFLOPS: float = Field(ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    tf32_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    fp16_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    fp16_fp16acc_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    bf16_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    fp8_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    int8_TOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    int4_TOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
-    fp4_TFLOPS: float | None = Field(default=None, ge=_TFLOPS_MIN, le=_TFLOPS_MAX, allow_inf_nan=False)
+    memory_bandwidth_GBps: float = Field(ge=GBPS_MIN, le=GBPS_MAX, allow_inf_nan=False)
+    fp64_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    fp32_TFLOPS: float = Field(ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    tf32_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    fp16_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    fp16_fp16acc_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    bf16_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    fp8_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    int8_TOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    int4_TOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
+    fp4_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
     tdp_W: float = Field(ge=1, le=100_000, allow_inf_nan=False)  # W: a whole rack is ~130 kW
-    nvlink_GBps: float = Field(ge=0, le=_GBPS_MAX, allow_inf_nan=False)
+    nvlink_GBps: float = Field(ge=0, le=GBPS_MAX, allow_inf_nan=False)
     nvlink_domain: int = Field(ge=1, le=100_000)  # GPUs in one NVLink domain (GB200 NVL72: 72)
     pcie_gen: int = Field(ge=1, le=6)
     multi_node: bool

@@ -134,11 +134,12 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
             )
         share = raw.get("share", 1)
         budget = raw.get("gpu_hours_per_month")
-        # a relative fair share (Slurm's sshare RawShares): a million to one between two members is
-        # already beyond any policy; NaN fails every comparison, so it is refused here too
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1e6:
+        # a relative fair share (Slurm's Fairshare=, a whole number there): a billion to one between two
+        # members is beyond any policy, and a share of 1e-300 left the allocation LP unbounded (HiGHS);
+        # NaN fails every comparison, so it is refused here too
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.001 <= share <= 1e6:
             raise InvalidSettingError(
-                f"{origin}: member {clip_repr(raw.get('name'))}: share must be a number above 0 and at most "
+                f"{origin}: member {clip_repr(raw.get('name'))}: share must be a number from 0.001 to "
                 f"1,000,000. Got {clip_repr(share)}."
             )
         # a month's budget in GPU-hours: 1e7 is ~13,700 GPUs busy all month, beyond any lab
