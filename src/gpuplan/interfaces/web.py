@@ -68,6 +68,13 @@ LIMIT_CONCURRENCY: Final = 2_048
 KEEP_ALIVE_S: Final = 5
 MAX_HEAD_BYTES: Final = 16 * 1024
 HEADER_TIMEOUT_S: Final = 10.0
+# A request body (at most MAX_BODY_BYTES) must be all in within this long of the request head: a
+# client trickling a body a byte at a time gets 408 (nginx's client_body_timeout, 60 s between
+# reads, bounds the gaps only; this bounds the whole body: 2 MiB in 30 s is 70 KB/s).
+BODY_TIMEOUT_S: Final = 30.0
+# Connections the kernel queues before uvicorn accepts them (listen(2)'s backlog; Linux caps it at
+# net.core.somaxconn, 4,096 since 5.4): uvicorn's default, written here so that every serve states it.
+BACKLOG: Final = 2_048
 
 # The page's own files only: Plotly draws into SVG with inline styles, and uploads are read in the
 # page (FileReader), so nothing else is needed. The URL carries the plan, so no Referer leaves.
@@ -133,6 +140,8 @@ ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     400: {"model": ErrorOut, "description": "Malformed request (not JSON, bad host)."},
     413: {"model": ErrorOut, "description": f"Request body over {MAX_BODY_BYTES} bytes."},
     422: {"model": ErrorOut, "description": "A valid request that names something unknown or impossible."},
+    408: {"model": ErrorOut, "description": f"The request body did not arrive within {BODY_TIMEOUT_S:g} s."},
+    503: {"model": ErrorOut, "description": "The server is busy or the request ran past its time; see Retry-After."},
 }
 PLAN_KEYS: Final = frozenset(PlanIn.model_fields) - frozenset(Workload.model_fields)
 
@@ -158,9 +167,12 @@ class GuardMiddleware:
     """Caps request bodies (by Content-Length, and by counting a streamed body) and adds the
     security headers to every response."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES, body_timeout_s: float = BODY_TIMEOUT_S
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -173,14 +185,29 @@ class GuardMiddleware:
             await _send_json(send, status, {"detail": detail})
             return
         seen = 0
+        body_done = False
+        deadline = anyio.current_time() + self.body_timeout_s
 
         async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, body_done
+            if body_done:  # past the body (a response listening for a disconnect): no deadline
+                return await receive()
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
+                    message = await receive()
+            except TimeoutError:
+                raise HTTPException(  # and close: the rest of the body may still come
+                    408,
+                    f"The request body did not arrive within {self.body_timeout_s:g} s; send it at once.",
+                    headers={"connection": "close"},
+                ) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
                     raise _TooLarge()
+                body_done = not message.get("more_body", False)
+            else:
+                body_done = True
             return message
 
         async def with_headers(message: Message) -> None:
@@ -235,6 +262,7 @@ def create_app(
     compute_threads: int = COMPUTE_THREADS,
     max_queued: int = MAX_QUEUED,
     request_budget_s: float = REQUEST_BUDGET_S,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> FastAPI:
     """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
     `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
@@ -278,7 +306,7 @@ def create_app(
         docs_url=None,  # FastAPI's docs pages load their scripts from a CDN: not offline; the schema is served
         redoc_url=None,
     )
-    app.add_middleware(GuardMiddleware)
+    app.add_middleware(GuardMiddleware, body_timeout_s=body_timeout_s)
     if trusted_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(trusted_hosts))
 
@@ -492,6 +520,7 @@ def _uvicorn_limits() -> dict[str, Any]:
         "limit_concurrency": LIMIT_CONCURRENCY,
         "timeout_keep_alive": KEEP_ALIVE_S,
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        "backlog": BACKLOG,
     }
 
 

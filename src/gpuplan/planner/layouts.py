@@ -47,9 +47,13 @@ MAX_CP: Final = 64
 # The most candidate layouts (shape x pipeline pair x ZeRO stage, after the batch and ZeRO rules)
 # one search weighs: every job in bench/search.py and 8B-405B dense or 47B-671B MoE jobs on up to
 # 8,192 nodes within the NVLink domain weigh under 300,000 (0.1-1.7 s here); a 235B-671B MoE on
-# 8,192 x 8 GPUs with cross-node TP weighs ~1M (2-3.5 s, ~420 MB), which one request must not
-# impose on a shared server: it is refused with what to narrow.
+# 8,192 x 8 GPUs with cross-node TP weighs 0.5-1M (DeepSeek-V3: 483,432; 2-3.5 s, ~420 MB), which
+# one request must not impose on a shared server: it is refused with what to narrow. The count is taken before any
+# layout is profiled (the enumeration's masks only), so a refusal costs milliseconds, not the search.
 MAX_SEARCH_LAYOUTS: Final = 400_000
+# Layout keys a workload can hold fixed in the search by setting them (`tp: 8`): the search then
+# tries only that value (the narrowing the over-limit message suggests).
+PINNABLE: Final = ("tp", "pp", "cp", "ep")
 # How many of the screened layouts the full memory estimate confirms before giving up.
 CONFIRM: Final = 200
 # Memory states and the ZeRO stage from which each is sharded over the data-parallel group
@@ -135,12 +139,19 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
 
+# One (tp, cp, ep) of the enumeration: its mask of passing cells and the cells' micro-batch, pp,
+# vp, dp, micro-batch count and ZeRO stage.
+_Cells = tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
 def _pow2_upto(n: int) -> list[int]:
     return [1 << i for i in range(int(math.log2(max(n, 1))) + 1)]
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """n's divisors, ascending, by trial division up to sqrt(n) (65,536 GPUs: 256 trials, not 65,536)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def _state_bytes(model: ModelSpec, w: Workload) -> dict[str, tuple[float, int]]:
@@ -213,12 +224,19 @@ def search_layouts(
     if gpu.nvlink_bandwidth_bytes_per_s > 0 and not allow_cross_node_tp:
         tp_cap = min(tp_cap, gpu.nvlink_domain)
 
-    tps = [t for t in _pow2_upto(n) if model.tp_splits_heads(t)]
+    # a layout key the workload sets is held fixed (PINNABLE); the others are searched
+    pinned = {k: int(getattr(w, k)) for k in PINNABLE if k in w.model_fields_set}
+    tps = [t for t in ([pinned["tp"]] if "tp" in pinned else _pow2_upto(n)) if model.tp_splits_heads(t)]
     rejected["tp beyond the NVLink domain / node"] += sum(1 for t in tps if t > tp_cap)
     tps = [t for t in tps if t <= tp_cap]
-    cps = [c for c in _pow2_upto(min(n, MAX_CP)) if w.seq_len % (2 * c) == 0 or c == 1]
-    eps = [e for e in _pow2_upto(n) if model.is_moe and model.num_experts % e == 0] or [1]
-    weighed = 0  # candidate layouts built so far (each shape x pipeline pair x ZeRO stage that passed)
+    cps = [
+        c
+        for c in ([pinned["cp"]] if "cp" in pinned else _pow2_upto(min(n, MAX_CP)))
+        if w.seq_len % (2 * c) == 0 or c == 1
+    ]
+    eps = [
+        e for e in ([pinned["ep"]] if "ep" in pinned else _pow2_upto(n)) if model.is_moe and model.num_experts % e == 0
+    ] or [1]
     states = _state_bytes(model, w)
     runtime_const = (
         runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc) + (runtime.NCCL_BYTES if n > 1 else 0.0)
@@ -236,11 +254,17 @@ def search_layouts(
     axes: dict[str, list[np.ndarray]] = {k: [] for k in ("shape", "pp", "vp", "dp", "m", "z")}
     zeros = np.array(ZERO_STAGES, dtype=np.float64)
     mbs = np.arange(1, MAX_MICRO_BATCH + 1, dtype=np.float64)
+    # first the enumeration (masks only, cheap), counted against MAX_SEARCH_LAYOUTS; then the
+    # profiles of the shapes it kept
+    kept: list[_Cells] = []
+    weighed = 0  # candidate layouts (each shape x pipeline pair x ZeRO stage that passed the rules)
     for tp, cp in itertools.product(tps, cps):
         if n % (tp * cp):
             continue
         rest = n // (tp * cp)
-        pairs = _pipeline_pairs(rest, layers)
+        pairs = [(p, v) for p, v in _pipeline_pairs(rest, layers) if p == pinned.get("pp", p)]
+        if not pairs:
+            continue
         pp_a = np.array([p for p, _ in pairs], dtype=np.float64)
         vp_a = np.array([v for _, v in pairs], dtype=np.float64)
         dp_a = rest / pp_a
@@ -265,39 +289,41 @@ def search_layouts(
             rejected["ep does not divide dp x cp"] += int((ok_batch & ok_zero & ~ok_ep).sum())
             if not ok.any():
                 continue
-            for mb in np.unique(mb_g[ok]).astype(int):
-                sel = ok & (mb_g == mb)
-                for sp in (False, True) if tp > 1 else (False,):
-                    shape = _shape(w, tp, cp, ep, int(mb), "none", sp)
-                    mo = training_ops(model, shape, gpu)
-                    for ckpt in CHECKPOINTING:
-                        prof_rows.append(with_checkpointing(mo, ckpt))
-                        acts = {
-                            x.name: x.bytes
-                            for x in activation_lines(model, _shape(w, tp, cp, ep, int(mb), ckpt, sp))[0]
-                        }
-                        act_rows.append(
-                            (
-                                acts.get("activations", 0.0),
-                                acts.get("embedding and final norm", 0.0) + acts.get("logits and loss", 0.0),
-                                acts.get("recomputed layer", 0.0),
-                            )
+            # each passing cell is weighed once per (sequence parallelism, checkpointing) shape
+            weighed += int(ok.sum()) * (2 if tp > 1 else 1) * len(CHECKPOINTING)
+            kept.append((tp, cp, ep, ok, mb_g, pp_g, vp_g, dp_g, m_g, z_g))
+    if weighed > MAX_SEARCH_LAYOUTS:
+        raise InvalidSettingError(
+            f"The layout search for {model.name} on {cluster.label} weighs {weighed:,} candidate layouts, over its "
+            f"limit of {MAX_SEARCH_LAYOUTS:,}. Narrow it: fewer nodes, no cross-node tensor parallelism "
+            "(allow_cross_node_tp), or fix tp, pp, cp or ep in the workload (e.g. tp: 8)."
+        )
+    for tp, cp, ep, ok, mb_g, pp_g, vp_g, dp_g, m_g, z_g in kept:
+        for mb in np.unique(mb_g[ok]).astype(int):
+            sel = ok & (mb_g == mb)
+            for sp in (False, True) if tp > 1 else (False,):
+                shape = _shape(w, tp, cp, ep, int(mb), "none", sp)
+                mo = training_ops(model, shape, gpu)
+                for ckpt in CHECKPOINTING:
+                    prof_rows.append(with_checkpointing(mo, ckpt))
+                    acts = {
+                        x.name: x.bytes for x in activation_lines(model, _shape(w, tp, cp, ep, int(mb), ckpt, sp))[0]
+                    }
+                    act_rows.append(
+                        (
+                            acts.get("activations", 0.0),
+                            acts.get("embedding and final norm", 0.0) + acts.get("logits and loss", 0.0),
+                            acts.get("recomputed layer", 0.0),
                         )
-                        shape_keys.append((tp, cp, ep, int(mb), ckpt, sp))
-                        k = int(sel.sum())
-                        weighed += k
-                        if weighed > MAX_SEARCH_LAYOUTS:
-                            raise InvalidSettingError(
-                                f"The layout search for {model.name} on {cluster.label} weighs more than "
-                                f"{MAX_SEARCH_LAYOUTS:,} candidate layouts, over its limit. Narrow it: fewer nodes, no "
-                                "cross-node tensor parallelism (allow_cross_node_tp), or fix tp/pp/cp/ep in the workload."
-                            )
-                        axes["shape"].append(np.full(k, len(shape_keys) - 1))
-                        axes["pp"].append(pp_g[sel])
-                        axes["vp"].append(vp_g[sel])
-                        axes["dp"].append(dp_g[sel])
-                        axes["m"].append(m_g[sel])
-                        axes["z"].append(z_g[sel])
+                    )
+                    shape_keys.append((tp, cp, ep, int(mb), ckpt, sp))
+                    k = int(sel.sum())
+                    axes["shape"].append(np.full(k, len(shape_keys) - 1))
+                    axes["pp"].append(pp_g[sel])
+                    axes["vp"].append(vp_g[sel])
+                    axes["dp"].append(dp_g[sel])
+                    axes["m"].append(m_g[sel])
+                    axes["z"].append(z_g[sel])
     best: list[LayoutResult] = []
     evaluated = fitting = 0
     if shape_keys:
@@ -357,6 +383,8 @@ def search_layouts(
                 break
         best.sort(key=lambda r: r.time.step_time_s)
     notes = cluster.warnings()
+    if pinned:
+        notes.append("held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items()))
     if not best:
         notes.append(
             "no layout fits: add GPUs, lower the micro-batch or sequence length, or use a GPU with more memory"
