@@ -14,6 +14,7 @@ the functions of `gpuplan.interfaces.quoting`.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -22,6 +23,7 @@ import os
 import re
 import stat
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
@@ -189,6 +191,34 @@ def read_capped(path: str | Path, what: str, max_bytes: int, hint: str = "") -> 
     # a leading byte-order mark (Excel's "CSV UTF-8", Notepad) is not part of the text: csv would
     # read it into the first column's name, json.loads refuses it
     return text.removeprefix("\ufeff")
+
+
+def write_atomically(path: Path, text: str, *, durable: bool = True, mode: int | None = 0o644) -> None:
+    """`text` written to a temporary file beside `path`, then renamed over it (rename replaces the
+    name, never writes through a symlink: rename(2)), so a reader or a crash sees the old file or
+    the new one, never half of one. `durable`: fsync the file, and the folder after the rename
+    (fsync(2): syncing a file does not sync the directory entry that names it). OSError escapes."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # mkstemp creates 0o600
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        with contextlib.suppress(OSError):
+            dfd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
 
 # --- YAML ---------------------------------------------------------------------------------------------

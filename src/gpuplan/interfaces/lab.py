@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from gpuplan.interfaces.launch import fmt_time, gres_name
 from gpuplan.interfaces.quoting import comment, refuse_directives, sbatch_value, shell_line
 from gpuplan.planner import lab as plan_lab
 from gpuplan.planner.lab import JobOption, Schedule
-from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, has_controls, load_json, read_capped
+from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, has_controls, load_json, read_capped, write_atomically
 from gpuplan.specs.lab import Job, Lab, read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
@@ -459,30 +458,9 @@ def _write_new(folder: Path, name: str, text: str, force: bool) -> Path:
 
 
 def _replace_atomically(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, flush it to disk, then rename it over `path`
-    (rename replaces the name, never writes through a symlink: rename(2)); a crash leaves the old
-    file or the new one, never half of one."""
+    """safeio.write_atomically, durable (fsync of the file and its folder), or one line."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-            # the rename itself is on disk only once the folder is synced (fsync(2): syncing a file
-            # does not sync the directory entry that names it)
-            with contextlib.suppress(OSError):
-                dfd = os.open(path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dfd)
-                finally:
-                    os.close(dfd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomically(path, text)
     except OSError as exc:
         raise GpuplanError(f"Cannot write {clip_repr(str(path))}: {exc.strerror or exc}.") from None
 

@@ -14,12 +14,11 @@ import datetime as dt
 import hashlib
 import json
 import os
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from gpuplan.safeio import MAX_JSON_BYTES, read_capped
+from gpuplan.safeio import MAX_JSON_BYTES, read_capped, write_atomically
 
 CACHE_ENV: Final = "GPUPLAN_CACHE_DIR"
 _VERSION: Final = "1"  # bump when the stored form changes
@@ -78,16 +77,10 @@ def loads(text: str) -> dict[str, Any]:
 
 
 def _store(path: Path, doc: dict[str, Any]) -> None:
-    """Write atomically (a reader never sees half a file); give up quietly where it cannot."""
+    """Write atomically (a reader never sees half a file); give up quietly where it cannot. A cache
+    needs no fsync: a lost entry is parsed again."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, default=_encode, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except (OSError, TypeError, ValueError, RecursionError):  # json.dump recurses per nesting level
+        write_atomically(path, json.dumps(doc, default=_encode, separators=(",", ":")), durable=False, mode=None)
+    except (OSError, TypeError, ValueError, RecursionError):  # json.dumps recurses per nesting level
         pass
