@@ -16,6 +16,7 @@ from conftest import RunCli
 from gpuplan.estimators import efficiency as eff
 from gpuplan.interfaces import api, bench
 from gpuplan.interfaces.measure import measure
+from gpuplan.specs.context import Context
 from gpuplan.specs.workload import make_workload
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
@@ -58,7 +59,7 @@ def calibration_for(gpu: str, matmul_share: float, bandwidth_share: float) -> di
 def test_a_calibration_file_replaces_the_efficiencies(tmp_path: Path, run_cli: RunCli) -> None:
     path = tmp_path / "cal.yaml"
     path.write_text(yaml.safe_dump(calibration_for("H100", 0.5, 0.5)), encoding="utf-8")
-    cat = api.catalog([path])
+    cat = api.catalog(Context.of([path]))
     h100 = cat.get("H100")
     assert eff.gemm_efficiency(h100, "bf16").value == pytest.approx(0.5)
     assert eff.bandwidth_efficiency(h100) == pytest.approx(0.5)
@@ -67,14 +68,14 @@ def test_a_calibration_file_replaces_the_efficiencies(tmp_path: Path, run_cli: R
 
     train = make_workload({"model": "llama-3.1-8b", "task": "pretrain", "gpu": "H100", "batch_size": 4,
                            "activation_checkpointing": "full"})  # fmt: skip
-    base, cal = api.estimate(train), api.estimate(train, [path])
+    base, cal = api.estimate(train), api.estimate(train, Context.of([path]))
     # compute-bound GEMMs at 0.5 of peak instead of the built-in ~0.7: the step is slower by about that ratio
     ratio = cal["time"]["step_time_s"] / base["time"]["step_time_s"]
     builtin = eff.gemm_efficiency(api.catalog().get("H100"), "bf16").value
     assert 1.0 < ratio < builtin / 0.5 * 1.05
     serve = make_workload({"model": "llama-3.1-8b", "task": "inference", "gpu": "H100", "batch_size": 1})
     # decode at batch 1 streams the weights: memory-bound, so TPOT follows the bandwidth share 0.80 -> 0.5
-    tpot = api.estimate(serve, [path])["time"]["tpot_s"] / api.estimate(serve)["time"]["tpot_s"]
+    tpot = api.estimate(serve, Context.of([path]))["time"]["tpot_s"] / api.estimate(serve)["time"]["tpot_s"]
     assert tpot == pytest.approx(eff.KERNEL_BW_EFF / 0.5, rel=0.15)
     # the CLI takes it as --calibration
     code, out, err = run_cli("estimate", "llama-3.1-8b", "--gpu", "H100", "--set", "task=inference",
@@ -82,7 +83,7 @@ def test_a_calibration_file_replaces_the_efficiencies(tmp_path: Path, run_cli: R
     assert code == 0, err
     import json
 
-    assert json.loads(out)["time"]["tpot_s"] == pytest.approx(api.estimate(serve, [path])["time"]["tpot_s"])
+    assert json.loads(out)["time"]["tpot_s"] == pytest.approx(api.estimate(serve, Context.of([path]))["time"]["tpot_s"])
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ come from here, in SI units.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -25,31 +24,28 @@ from gpuplan.estimators.perf import (
 )
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
 from gpuplan.safeio import YamlSyntaxError, clip, clip_repr, load_json, load_yaml
-from gpuplan.specs.calibration import SUFFIXES as CALIBRATION_SUFFIXES
-from gpuplan.specs.calibration import apply_calibration
 from gpuplan.specs.cluster import Cluster, parse_cluster
-from gpuplan.specs.gpu import CATALOG_ENV, GB, GPU, Catalog, bundled_catalog, load_catalog, source_summary
+from gpuplan.specs.context import Context
+from gpuplan.specs.gpu import GB, GPU, Catalog, source_summary
 from gpuplan.specs.model import ModelSpec, model_from_config
 from gpuplan.specs.models import find_preset, load_model, presets
 from gpuplan.specs.precision import COMPUTE_PRECISIONS, compute_peak
-from gpuplan.specs.prices import Price, cheapest_prices, load_price_file
+from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload, make_workload, read_user_text, read_workload_file
 
-PRICES_ENV: Final = "GPUPLAN_PRICES"  # a user's price CSV, like --prices
 DEFAULT_CONTEXT: Final = 2048  # tokens; the context at which `model` reports FLOPs per token
 
 
-def catalog(catalog_files: Iterable[str | Path] = ()) -> Catalog:
-    """The bundled catalog plus the user's own files (and $GPUPLAN_CATALOG): catalog rows (TOML)
+def context(ctx: Context | None = None) -> Context:
+    """The caller's context, or a fresh one with no user files (the environment still applies)."""
+    return ctx if ctx is not None else Context()
+
+
+def catalog(ctx: Context | None = None) -> Catalog:
+    """The bundled catalog plus the context's files (and $GPUPLAN_CATALOG): catalog rows (TOML)
     and calibration files (YAML from `gpuplan bench`), which replace the efficiencies of the GPUs
     they measured."""
-    files = list(catalog_files)
-    calibrations = [f for f in files if str(f).lower().endswith(CALIBRATION_SUFFIXES)]
-    tables = [f for f in files if f not in calibrations]
-    cat = bundled_catalog() if not tables and not os.environ.get(CATALOG_ENV) else load_catalog(tables)
-    for f in calibrations:
-        cat = apply_calibration(cat, f)
-    return cat
+    return context(ctx).catalog
 
 
 def precision_support(gpu: GPU) -> dict[str, dict[str, Any]]:
@@ -139,7 +135,7 @@ def list_gpus(
     graphics: bool | None = None,
     multi_node: bool | None = None,
     vendor: str | None = None,
-    catalog_files: Iterable[str | Path] = (),
+    ctx: Context | None = None,
 ) -> list[GPU]:
     """Catalog GPUs passing every given filter (memory in decimal GB, as on datasheets)."""
     if dtype is not None and dtype.lower() not in COMPUTE_PRECISIONS:
@@ -149,7 +145,7 @@ def list_gpus(
     if min_memory_gb is not None and min_memory_gb < 0:
         raise InvalidSettingError(f"The 'min-memory' filter must be >= 0 GB. Got {min_memory_gb} instead.")
     out = []
-    for g in catalog(catalog_files):
+    for g in catalog(ctx):
         if min_memory_gb is not None and g.memory_bytes < min_memory_gb * GB:
             continue
         if dtype is not None and not g.supports(dtype.lower()):
@@ -164,14 +160,14 @@ def list_gpus(
     return out
 
 
-def get_gpu(name: str, catalog_files: Iterable[str | Path] = ()) -> GPU:
-    return catalog(catalog_files).get(name)
+def get_gpu(name: str, ctx: Context | None = None) -> GPU:
+    return catalog(ctx).get(name)
 
 
-def compare_gpus(names: Sequence[str], catalog_files: Iterable[str | Path] = ()) -> list[GPU]:
+def compare_gpus(names: Sequence[str], ctx: Context | None = None) -> list[GPU]:
     if len(names) < 2:
         raise InvalidSettingError(f"compare needs at least two GPUs. Got {len(names)}.")
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     return [cat.get(n) for n in names]
 
 
@@ -456,30 +452,20 @@ def energy_record(ce: CostEnergy) -> dict[str, Any]:
     }
 
 
-def prices(
-    catalog_files: Iterable[str | Path] = (), price_file: str | Path | None = None, spot: bool = False
-) -> dict[str, Price]:
+def prices(ctx: Context | None = None, spot: bool = False) -> dict[str, Price]:
     """The cheapest offer per GPU: a user's price file (same columns) overrides the bundled one."""
-    cat = catalog(catalog_files)
-    best = cheapest_prices(cat, spot=spot)
-    path = price_file or os.environ.get(PRICES_ENV)
-    if path:
-        for p in load_price_file(Path(path), cat):
-            if p.spot == spot:
-                best[p.gpu] = p  # the user's own price wins over the bundled snapshot
-    return best
+    return context(ctx).prices(spot)
 
 
 def estimate(
     w: Workload,
-    catalog_files: Iterable[str | Path] = (),
-    price_file: str | Path | None = None,
+    ctx: Context | None = None,
     carbon_g_per_kwh: float | None = None,
     model: ModelSpec | None = None,
 ) -> dict[str, Any]:
     """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     model = model or load_model(w.model)
     w, cl = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
@@ -497,7 +483,7 @@ def estimate(
         out["time"] = None
         out["notes"] = ["no GPU given: time, cost and energy need one (gpu: NAME)"]
         return out
-    price = prices(catalog_files, price_file).get(gpu.name)
+    price = prices(ctx).get(gpu.name)
     t: TrainingTime | InferenceTime
     if w.is_training:
         t = estimate_training_time(model, w, gpu, cl)
@@ -518,7 +504,7 @@ def estimate(
     return out
 
 
-def fit(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec | None = None) -> dict[str, Any]:
+def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None) -> dict[str, Any]:
     """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
     every catalog GPU with whether it fits (and its breakdown at num_gpus) and the fewest GPUs of
     that type that do. `model` stands in for the workload's `model` name."""
@@ -533,8 +519,8 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec 
     )
 
     if w.is_graphics:
-        return plan(w, catalog_files, model=model)
-    cat = catalog(catalog_files)
+        return plan(w, ctx, model=model)
+    cat = catalog(ctx)
     model = model or load_model(w.model)
     w, _ = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
@@ -584,9 +570,7 @@ def fit(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec 
     return {"model": model.name, "num_gpus": w.num_gpus, "workload": w.model_dump(exclude_none=True), "gpus": rows}
 
 
-def validate(
-    file: str | Path | None = None, catalog_files: Iterable[str | Path] = (), category: str | None = None
-) -> dict[str, Any]:
+def validate(file: str | Path | None = None, ctx: Context | None = None, category: str | None = None) -> dict[str, Any]:
     """`gpuplan validate`: predicted vs published for every row gpuplan can express (of one category,
     e.g. measured-h200, when `category` is given)."""
     from gpuplan.planner.validation import bundled_rows, file_rows, result_record, run_rows, summary, summary_by_kind
@@ -597,7 +581,7 @@ def validate(
         if category not in known:
             raise InvalidSettingError(f"No validation rows of category {category!r}. Categories: {', '.join(known)}.")
         rows = [r for r in rows if r["category"] == category]
-    results, skipped = run_rows(rows, catalog(catalog_files))
+    results, skipped = run_rows(rows, catalog(ctx))
     return {
         "rows": [dict(result_record(r)) for r in results],
         "summary": summary(results),
@@ -637,10 +621,9 @@ def use_case_record(gpu: GPU) -> dict[str, Any]:
 
 def plan(
     w: Workload,
-    catalog_files: Iterable[str | Path] = (),
+    ctx: Context | None = None,
     gpus: Sequence[str] = (),
     top: int | None = None,
-    price_file: str | Path | None = None,
     spot: bool = False,
     carbon_g_per_kwh: float | None = None,
     cluster: str | None = None,
@@ -650,20 +633,16 @@ def plan(
     """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload; with a cluster
     (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
     option says whether it is on the time-cost Pareto front (`pareto`)."""
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     if w.is_graphics:
         return _plan_graphics(w, cat, model)
     model = model or load_model(w.model)
     if (cluster or w.cluster) and w.is_training:
-        return plan_cluster(
-            w, cat, model, cluster, top or 5, price_file, spot, carbon_g_per_kwh, allow_cross_node_tp, catalog_files
-        )
+        return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
     # each GPU once, however often (or under however many aliases) it is named: "H100" and
     # "h100 sxm" are one card, and a request listing it 200 times plans it once
     chosen = list({g.name: g for g in (cat.get(name) for name in gpus)}.values()) if gpus else None
-    opts = plan_options(
-        model, w, cat, prices(catalog_files, price_file, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh
-    )
+    opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
     shown = opts if top is None else opts[:top]
     service = not w.is_training and w.tokens is None
     records = [option_record(o, model.kind) for o in shown]
@@ -699,11 +678,10 @@ def plan_cluster(
     model: ModelSpec,
     spec: str | None,
     top: int,
-    price_file: str | Path | None = None,
+    ctx: Context | None = None,
     spot: bool = False,
     carbon_g_per_kwh: float | None = None,
     allow_cross_node_tp: bool = False,
-    catalog_files: Iterable[str | Path] = (),
 ) -> dict[str, Any]:
     """The best layouts of a training job on a cluster (`gpuplan plan --cluster`)."""
     from gpuplan.planner.layouts import search_layouts
@@ -711,7 +689,7 @@ def plan_cluster(
     w, cl = resolve_cluster(w, cat, spec)
     assert cl is not None
     res = search_layouts(model, w, cl, top=top, allow_cross_node_tp=allow_cross_node_tp)
-    price = prices(catalog_files, price_file, spot).get(cl.gpu.name)
+    price = prices(ctx, spot).get(cl.gpu.name)
     kind = uncertainty.kind_of("training", model.kind, cl.gpu.architecture)
     layouts = []
     for r in res.best:
@@ -825,14 +803,14 @@ def _plan_graphics(w: Workload, cat: Catalog, model: ModelSpec | None = None) ->
 # --- the roofline ------------------------------------------------------------------------------
 
 
-def roofline(w: Workload, catalog_files: Iterable[str | Path] = (), model: ModelSpec | None = None) -> dict[str, Any]:
+def roofline(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None) -> dict[str, Any]:
     """The workload's operators on the roofline of its GPU (Williams, Waterman & Patterson,
     CACM 2009): each operator's arithmetic intensity (FLOPs per byte of memory traffic) against
     the FLOP/s it achieves in gpuplan's estimate, under the roofs min(peak, intensity x bandwidth).
     Operators without both FLOPs and bytes (communication, launch gaps) are listed apart."""
     if w.is_graphics:
         raise InvalidSettingError(f"A roofline needs a training or inference workload. Got task {w.task!r}.")
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     model = model or load_model(w.model)
     w, cl = resolve_cluster(w, cat)
     gpu = _gpu_for(w, cat)
@@ -882,10 +860,10 @@ CHART_INFER: Final = {"task": "inference", "input_len": 1024, "output_len": 128,
 CHART_REFERENCE_GPU: Final = "H100 SXM5 80GB"
 
 
-def chart_relative(catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+def chart_relative(ctx: Context | None = None) -> dict[str, Any]:
     """Each GPU's speed relative to H100 SXM = 100% on three reference workloads."""
 
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     model = load_model(CHART_MODEL)
     rows: list[dict[str, Any]] = []
     for g in cat:
@@ -973,7 +951,7 @@ def launch(
     cluster: str | None = None,
     script: str = "train.py",
     script_args: Sequence[str] = (),
-    catalog_files: Iterable[str | Path] = (),
+    ctx: Context | None = None,
     partition: str | None = None,
     gres: str | None = None,
     time_limit: str | None = None,
@@ -984,7 +962,7 @@ def launch(
     if fmt not in FORMATS:
         hint = did_you_mean(fmt, FORMATS)
         raise InvalidSettingError(f"Unknown launch format {fmt!r}.{hint} Known: {', '.join(FORMATS)}.")
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     if source.lower().endswith(".json"):
         w, spec = _workload_from_plan(Path(source))
         if overrides:
@@ -994,7 +972,7 @@ def launch(
         w = build_workload(source, overrides)
     w, cl = resolve_cluster(w, cat, cluster)
     model = load_model(w.model)
-    lp = plan_launch(model, w.model, w, cl, script, tuple(script_args))
+    lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
     opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
     text = render(lp, fmt, **opts)
     return {
@@ -1018,15 +996,14 @@ def rent_vs_buy(
     pue: float | None = None,
     hosting_usd_per_month: float | None = None,
     resale_fraction: float | None = None,
-    catalog_files: Iterable[str | Path] = (),
-    price_file: str | Path | None = None,
+    ctx: Context | None = None,
 ) -> dict[str, Any]:
     """`gpuplan rent-vs-buy`: owning one GPU for `years` at `hours_per_month` against renting it
     on demand and on spot; USD, hours and watts (estimators/ownership.py holds the sourced defaults)."""
     from gpuplan.estimators import ownership as ow
     from gpuplan.specs.purchase import PURCHASE_COLUMNS, purchase_prices
 
-    cat = catalog(catalog_files)
+    cat = catalog(ctx)
     gpu = cat.get(gpu_name)
     numbers = {
         "hours_per_month": hours_per_month,
@@ -1072,9 +1049,9 @@ def rent_vs_buy(
         ow.check_rent(float(rent_usd_per_hour))
         offers["on_demand"] = (float(rent_usd_per_hour), "--rent-usd-per-hour")
     else:
-        p = prices(catalog_files, price_file, spot=False).get(gpu.name)
+        p = prices(ctx, spot=False).get(gpu.name)
         offers["on_demand"] = (p.usd_per_hour, f"{p.provider} ({p.version})") if p else None
-    sp = prices(catalog_files, price_file, spot=True).get(gpu.name)
+    sp = prices(ctx, spot=True).get(gpu.name)
     offers["spot"] = (sp.usd_per_hour, f"{sp.provider} ({sp.version})") if sp else None
 
     rent: dict[str, Any] = {}

@@ -25,6 +25,7 @@ from typing import Any, Final
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
 from gpuplan.specs.calibration import FORMAT_VERSION
+from gpuplan.specs.context import Context
 
 SIZES: Final = (1024, 2048, 4096, 8192, 12288)  # square matmul sizes; the peak sits at the large end
 QUICK_SIZES: Final = (1024, 4096)
@@ -157,7 +158,7 @@ def environment(torch: Any) -> dict[str, Any]:
     }
 
 
-def devices() -> list[dict[str, Any]]:
+def devices(ctx: Context | None = None) -> list[dict[str, Any]]:
     """The local CUDA devices, each mapped to its catalog row. NoGPUError without one."""
     torch = load_torch()
     if not torch.cuda.is_available():
@@ -165,7 +166,7 @@ def devices() -> list[dict[str, Any]]:
             "No GPU to measure: torch.cuda.is_available() is False (no NVIDIA GPU or driver, or a CPU-only "
             "torch). Run gpuplan bench on the machine with the GPU."
         )
-    cat = api.catalog()
+    cat = api.catalog(ctx)
     out = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
@@ -184,10 +185,10 @@ def devices() -> list[dict[str, Any]]:
     return out
 
 
-def bench(quick: bool = False, device_index: int = 0) -> dict[str, Any]:
+def bench(quick: bool = False, device_index: int = 0, ctx: Context | None = None) -> dict[str, Any]:
     """Measure one local GPU (`gpuplan bench`): the record and, under 'calibration', the file."""
     torch = load_torch()
-    devs = devices()
+    devs = devices(ctx)
     if not 0 <= device_index < len(devs):
         raise NoGPUError(f"No GPU {device_index}: this machine has {len(devs)} (0-{len(devs) - 1}).")
     d = devs[device_index]
@@ -209,7 +210,7 @@ def bench(quick: bool = False, device_index: int = 0) -> dict[str, Any]:
         "environment": environment(torch),
     }
     if d["gpu"] is not None:
-        g = api.catalog().get(d["gpu"])
+        g = api.catalog(ctx).get(d["gpu"])
         rec["share_of_datasheet"] = {
             **{p: best[p] / peak for p in best if (peak := g.peak_flop_per_s.get(p))},
             "memory_bandwidth": rec["memory_bandwidth_bytes_per_s"] / g.memory_bandwidth_bytes_per_s,

@@ -22,6 +22,7 @@ from gpuplan import __version__
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
 from gpuplan.safeio import clip, dumps_json, one_line
+from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GIB, GPU, PEAK_COLUMNS
 
 app = typer.Typer(
@@ -37,6 +38,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document i
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option("--catalog", help="Extra catalog file(s) (same TOML format) that add or override GPUs."),
+]
+PricesOpt = Annotated[
+    Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns); else $GPUPLAN_PRICES.")
 ]
 CalibrationOpt = Annotated[
     list[Path] | None,
@@ -184,7 +188,7 @@ def gpus(
         graphics=graphics,
         multi_node=multi_node,
         vendor=vendor,
-        catalog_files=catalog or [],
+        ctx=Context.of(catalog or []),
     )
     if use_cases:
         rows = [api.use_case_record(g) for g in found]
@@ -213,7 +217,7 @@ def gpus_show(
 ) -> None:
     """Every catalog value of one GPU, with its source."""
     files = list(catalog or []) + list((ctx.obj or {}).get("catalog", []))
-    g = api.get_gpu(name, files)
+    g = api.get_gpu(name, Context.of(files))
     rec = api.gpu_record(g)
     if as_json:
         _emit_json(rec)
@@ -270,7 +274,7 @@ def compare(
     as_json: JsonOpt = False,
 ) -> None:
     """Specs side by side, with each GPU's precision quirks spelled out."""
-    gs = api.compare_gpus(names, catalog or [])
+    gs = api.compare_gpus(names, Context.of(catalog or []))
     if as_json:
         _emit_json([api.gpu_record(g) for g in gs])
         return
@@ -516,7 +520,7 @@ def fit(
     }
     keys.update(api.parse_set_options(set_ or []))
     w = api.build_workload(workload, keys)
-    rec = api.fit(w, [*(catalog or []), *(calibration or [])])
+    rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
     if as_json:
         _emit_json(rec)
         return
@@ -730,7 +734,14 @@ def plan(
     w = api.build_workload(workload, keys)
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
     rec = api.plan(
-        w, [*(catalog or []), *(calibration or [])], names, top, prices, spot, carbon, cluster, cross_node_tp
+        w,
+        Context.of([*(catalog or []), *(calibration or [])], prices),
+        names,
+        top,
+        spot,
+        carbon,
+        cluster,
+        cross_node_tp,
     )
     if as_json:
         _emit_json(rec)
@@ -867,7 +878,9 @@ def estimate(
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
     keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
     keys.update(api.parse_set_options(set_ or []))
-    rec = api.estimate(api.build_workload(workload, keys), [*(catalog or []), *(calibration or [])], prices, carbon)
+    rec = api.estimate(
+        api.build_workload(workload, keys), Context.of([*(catalog or []), *(calibration or [])], prices), carbon
+    )
     if as_json:
         _emit_json(rec)
         return
@@ -892,7 +905,7 @@ def chart(
     """Each GPU's speed relative to H100 SXM = 100% for 16-bit training, 16-bit and 8-bit inference."""
     if which != "relative":
         raise GpuplanError(f"unknown chart {which!r}; the chart available is: relative")
-    rec = api.chart_relative(catalog or [])
+    rec = api.chart_relative(Context.of(catalog or []))
     if png is not None:
         from gpuplan.interfaces.charts import relative_png
 
@@ -939,7 +952,7 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs published for every measurement gpuplan can express, with per-category errors."""
-    rec = api.validate(file, catalog or [], category)
+    rec = api.validate(file, Context.of(catalog or []), category)
     if write_residuals is not None:
         write_residuals.write_text(json.dumps(api.residual_file(rec), indent=1) + "\n", encoding="utf-8")
     if as_json:
@@ -1021,7 +1034,9 @@ def launch(
 ) -> None:
     """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
     keys = api.parse_set_options(set_ or [])
-    rec = api.launch(workload, fmt, keys, cluster, script, (), catalog or [], partition, gres_type, time_limit)
+    rec = api.launch(
+        workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit
+    )
     if as_json:
         _emit_json(rec)
         return
@@ -1049,8 +1064,7 @@ def serve(
     from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
 
     web.check_serve_options(port, workers)  # before the banner: a bad --port is the only line printed
-    api.catalog(catalog or [])  # a missing or malformed catalog or price file: one line, before any banner
-    api.prices(catalog or [], prices)
+    Context.of(catalog or [], prices).check()  # a missing or malformed catalog or price file: one line, first
     if not web.is_loopback(host):
         sys.stderr.write(
             f"gpuplan: warning: listening on {host}: anyone who can reach this address can use the app "
@@ -1069,6 +1083,7 @@ def bench(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibration file (YAML) here.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Two matmul sizes instead of five.")] = False,
     device: Annotated[int, typer.Option("--device", help="Which local GPU (CUDA index).")] = 0,
+    catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure this machine's GPU (matmul FLOP/s per precision, memory and host bandwidth) and write a
@@ -1077,7 +1092,7 @@ def bench(
 
     from gpuplan.interfaces import bench as bench_api
 
-    rec = bench_api.bench(quick, device)
+    rec = bench_api.bench(quick, device, Context.of(catalog or []))
     if out is not None:
         try:
             out.write_text(yaml.safe_dump(rec["calibration"], sort_keys=False), encoding="utf-8")
@@ -1110,13 +1125,14 @@ def measure(
     steps: Annotated[int, typer.Option("--steps", help="Steps to run (the first is a warm-up).")] = 5,
     device: Annotated[str | None, typer.Option("--device", help="cuda (default when there is one) or cpu.")] = None,
     set_: SetOpt = None,
+    catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload for real (random weights) and set step time and peak memory beside the estimate."""
     from gpuplan.interfaces import measure as measure_api
 
     w = api.build_workload(workload, api.parse_set_options(set_ or []))
-    rec = measure_api.measure(w, steps, device)
+    rec = measure_api.measure(w, steps, device, Context.of(catalog or []))
     if as_json:
         _emit_json(rec)
         return
@@ -1153,7 +1169,7 @@ def lab_check(lab_file: LabFile, catalog: CatalogOpt = None, as_json: JsonOpt = 
     """Per job, on each of the lab's GPU types: does it fit, on how many GPUs, how many hours."""
     from gpuplan.interfaces import lab as lab_api
 
-    rec = lab_api.check(lab_file, catalog or [])
+    rec = lab_api.check(lab_file, Context.of(catalog or []))
     if as_json:
         _emit_json(rec)
         return
@@ -1182,13 +1198,14 @@ def lab_allocate(
     png: Annotated[Path | None, typer.Option("--png", help="Draw the schedule as a Gantt chart.")] = None,
     no_burst: Annotated[bool, typer.Option("--no-burst", help="cost policy: no cloud GPUs.")] = False,
     spot: Annotated[bool, typer.Option("--spot", help="cost policy: rent at spot prices.")] = False,
+    prices: PricesOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A heterogeneity-aware allocation (Gavel's LP): each job's GPU type, count and finish."""
     from gpuplan.interfaces import lab as lab_api
 
-    rec = lab_api.allocate(lab_file, policy, catalog or [], burst=not no_burst, spot=spot)
+    rec = lab_api.allocate(lab_file, policy, Context.of(catalog or [], prices), burst=not no_burst, spot=spot)
     if png is not None:
         from gpuplan.interfaces.charts import gantt_png
 
@@ -1244,7 +1261,7 @@ def lab_slurm_config(
     """gres.conf and slurm.conf lines for the inventory (billing weights from speed), and sacctmgr for members."""
     from gpuplan.interfaces import lab as lab_api
 
-    rec = lab_api.slurm_config(lab_file, catalog or [])
+    rec = lab_api.slurm_config(lab_file, Context.of(catalog or []))
     if as_json:
         _emit_json(rec)
         return
@@ -1285,7 +1302,7 @@ def lab_submit(
     sbatch refused a job (the others are still sent)."""
     from gpuplan.interfaces import lab as lab_api
 
-    rec = lab_api.submit(lab_file, policy, out, dry_run, catalog_files=catalog or [], force=force)
+    rec = lab_api.submit(lab_file, policy, out, dry_run, ctx=Context.of(catalog or []), force=force)
     failed = [j["name"] for j in rec["jobs"] if j.get("sbatch") == "failed"]
     if as_json:
         _emit_json(rec)
@@ -1390,8 +1407,7 @@ def rent_vs_buy(
         pue=pue,
         hosting_usd_per_month=hosting_usd_per_month,
         resale_fraction=resale_fraction,
-        catalog_files=catalog or [],
-        price_file=prices,
+        ctx=Context.of(catalog or [], prices),
     )
     if as_json:
         _emit_json(rec)

@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +28,7 @@ from gpuplan.interfaces.quoting import comment, refuse_directives, sbatch_value,
 from gpuplan.planner import lab as plan_lab
 from gpuplan.planner.lab import JobOption, Schedule
 from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, has_controls, load_json, read_capped, write_atomically
+from gpuplan.specs.context import Context
 from gpuplan.specs.lab import Job, Lab, read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
@@ -45,6 +46,7 @@ class Loaded:
     lab: Lab
     models: dict[str, ModelSpec]
     options: dict[str, list[JobOption]]
+    ctx: Context  # the user's catalog and prices: the cost policy's cloud GPUs come from it
 
 
 def lab_gres(lab: Lab) -> dict[str, str]:
@@ -58,8 +60,9 @@ def lab_gres(lab: Lab) -> dict[str, str]:
     return out
 
 
-def load(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> Loaded:
-    cat = api.catalog(catalog_files)
+def load(path: str | Path, ctx: Context | None = None) -> Loaded:
+    ctx = api.context(ctx)
+    cat = ctx.catalog
     lab = read_lab_file(path, cat)
     models: dict[str, ModelSpec] = {}
     for j in lab.jobs:
@@ -67,7 +70,7 @@ def load(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> Loaded:
             models[j.name] = load_model(j.workload.model)
         except GpuplanError as exc:
             raise type(exc)(f"job {j.name!r}: {exc}") from None
-    return Loaded(lab, models, plan_lab.job_options(lab, models))
+    return Loaded(lab, models, plan_lab.job_options(lab, models), ctx)
 
 
 # --- check ---------------------------------------------------------------------------------------
@@ -85,10 +88,10 @@ def option_record(o: JobOption) -> dict[str, Any]:
     }
 
 
-def check(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+def check(path: str | Path, ctx: Context | None = None) -> dict[str, Any]:
     """`gpuplan lab check`: per job, on each of the lab's GPU types, whether it fits, on how many
     GPUs, and the hours to finish alone (0 throughput where it does not fit)."""
-    ld = load(path, catalog_files)
+    ld = load(path, ctx)
     inv = ld.lab.inventory()
     gn = lab_gres(ld.lab)
     return {
@@ -159,14 +162,14 @@ def _schedule_record(s: Schedule) -> dict[str, Any]:
 def allocate(
     path: str | Path,
     policy: str = "fair",
-    catalog_files: Iterable[str | Path] = (),
+    ctx: Context | None = None,
     burst: bool = True,
     spot: bool = False,
 ) -> dict[str, Any]:
     """`gpuplan lab allocate`: a heterogeneity-aware allocation (planner/lab.py) with each job's
     type, count and expected finish, each member's GPU-hours, and the gain over an equal split
     and over first-come-first-served."""
-    return allocate_loaded(load(path, catalog_files), policy, burst, spot)
+    return allocate_loaded(load(path, ctx), policy, burst, spot)
 
 
 def allocate_loaded(ld: Loaded, policy: str = "fair", burst: bool = True, spot: bool = False) -> dict[str, Any]:
@@ -248,8 +251,8 @@ def _cost(ld: Loaded, types: Sequence[str], equal: Schedule, fcfs: Schedule, bur
     lab = ld.lab
     cloud: dict[str, tuple[float, dict[str, JobOption]]] = {}
     if burst:
-        cat = api.catalog()
-        for name, price in api.prices(spot=spot).items():
+        cat = ld.ctx.catalog
+        for name, price in ld.ctx.prices(spot).items():
             gpu = cat.get(name)
             opts = {j.name: plan_lab.job_option(ld.models[j.name], j, gpu, 8) for j in lab.jobs}
             if any(o.fits for o in opts.values()):
@@ -318,10 +321,10 @@ def _hostlist(names: Sequence[str]) -> str:
     return ",".join(names)
 
 
-def slurm_config(path: str | Path, catalog_files: Iterable[str | Path] = ()) -> dict[str, Any]:
+def slurm_config(path: str | Path, ctx: Context | None = None) -> dict[str, Any]:
     """`gpuplan lab slurm-config`: gres.conf, slurm.conf (nodes, partitions, accounting) and
     sacctmgr lines for the inventory, members and budgets."""
-    ld = load(path, catalog_files)
+    ld = load(path, ctx)
     lab = ld.lab
     weights = plan_lab.speed_weights(lab, ld.options)
     inv = lab.inventory()
@@ -519,7 +522,7 @@ def submit(
     out_dir: str | Path | None = None,
     dry_run: bool = False,
     per_type_partitions: bool = True,
-    catalog_files: Iterable[str | Path] = (),
+    ctx: Context | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
     """`gpuplan lab submit`: one sbatch script per job on the GPU type its allocation gives it most
@@ -534,7 +537,7 @@ def submit(
         raise InvalidSettingError(
             f"`lab submit` places jobs by the fair or makespan policy (the cost policy rents cloud GPUs). Got {policy!r}."
         )
-    ld = load(path, catalog_files)
+    ld = load(path, ctx)
     rec = allocate_loaded(ld, policy)
     folder = Path(out_dir) if out_dir else Path(path).parent / f"{Path(path).stem}-sbatch"
     sbatch = shutil.which("sbatch")

@@ -25,6 +25,7 @@ from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_infere
 from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
 from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, implied_cluster
+from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
@@ -720,6 +721,7 @@ def plan_launch(
     name: str,
     w: Workload,
     cluster: Cluster | None,
+    catalog: Catalog,
     script: str = "train.py",
     script_args: tuple[str, ...] = (),
     search: bool = True,
@@ -731,9 +733,7 @@ def plan_launch(
     if w.gpu is None and cluster is None:
         raise InvalidSettingError("A launch file needs a GPU: set gpu: NAME (and num_gpus) or cluster: NODESxGPUS:GPU.")
     if cluster is None:
-        from gpuplan.specs.gpu import bundled_catalog
-
-        gpu = bundled_catalog().get(w.gpu or "")
+        gpu = catalog.get(w.gpu or "")
         cluster = implied_cluster(gpu, w.num_gpus)
     layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
     fixed = bool(layout_keys & w.model_fields_set)

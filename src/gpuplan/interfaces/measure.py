@@ -30,6 +30,7 @@ from typing import Any, Final
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.interfaces import api
 from gpuplan.interfaces.bench import TORCH_DTYPES, NoGPUError, environment, load_torch
+from gpuplan.specs.context import Context
 from gpuplan.specs.models import resolve_model_config
 from gpuplan.specs.workload import Workload
 
@@ -278,7 +279,7 @@ def _sync(torch: Any, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str, Any]:
+def measure(w: Workload, steps: int = 5, device: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
     """Measured step time and peak memory of `w` on the local device, beside gpuplan's estimate."""
     if not 2 <= steps <= 1000:
         raise InvalidSettingError(f"The 'steps' parameter must be 2-1000 (the first is a warm-up). Got {steps}.")
@@ -309,18 +310,18 @@ def measure(w: Workload, steps: int = 5, device: str | None = None) -> dict[str,
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     if cuda:
-        rec["gpu"], known = local_gpu(torch)
+        rec["gpu"], known = local_gpu(torch, ctx)
         if known:
-            rec["estimate"] = _compare(w.with_(gpu=rec["gpu"], num_gpus=1), rec)
+            rec["estimate"] = _compare(w.with_(gpu=rec["gpu"], num_gpus=1), rec, ctx)
     rec["workload"] = w.model_dump(exclude_unset=True)
     rec["environment"] = environment(torch)
     return rec
 
 
-def local_gpu(torch: Any) -> tuple[str, bool]:
+def local_gpu(torch: Any, ctx: Context | None = None) -> tuple[str, bool]:
     """The current CUDA device's catalog name (True), or the driver's name for a card not in the catalog (False)."""
     name = torch.cuda.get_device_name()
-    gpu = api.catalog().find(name)
+    gpu = api.catalog(ctx).find(name)
     return (gpu.name, True) if gpu else (name, False)
 
 
@@ -384,10 +385,10 @@ def _run(torch: Any, w: Workload, steps: int, device: str, tiny: bool) -> dict[s
     return rec
 
 
-def _compare(w: Workload, rec: dict[str, Any]) -> dict[str, Any]:
+def _compare(w: Workload, rec: dict[str, Any], ctx: Context | None = None) -> dict[str, Any]:
     """gpuplan's estimate of the same workload and the signed error of each figure."""
     try:
-        est = api.estimate(w)
+        est = api.estimate(w, ctx)
     except GpuplanError as exc:
         return {"error": str(exc)}
     m, t = est["memory"], est["time"]

@@ -38,6 +38,7 @@ from gpuplan import __version__
 from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
 from gpuplan.interfaces import api
 from gpuplan.safeio import one_line
+from gpuplan.specs.context import Context
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload, describe_error, make_workload
 
@@ -266,9 +267,9 @@ def create_app(
 ) -> FastAPI:
     """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
     `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
-    files = tuple(catalog_files)
-    api.catalog(files)  # a malformed user catalog fails here, at start-up, not on every request
-    api.prices(files, price_file)  # so does a missing or malformed price file (one line, exit 2)
+    # read once: a malformed user catalog or price file fails here, at start-up, in one line (exit
+    # 2), not on every request; every request then plans with this one context
+    ctx = Context.of(catalog_files, price_file).check()
     heavy_limiter = anyio.CapacityLimiter(compute_threads)
     waiting = [0]  # computing requests in the server (running or queued)
 
@@ -351,9 +352,9 @@ def create_app(
 
         return get
 
-    gpu_records = cached(lambda: [api.gpu_record(g) for g in api.catalog(files)])
+    gpu_records = cached(lambda: [api.gpu_record(g) for g in ctx.catalog])
     model_list = cached(api.list_models)
-    relative = cached(lambda: api.chart_relative(files))
+    relative = cached(lambda: api.chart_relative(ctx))
 
     # --- cheap endpoints: answered on the event loop, never behind the compute pool ---------------
     @app.get("/api/health", tags=["meta"])
@@ -378,7 +379,7 @@ def create_app(
             return _answer(list(gpu_records()))
         chosen = api.list_gpus(
             min_memory_gb=min_memory_gb, dtype=dtype, vendor=vendor, multi_node=multi_node, graphics=graphics,
-            catalog_files=files,
+            ctx=ctx,
         )  # fmt: skip
         return _answer([api.gpu_record(g) for g in chosen])
 
@@ -386,7 +387,7 @@ def create_app(
     async def gpu(name: str) -> JSONResponse:
         """One GPU (`gpuplan gpus NAME --json`); aliases and case-insensitive names work."""
         try:
-            return _answer(api.gpu_record(api.get_gpu(name, files)))
+            return _answer(api.gpu_record(api.get_gpu(name, ctx)))
         except UnknownNameError as exc:
             raise HTTPException(404, str(exc)) from None
 
@@ -416,7 +417,7 @@ def create_app(
 
         def run() -> JSONResponse:
             w, spec = _workload(body)
-            return _answer(api.estimate(w, files, price_file, model=spec))
+            return _answer(api.estimate(w, ctx, model=spec))
 
         return await heavy(run)
 
@@ -427,7 +428,7 @@ def create_app(
 
         def run() -> JSONResponse:
             w, spec = _workload(body)
-            return _answer(api.fit(w, files, model=spec))
+            return _answer(api.fit(w, ctx, model=spec))
 
         return await heavy(run)
 
@@ -439,7 +440,7 @@ def create_app(
         def run() -> JSONResponse:
             w, spec = _workload(body)
             return _answer(api.plan(
-                w, files, gpus=body.gpus or (), top=body.top, price_file=price_file, spot=body.spot,
+                w, ctx, gpus=body.gpus or (), top=body.top, spot=body.spot,
                 carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
             ))  # fmt: skip
 
@@ -451,7 +452,7 @@ def create_app(
 
         def run() -> JSONResponse:
             w, spec = _workload(body)
-            return _answer(api.roofline(w, files, model=spec))
+            return _answer(api.roofline(w, ctx, model=spec))
 
         return await heavy(run)
 
@@ -576,8 +577,7 @@ def serve(
             **_uvicorn_limits(),
         )  # fmt: skip
         return
-    api.catalog(files)  # a malformed catalog or price file fails here, in one line, not in every worker
-    api.prices(files, prices)
+    Context.of(files, prices).check()  # a malformed catalog or price file fails here, in one line, not per worker
     os.environ[SERVE_ENV] = json.dumps({"catalog_files": files, "price_file": prices, "trusted_hosts": trusted})
     uvicorn.run(
         "gpuplan.interfaces.web:app_from_env", factory=True, workers=workers, host=host.strip("[]"), port=port,
