@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import RunCli
+from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.web import create_app
 from gpuplan.specs.context import Context
 from helpers.golden_cases import EXAMPLES
@@ -87,7 +88,7 @@ def test_a_user_catalog_gpu_reaches_every_command(
 
 def test_without_the_user_catalog_the_gpu_is_unknown(tmp_path: Path, run_cli: RunCli) -> None:
     for argv in _commands(tmp_path)[1:]:
-        if argv[0] in ("gpus", "chart") and len(argv) < 4 or argv[1] == "llama-3.2-1b":
+        if (argv[0] in ("gpus", "chart") and len(argv) < 4) or argv[1] == "llama-3.2-1b":
             continue  # the tables over the whole catalog: they run, without the user's GPU
         code, _, err = run_cli(*argv)
         assert code == 2 and "lab4090" in err.lower(), (argv, err)
@@ -120,7 +121,8 @@ def test_user_prices_reach_plan_estimate_rent_and_lab(
     lab = _lab_file(tmp_path)
     big = tmp_path / "big.yaml"  # a job too large for the lab's own 4 cards: it must burst to rented GPUs
     big.write_text(
-        lab.read_text() + "  - {name: full, owner: ana, model: llama-3.1-8b, task: finetune, batch_size: 4, seq_len: 2048,\n"
+        lab.read_text()
+        + "  - {name: full, owner: ana, model: llama-3.1-8b, task: finetune, batch_size: 4, seq_len: 2048,\n"
         "     tokens: 1.0e7, deadline: 2d, command: 'python train.py'}\n"
     )
     code, out, err = run_cli("lab", "allocate", str(big), "--policy", "cost", *files, "--json")
@@ -151,7 +153,7 @@ def test_a_context_reads_its_files_once(user_files: tuple[Path, Path], monkeypat
     prices.unlink()
     assert ctx.catalog.get("lab4090").name == LAB
     assert ctx.prices()[LAB].usd_per_hour == pytest.approx(PRICE)
-    with pytest.raises(Exception, match="mycat.toml"):
+    with pytest.raises(GpuplanError, match=r"mycat\.toml"):
         Context.of([cat]).check()
 
 
