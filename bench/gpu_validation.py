@@ -105,7 +105,7 @@ def main() -> None:
     _save(report, args.out)
     csv_path = args.out.with_suffix(".csv")
     if measured.rows(report):
-        summary = api.validate(csv_path)["summary"]
+        summary = api.validate(csv_path).summary
         print(json.dumps(summary, indent=1), file=sys.stderr)
 
 

@@ -68,14 +68,17 @@ def test_a_calibration_file_replaces_the_efficiencies(tmp_path: Path, run_cli: R
 
     train = make_workload({"model": "llama-3.1-8b", "task": "pretrain", "gpu": "H100", "batch_size": 4,
                            "activation_checkpointing": "full"})  # fmt: skip
-    base, cal = api.estimate(train), api.estimate(train, Context.of([path]))
+    base, cal = api.estimate(train).to_dict(), api.estimate(train, Context.of([path])).to_dict()
     # compute-bound GEMMs at 0.5 of peak instead of the built-in ~0.7: the step is slower by about that ratio
     ratio = cal["time"]["step_time_s"] / base["time"]["step_time_s"]
     builtin = eff.gemm_efficiency(api.catalog().get("H100"), "bf16").value
     assert 1.0 < ratio < builtin / 0.5 * 1.05
     serve = make_workload({"model": "llama-3.1-8b", "task": "inference", "gpu": "H100", "batch_size": 1})
     # decode at batch 1 streams the weights: memory-bound, so TPOT follows the bandwidth share 0.80 -> 0.5
-    tpot = api.estimate(serve, Context.of([path]))["time"]["tpot_s"] / api.estimate(serve)["time"]["tpot_s"]
+    tpot = (
+        api.estimate(serve, Context.of([path])).to_dict()["time"]["tpot_s"]
+        / api.estimate(serve).to_dict()["time"]["tpot_s"]
+    )
     assert tpot == pytest.approx(eff.KERNEL_BW_EFF / 0.5, rel=0.15)
     # the CLI takes it as --calibration
     code, out, err = run_cli("estimate", "llama-3.1-8b", "--gpu", "H100", "--set", "task=inference",
@@ -83,7 +86,9 @@ def test_a_calibration_file_replaces_the_efficiencies(tmp_path: Path, run_cli: R
     assert code == 0, err
     import json
 
-    assert json.loads(out)["time"]["tpot_s"] == pytest.approx(api.estimate(serve, Context.of([path]))["time"]["tpot_s"])
+    assert json.loads(out)["time"]["tpot_s"] == pytest.approx(
+        api.estimate(serve, Context.of([path])).to_dict()["time"]["tpot_s"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def fsdp_job(tmp_path: Path) -> str:
 
 
 def test_deepspeed_json(fsdp_job: str) -> None:
-    cfg = json.loads(api.launch(fsdp_job, "deepspeed")["text"])
+    cfg = json.loads(api.launch(fsdp_job, "deepspeed").text)
     assert cfg["zero_optimization"]["stage"] == 3
     assert cfg["train_micro_batch_size_per_gpu"] == 2
     # 128 sequences = 2 per GPU x 16 GPUs x 4 micro-batches
@@ -56,13 +56,13 @@ def test_deepspeed_json(fsdp_job: str) -> None:
 
 
 def test_accelerate_and_fsdp_yaml(fsdp_job: str) -> None:
-    acc = yaml.safe_load(api.launch(fsdp_job, "accelerate")["text"])
+    acc = yaml.safe_load(api.launch(fsdp_job, "accelerate").text)
     assert acc["distributed_type"] == "FSDP"
     assert acc["num_machines"] == 2 and acc["num_processes"] == 16
     assert acc["fsdp_config"]["fsdp_sharding_strategy"] == "FULL_SHARD"
     assert acc["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
     assert acc["fsdp_config"]["fsdp_activation_checkpointing"] is True
-    fs = yaml.safe_load(api.launch(fsdp_job, "fsdp", {"zero": 2})["text"])
+    fs = yaml.safe_load(api.launch(fsdp_job, "fsdp", {"zero": 2}).text)
     assert fs["fsdp_config"]["fsdp_sharding_strategy"] == "SHARD_GRAD_OP"
 
 
@@ -72,33 +72,33 @@ def test_accelerate_deepspeed_for_zero2_offload(tmp_path: Path) -> None:
         "ds.yaml",
         {"model": "llama-3.1-8b", "task": "finetune", "gpu": "A100", "num_gpus": 4, "zero": 2, "offload": "optimizer"},
     )
-    acc = yaml.safe_load(api.launch(job, "accelerate")["text"])
+    acc = yaml.safe_load(api.launch(job, "accelerate").text)
     assert acc["distributed_type"] == "DEEPSPEED"
     assert acc["deepspeed_config"]["zero_stage"] == 2
     assert acc["deepspeed_config"]["offload_optimizer_device"] == "cpu"
-    ds = json.loads(api.launch(job, "deepspeed")["text"])
+    ds = json.loads(api.launch(job, "deepspeed").text)
     assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
 
 
 def test_torchrun_single_and_multi_node(fsdp_job: str, tmp_path: Path) -> None:
-    multi = api.launch(fsdp_job, "torchrun", script="train.py")["text"]
+    multi = api.launch(fsdp_job, "torchrun", script="train.py").text
     argv = shlex.split(multi.replace("\\\n", " "), comments=True)
     assert argv[:3] == ["torchrun", "--nnodes=2", "--nproc-per-node=8"]
     assert "--rdzv-backend=c10d" in argv and argv[-1] == "train.py"
     one = _write(
         tmp_path, "one.yaml", {"model": "llama-3.2-1b", "task": "pretrain", "gpu": "L4", "num_gpus": 4, "zero": 3}
     )
-    argv1 = shlex.split(api.launch(one, "torchrun")["text"].replace("\\\n", " "), comments=True)
+    argv1 = shlex.split(api.launch(one, "torchrun").text.replace("\\\n", " "), comments=True)
     assert argv1[:3] == ["torchrun", "--standalone", "--nproc-per-node=4"]
 
 
 def test_megatron_flags_for_model_parallel_layouts() -> None:
     rec = api.launch(CLUSTER, "torchrun")
-    text = rec["text"].replace("\\\n", " ")
+    text = rec.text.replace("\\\n", " ")
     argv = shlex.split(text, comments=True)
     assert "pretrain_gpt.py" in argv
     flags = dict(itertools.pairwise(argv))
-    lay = rec["workload"]
+    lay = rec.workload
     assert flags["--tensor-model-parallel-size"] == str(lay.get("tp", 1))
     assert flags["--pipeline-model-parallel-size"] == str(lay.get("pp", 1))
     assert flags["--num-layers"] == "80" and flags["--hidden-size"] == "8192"
@@ -118,7 +118,7 @@ def test_megatron_pipeline_splits(tmp_path: Path) -> None:
 
     def flags(keys: dict[str, object]) -> list[str]:
         job = _write(tmp_path, "pp.yaml", {"task": "pretrain", "gpu": "H100", "seq_len": 4096, **keys})
-        return shlex.split(api.launch(job, "torchrun")["text"].replace("\\\n", " "), comments=True)
+        return shlex.split(api.launch(job, "torchrun").text.replace("\\\n", " "), comments=True)
 
     even = flags({"model": "llama-3.1-70b", "num_gpus": 64, "tp": 8, "pp": 4, "vp": 5, "global_batch": 64})
     assert even[even.index("--num-layers-per-virtual-pipeline-stage") + 1] == "4"  # 80 / (4 x 5)
@@ -148,7 +148,7 @@ def test_megatron_gets_the_moe_and_attention_shapes(tmp_path: Path) -> None:
     def flags(model: str, ep: int = 8) -> tuple[dict[str, str], list[str]]:
         job = _write(tmp_path, f"{model}.yaml", {"model": model, "task": "pretrain", "gpu": "H100", "num_gpus": 32,
                                                  "tp": 2, "pp": 2, "ep": ep, "seq_len": 4096, "global_batch": 256})  # fmt: skip
-        argv = shlex.split(api.launch(job, "torchrun")["text"].replace("\\\n", " "), comments=True)
+        argv = shlex.split(api.launch(job, "torchrun").text.replace("\\\n", " "), comments=True)
         return dict(itertools.pairwise(argv)), argv
 
     # Qwen3-30B-A3B (config.json): 128 experts of width 768, top 8; head_dim 128 with hidden 2048 / 32 heads
@@ -187,12 +187,12 @@ def test_megatron_runs_the_attention_kernel_the_estimate_assumed(tmp_path: Path)
     keys = yaml.safe_load(Path(CLUSTER).read_text(encoding="utf-8"))
     for impl, backend in (("fa3", "fused"), ("eager", "unfused"), ("flash", "flash")):
         job = _write(tmp_path, f"{impl}.yaml", keys | {"attention_impl": impl})
-        argv = shlex.split(api.launch(job, "torchrun")["text"].replace("\\\n", " "), comments=True)
+        argv = shlex.split(api.launch(job, "torchrun").text.replace("\\\n", " "), comments=True)
         assert dict(itertools.pairwise(argv))["--attention-backend"] == backend
 
 
 def test_slurm_script_header() -> None:
-    text = api.launch(CLUSTER, "slurm", partition="gpu", gres="h100")["text"]
+    text = api.launch(CLUSTER, "slurm", partition="gpu", gres="h100").text
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash"
     directives = {x.split("=", 1)[0]: x.split("=", 1)[1] for x in lines if x.startswith("#SBATCH")}
@@ -205,7 +205,7 @@ def test_slurm_script_header() -> None:
 
 
 def test_skypilot_task() -> None:
-    task = yaml.safe_load(api.launch(CLUSTER, "skypilot")["text"])
+    task = yaml.safe_load(api.launch(CLUSTER, "skypilot").text)
     assert task["resources"]["accelerators"] == "H100:8"
     assert task["num_nodes"] == 64
     assert "torchrun" in task["run"] and "$SKYPILOT_NODE_RANK" in task["run"]
@@ -228,25 +228,23 @@ def test_vllm_serve(tmp_path: Path) -> None:
             "batch_size": 32,
         },
     )
-    argv = shlex.split(api.launch(job, "vllm")["text"].replace("\\\n", " "), comments=True)
+    argv = shlex.split(api.launch(job, "vllm").text.replace("\\\n", " "), comments=True)
     assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-70B"] or argv[2].startswith("meta-llama/")
     assert "--tensor-parallel-size=4" in argv
     assert "--max-model-len=2560" in argv
     assert "--quantization=fp8" in argv and "--kv-cache-dtype=fp8" in argv
     # a torchao int4 checkpoint loads through vLLM's torchao method
     keys = yaml.safe_load(Path(job).read_text(encoding="utf-8")) | {"weight_dtype": "int4-g128", "kv_dtype": "bf16"}
-    argv = shlex.split(
-        api.launch(_write(tmp_path, "int4.yaml", keys), "vllm")["text"].replace("\\\n", " "), comments=True
-    )
+    argv = shlex.split(api.launch(_write(tmp_path, "int4.yaml", keys), "vllm").text.replace("\\\n", " "), comments=True)
     assert "--quantization=torchao" in argv and not any(a.startswith("--kv-cache-dtype") for a in argv)
     # NVFP4 and MXFP4 checkpoints load through vLLM's modelopt_fp4 and mxfp4 methods
     for fmt, method in (("nvfp4", "modelopt_fp4"), ("mxfp4", "mxfp4")):
         path = _write(tmp_path, f"{fmt}.yaml", keys | {"weight_dtype": fmt})
-        argv = shlex.split(api.launch(path, "vllm")["text"].replace("\\\n", " "), comments=True)
+        argv = shlex.split(api.launch(path, "vllm").text.replace("\\\n", " "), comments=True)
         assert f"--quantization={method}" in argv
     # a pre-quantised checkpoint (gpt-oss's MXFP4) is detected by vLLM from its config.json
     path = _write(tmp_path, "oss.yaml", keys | {"model": "gpt-oss-120b", "weight_dtype": None, "kv_dtype": None})
-    argv = shlex.split(api.launch(path, "vllm")["text"].replace("\\\n", " "), comments=True)
+    argv = shlex.split(api.launch(path, "vllm").text.replace("\\\n", " "), comments=True)
     assert not any(a.startswith("--quantization") for a in argv)
 
 
@@ -294,12 +292,12 @@ def test_sbatch_scripts_are_accepted_by_slurm() -> None:
     from slurm_helpers import require_slurm, sbatch_accepts
 
     require_slurm()
-    text = api.launch(CLUSTER, "slurm", time_limit="2-00:00:00")["text"]
+    text = api.launch(CLUSTER, "slurm", time_limit="2-00:00:00").text
     assert sbatch_accepts(text)
     one = api.launch("llama-3.2-1b", "slurm", {"task": "pretrain", "cluster": "1x8:A100", "zero": 3, "tokens": 1e8})
-    assert sbatch_accepts(one["text"])
+    assert sbatch_accepts(one.text)
     with pytest.raises(AssertionError, match="sbatch rejected"):
-        sbatch_accepts(api.launch(CLUSTER, "slurm", gres="nosuchgpu")["text"])
+        sbatch_accepts(api.launch(CLUSTER, "slurm", gres="nosuchgpu").text)
 
 
 def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -325,7 +323,7 @@ def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.Mo
         script=str(script),
         time_limit="0-00:10:00",
     )
-    state, output = sbatch_run(rec["text"], timeout=120)
+    state, output = sbatch_run(rec.text, timeout=120)
     assert state == "COMPLETED", output
     assert sorted(line for line in output.splitlines() if line.startswith("rank")) == [
         f"rank {r} of 4" for r in range(4)
@@ -363,25 +361,25 @@ def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
     )
 
     # FSDP on 2 x 8 A100
-    check_accelerate_yaml(api.launch(fsdp_job, "accelerate")["text"])
-    check_accelerate_yaml(api.launch(fsdp_job, "fsdp")["text"])
-    check_deepspeed_json(api.launch(fsdp_job, "deepspeed")["text"], world_size=16)
-    check_torchrun(_argv(api.launch(fsdp_job, "torchrun")["text"], "torchrun"))
+    check_accelerate_yaml(api.launch(fsdp_job, "accelerate").text)
+    check_accelerate_yaml(api.launch(fsdp_job, "fsdp").text)
+    check_deepspeed_json(api.launch(fsdp_job, "deepspeed").text, world_size=16)
+    check_torchrun(_argv(api.launch(fsdp_job, "torchrun").text, "torchrun"))
     # ZeRO-2 with optimizer offload on 4 GPUs: accelerate's DeepSpeed plugin and DeepSpeed's config
     ds = _write(
         tmp_path,
         "ds.yaml",
         {"model": "llama-3.1-8b", "task": "finetune", "gpu": "A100", "num_gpus": 4, "zero": 2, "offload": "optimizer"},
     )
-    check_accelerate_yaml(api.launch(ds, "accelerate")["text"])
-    check_deepspeed_json(api.launch(ds, "deepspeed")["text"], world_size=4)
+    check_accelerate_yaml(api.launch(ds, "accelerate").text)
+    check_deepspeed_json(api.launch(ds, "deepspeed").text, world_size=4)
     # plain DDP on one node
     ddp = _write(tmp_path, "ddp.yaml", {"model": "llama-3.2-1b", "task": "pretrain", "gpu": "H100", "num_gpus": 8})
-    assert check_accelerate_yaml(api.launch(ddp, "accelerate", {"zero": 0})["text"]).distributed_type == "MULTI_GPU"
+    assert check_accelerate_yaml(api.launch(ddp, "accelerate", {"zero": 0}).text).distributed_type == "MULTI_GPU"
     # the 64-node Megatron layout: torchrun's own flags, in the plain, Slurm and SkyPilot forms
-    check_torchrun(_argv(api.launch(CLUSTER, "torchrun")["text"], "torchrun"))
-    check_torchrun(_argv(api.launch(CLUSTER, "slurm")["text"], "torchrun"))
-    task = api.launch(CLUSTER, "skypilot")["text"]
+    check_torchrun(_argv(api.launch(CLUSTER, "torchrun").text, "torchrun"))
+    check_torchrun(_argv(api.launch(CLUSTER, "slurm").text, "torchrun"))
+    task = api.launch(CLUSTER, "skypilot").text
     check_skypilot_yaml(task)
     check_torchrun(_argv(yaml.safe_load(task)["run"], "torchrun"))
     # vllm serve, fp8 weights and KV cache, 4-way tensor parallel
@@ -391,7 +389,7 @@ def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
         {"model": "llama-3.1-70b", "task": "inference", "gpu": "H100", "num_gpus": 4, "tp": 4,
          "weight_dtype": "fp8", "kv_dtype": "fp8", "input_len": 2048, "output_len": 512},
     )  # fmt: skip
-    ns = check_vllm_serve(_argv(api.launch(serve, "vllm")["text"], "vllm"))
+    ns = check_vllm_serve(_argv(api.launch(serve, "vllm").text, "vllm"))
     assert ns.tensor_parallel_size == 4 and ns.kv_cache_dtype == "fp8"
     # vllm serve, DeepSeek-V3 with attention data parallelism and the experts over all 8 GPUs
     dpep = _write(
@@ -400,6 +398,6 @@ def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
         {"model": "deepseek-v3", "task": "inference", "gpu": "H200", "num_gpus": 8, "tp": 1, "ep": 8,
          "input_len": 2048, "output_len": 512},
     )  # fmt: skip
-    ns = check_vllm_serve(_argv(api.launch(dpep, "vllm", {"enforce_eager": True})["text"], "vllm"))
+    ns = check_vllm_serve(_argv(api.launch(dpep, "vllm", {"enforce_eager": True}).text, "vllm"))
     assert ns.data_parallel_size == 8 and ns.enable_expert_parallel and ns.tensor_parallel_size == 1
     assert ns.enforce_eager

@@ -230,7 +230,7 @@ def test_a_measured_report_is_validated_as_the_estimate_beside_each_run(tmp_path
     path = tmp_path / "measured-h200.csv"
     path.write_text(measured.csv_text({"runs": [*runs, oom]}), encoding="utf-8")
 
-    rec = api.validate(path, category="measured-h200")
+    rec = api.validate(path, category="measured-h200").to_dict()
     assert not rec["skipped"], rec["skipped"]
     assert {k: v["n"] for k, v in rec["summary"].items()} == {
         "measured-h200 (memory)": 8, "measured-h200 (time)": 5, "measured-h200 (fit verdicts)": 1}  # fmt: skip
@@ -239,7 +239,7 @@ def test_a_measured_report_is_validated_as_the_estimate_beside_each_run(tmp_path
         by_run.setdefault(int(r["id"].split("-")[2]), []).append(r)
     for i, run in enumerate(runs, 1):
         w = make_workload(run["workload"]).with_(gpu="H200 SXM 141GB")
-        est = api.estimate(w)
+        est = api.estimate(w).to_dict()
         expect = {"peak_memory_allocated": est["memory"]["allocated_bytes"],
                   "peak_memory_reserved": est["memory"]["reserved_bytes"]}  # fmt: skip
         if w.is_training:

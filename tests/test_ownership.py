@@ -265,14 +265,14 @@ def test_course_planning_claims() -> None:
     one 24 GB card with 8-bit AdamW; the adapter variants fit one 24 GB card."""
 
     def fits(name: str, **keys: object) -> bool:
-        return bool(api.estimate(api.build_workload(str(EXAMPLES / name), keys))["memory"]["fits"])
+        return bool(api.estimate(api.build_workload(str(EXAMPLES / name), keys)).memory.fits)
 
     assert not fits("course-full-1b.yaml", gpu="4090")
     assert fits("course-full-1b.yaml", gpu="4090", num_gpus=2, zero=3)
     assert fits("course-full-1b.yaml", gpu="a100 40gb")
     assert fits("course-full-1b.yaml", gpu="4090", optimizer="adamw-8bit")
     assert fits("course-lora-3b.yaml", gpu="3090") and fits("course-qlora-8b.yaml", gpu="3090")
-    rec = api.estimate(api.build_workload(str(EXAMPLES / "course-full-1b.yaml"), {"gpu": "a100 40gb"}))
+    rec = api.estimate(api.build_workload(str(EXAMPLES / "course-full-1b.yaml"), {"gpu": "a100 40gb"})).to_dict()
     assert rec["time"]["time_to_train_s"] / 60 == pytest.approx(19.6, abs=0.05)  # the doc's 19.6 min
 
 

@@ -287,7 +287,7 @@ def test_seed_claims_fall_out_of_the_model() -> None:
 
 
 def _plan(path: Path, **over: Any) -> dict[str, Any]:
-    return api.plan(api.build_workload(str(path), over), top=None)
+    return api.plan(api.build_workload(str(path), over), top=None).to_dict()
 
 
 def test_pretraining_ranks_hopper_class_first_on_time(catalog: Catalog) -> None:
@@ -415,7 +415,7 @@ def test_resnet50_training_finds_the_a100_good_value(catalog: Catalog, tmp_path:
     f = tmp_path / "rn.yaml"
     f.write_text("model: resnet-50\ntask: pretrain\nbatch_size: 256\noptimizer: sgd-momentum\nepochs: 90\n"
                  "dataset_tokens: 1281167\nobjective: cost\n")  # fmt: skip
-    rec = api.plan(api.build_workload(str(f)), top=None)
+    rec = api.plan(api.build_workload(str(f)), top=None).to_dict()
     assert rec["throughput_unit"] == "images/s"
     dc = [o for o in rec["options"] if o["fits"] and o["num_gpus"] == 1 and o["usd_per_million_tokens"]
           and catalog.get(o["gpu"]).memory_type.startswith("HBM")]  # fmt: skip
@@ -519,14 +519,14 @@ def test_one_pass_inference_counts_its_batch_and_busy_gpu(run_cli: RunCli, tmp_p
     GPU is busy running it, so power and cost follow that pass, not an idle card."""
     f = tmp_path / "rn.yaml"
     f.write_text("model: resnet-50\ntask: inference\nprecision: fp16\nbatch_size: 64\ngpu: T4\n")
-    rec = api.estimate(api.build_workload(str(f)))
+    rec = api.estimate(api.build_workload(str(f))).to_dict()
     t = estimate_inference_time(load_model("resnet-50"), make_workload(
         {"model": "resnet-50", "task": "inference", "precision": "fp16", "batch_size": 64}), catalog.get("T4"))  # fmt: skip
     assert rec["throughput_unit"] == "images/s"
     assert rec["time"]["job_s"] == pytest.approx(t.ttft_s, rel=1e-9)  # 64 images, one pass
     assert rec["energy"]["avg_power_w_per_gpu"] > 70 * IDLE_SHARE * 1.5  # T4: 70 W TDP, busy
     assert rec["cost"]["usd_per_million_tokens"] is not None
-    opts = api.plan(api.build_workload(str(f)), top=None)["options"]
+    opts = api.plan(api.build_workload(str(f)), top=None).to_dict()["options"]
     t4 = next(o for o in opts if o["gpu"] == "T4" and o["num_gpus"] == 1)
     # a service (no `tokens`) is priced over an hour: the busy card draws more than idle for it
     assert t4["fits"] and t4["energy_kwh"] > 0.070 * IDLE_SHARE * 1.5

@@ -150,7 +150,7 @@ def test_any_number_in_any_key_gives_an_estimate_or_one_error(key: str, value: f
     input error: never another exception, never a NaN in the answer."""
     try:
         w = make_workload({"model": "llama-3.2-1b", "task": "lora", "gpu": "H100", key: value})
-        rec = api.estimate(w)
+        rec = api.estimate(w).to_dict()
     except GpuplanError:
         return
     text = json.dumps(rec, allow_nan=False)
@@ -440,7 +440,7 @@ def test_any_numbers_in_any_keys_of_any_task_give_strict_json_or_one_error(
     graphics = task in ("render", "streaming", "vdi", "ai-video")
     try:
         w = make_workload({"model": model, "task": task, "gpu": "H100", **values})
-        rec = api.plan(w, gpus=["H100", "T4"]) if graphics else api.estimate(w)
+        rec = (api.plan(w, gpus=["H100", "T4"]) if graphics else api.estimate(w)).to_dict()
     except GpuplanError:
         return
     json.loads(json.dumps(rec, allow_nan=False), parse_constant=_no_constant)

@@ -104,16 +104,16 @@ def test_the_suggested_narrowing_works_and_holds_the_key() -> None:
     under the limit, and the answer says so."""
     keys = {k: v for k, v in HUGE_PLAN.items() if k != "allow_cross_node_tp"}
     t0 = time.perf_counter()
-    rec = api.plan(make_workload({**keys, "tp": 8}), allow_cross_node_tp=True, top=3)
+    rec = api.plan(make_workload({**keys, "tp": 8}), allow_cross_node_tp=True, top=3).to_dict()
     assert time.perf_counter() - t0 < 10
     assert len(rec["layouts"]) == 3 and all(r["keys"]["tp"] == 8 for r in rec["layouts"])
     assert rec["search"]["evaluated"] < layouts.MAX_SEARCH_LAYOUTS
     assert "held as the workload sets them: tp 8" in rec["notes"]
     # keys the workload does not set are searched: an 8B model's best layout on 8 A100s is TP1
     small = {"model": "llama-3.1-8b", "task": "pretrain", "cluster": "1x8:A100", "global_batch": 64}
-    free = api.plan(make_workload(small), top=5)
+    free = api.plan(make_workload(small), top=5).to_dict()
     assert free["layouts"][0]["keys"]["tp"] == 1 and not free["notes"]
-    held = api.plan(make_workload({**small, "tp": 2, "pp": 2}), top=5)
+    held = api.plan(make_workload({**small, "tp": 2, "pp": 2}), top=5).to_dict()
     assert {(r["keys"]["tp"], r["keys"]["pp"]) for r in held["layouts"]} == {(2, 2)}
     assert held["notes"] == ["held as the workload sets them: tp 2, pp 2"]
     assert held["search"]["evaluated"] < free["search"]["evaluated"]

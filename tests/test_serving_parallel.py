@@ -186,7 +186,7 @@ def test_vllm_launch_for_attention_dp(tmp_path: Any, run_cli: RunCli) -> None:
 
     job = tmp_path / "dsv3.yaml"
     job.write_text(yaml.safe_dump({"model": "deepseek-v3", **SERVE, "gpu": "H200", "num_gpus": 8, "tp": 1, "ep": 8}))
-    text = api.launch(str(job), "vllm")["text"]
+    text = api.launch(str(job), "vllm").text
     assert "--data-parallel-size=8" in text and "--enable-expert-parallel" in text
     assert "layout: TP1 PP1 DP8 EP8 (attention data parallel)" in text
     code, _, err = run_cli("launch", str(job), "--format", "vllm", "--set", "ep=4")

@@ -50,7 +50,7 @@ def test_estimate_equals_the_library(client: TestClient) -> None:
     for body in (LORA, SERVE):
         r = client.post("/api/estimate", json=body)
         assert r.status_code == 200, r.text
-        same(r.json(), api.estimate(make_workload(body)))
+        same(r.json(), api.estimate(make_workload(body)).to_dict())
     # the figures DESIGN.md's contract names are there
     rec = client.post("/api/estimate", json=LORA).json()
     assert rec["memory"]["fits"] is True and rec["time"]["mfu"] > 0 and rec["cost"]["usd"] > 0
@@ -59,7 +59,7 @@ def test_estimate_equals_the_library(client: TestClient) -> None:
 def test_fit_lists_every_gpu_with_its_breakdown(client: TestClient) -> None:
     body = {k: v for k, v in LORA.items() if k != "gpu"}
     rec = client.post("/api/fit", json=body).json()
-    same(rec, api.fit(make_workload(body)))
+    same(rec, api.fit(make_workload(body)).to_dict())
     assert {g["gpu"] for g in rec["gpus"]} == {g.name for g in api.catalog()}
     for g in rec["gpus"]:
         # the stacked bar's terms add up to the figure the table shows (1e-9 relative)

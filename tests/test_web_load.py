@@ -26,7 +26,7 @@ def test_200_concurrent_estimates_are_all_answered_correctly() -> None:
     failed = [(i, a.status, a.body) for i, a in enumerate(answers) if a.status != 200]
     assert not failed, failed[:3]
     for body, answer in zip(bodies, answers, strict=True):
-        want = api.estimate(make_workload(body))
+        want = api.estimate(make_workload(body)).to_dict()
         assert answer.body["memory"]["per_gpu_bytes"] == pytest.approx(want["memory"]["per_gpu_bytes"], rel=1e-12)
         assert answer.body["cost"]["usd"] == pytest.approx(want["cost"]["usd"], rel=1e-12)
 
@@ -38,4 +38,6 @@ def test_worker_processes_serve_the_same_answers() -> None:
         answers = fire(url, "/api/estimate", bodies)
     assert [a.status for a in answers] == [200] * len(bodies)
     for body, answer in zip(bodies, answers, strict=True):
-        assert answer.body["time"]["tpot_s"] == pytest.approx(api.estimate(make_workload(body))["time"]["tpot_s"])
+        assert answer.body["time"]["tpot_s"] == pytest.approx(
+            api.estimate(make_workload(body)).to_dict()["time"]["tpot_s"]
+        )

@@ -24,7 +24,7 @@ from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
 from gpuplan.safeio import clip
-from gpuplan.specs.cluster import Cluster, implied_cluster
+from gpuplan.specs.cluster import Cluster, gres_name, implied_cluster
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import find_preset
@@ -189,23 +189,6 @@ def gres_type(cl: Cluster) -> str:
     """A Slurm GRES type name for the cluster's GPU (see gres_name); sites name their own, so
     `--gres-type` overrides it."""
     return gres_name(cl.gpu.name)
-
-
-def gres_name(gpu: str) -> str:
-    """A Slurm GRES type name for a catalog GPU: its model number, lower case, with Ti/Super kept
-    so that cards of one generation stay apart ("h100", "a100", "rtx4090", "rtx2080ti", "rtx3090ti",
-    "rtxa6000", "l40s", "mi300x")."""
-    name = gpu.lower()
-    for vendor_word in ("geforce ", "nvidia ", "quadro ", "amd ", "instinct "):
-        name = name.replace(vendor_word, "")
-    words = name.split()
-    if not words:
-        return "gpu"
-    if words[0] in ("rtx", "gtx") and len(words) > 1:
-        core = words[0] + words[1] + (words[2] if len(words) > 2 and words[2] in ("ti", "super") else "")
-    else:
-        core = words[0]
-    return re.sub(r"[^a-z0-9]", "", core) or "gpu"
 
 
 def fmt_time(seconds: float) -> str:

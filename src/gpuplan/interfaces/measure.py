@@ -30,6 +30,7 @@ from typing import Any, Final
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.interfaces import api
 from gpuplan.interfaces.bench import TORCH_DTYPES, NoGPUError, environment, load_torch
+from gpuplan.results import InferenceSpeed, TrainingSpeed
 from gpuplan.specs.context import Context
 from gpuplan.specs.models import resolve_model_config
 from gpuplan.specs.workload import Workload
@@ -391,14 +392,14 @@ def _compare(w: Workload, rec: dict[str, Any], ctx: Context | None = None) -> di
         est = api.estimate(w, ctx)
     except GpuplanError as exc:
         return {"error": str(exc)}
-    m, t = est["memory"], est["time"]
-    out: dict[str, Any] = {"allocated_bytes": m["allocated_bytes"], "reserved_bytes": m["reserved_bytes"]}
+    m, t = est.memory, est.time
+    out: dict[str, Any] = {"allocated_bytes": m.allocated_bytes, "reserved_bytes": m.reserved_bytes}
     pairs = [("allocated_bytes", "max_memory_allocated_bytes"), ("reserved_bytes", "max_memory_reserved_bytes")]
-    if w.is_training:
-        out["step_time_s"] = t["step_time_s"]
+    if isinstance(t, TrainingSpeed):
+        out["step_time_s"] = t.step_time_s
         pairs.append(("step_time_s", "step_time_s"))
-    else:
-        out["ttft_s"], out["tpot_s"] = t["ttft_s"], t["tpot_s"]  # the prefill of the whole batch, as timed
+    elif isinstance(t, InferenceSpeed):
+        out["ttft_s"], out["tpot_s"] = t.ttft_s, t.tpot_s  # the prefill of the whole batch, as timed
         pairs += [("ttft_s", "ttft_s"), ("tpot_s", "tpot_s")]
     out["error"] = {k: out[k] / rec[m_] - 1 for k, m_ in pairs if rec.get(m_) and out.get(k) is not None}
     return out

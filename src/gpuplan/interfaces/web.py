@@ -37,6 +37,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
 from gpuplan.interfaces import api
+from gpuplan.results.base import plain
 from gpuplan.safeio import one_line
 from gpuplan.specs.context import Context
 from gpuplan.specs.model import ModelSpec
@@ -233,8 +234,9 @@ def _answer(content: Any) -> JSONResponse:
     """The endpoint's JSON, serialised in the endpoint's own worker thread: returned as a plain
     dict, FastAPI would queue its serialisation behind every request still waiting for a thread,
     so under load no answer would leave before the last one was computed. NaN or infinity is a
-    bug here, and raises (the JSON standard has neither)."""
-    return JSONResponse(content)
+    bug here, and raises (the JSON standard has neither). A typed result is sent as its
+    `to_dict()`: the same document the CLI prints with --json."""
+    return JSONResponse(plain(content))
 
 
 def _error(status: int, detail: str) -> JSONResponse:

@@ -185,3 +185,20 @@ def implied_cluster(gpu: GPU, num_gpus: int) -> Cluster:
     if num_gpus <= GPUS_PER_NODE:
         return Cluster(gpu, 1, num_gpus, default_fabric(gpu))
     return Cluster(gpu, math.ceil(num_gpus / GPUS_PER_NODE), GPUS_PER_NODE, default_fabric(gpu))
+
+
+def gres_name(gpu: str) -> str:
+    """A Slurm GRES type name for a catalog GPU: its model number, lower case, with Ti/Super kept
+    so that cards of one generation stay apart ("h100", "a100", "rtx4090", "rtx2080ti", "rtx3090ti",
+    "rtxa6000", "l40s", "mi300x")."""
+    name = gpu.lower()
+    for vendor_word in ("geforce ", "nvidia ", "quadro ", "amd ", "instinct "):
+        name = name.replace(vendor_word, "")
+    words = name.split()
+    if not words:
+        return "gpu"
+    if words[0] in ("rtx", "gtx") and len(words) > 1:
+        core = words[0] + words[1] + (words[2] if len(words) > 2 and words[2] in ("ti", "super") else "")
+    else:
+        core = words[0]
+    return re.sub(r"[^a-z0-9]", "", core) or "gpu"

@@ -1,0 +1,156 @@
+"""`estimate` and `fit`: one workload's memory, time, cost and energy, and what fits where."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
+from gpuplan.estimators.memory import estimate_memory
+from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+from gpuplan.interfaces.api.catalog import catalog, prices
+from gpuplan.interfaces.api.records import (
+    band,
+    cost_result,
+    energy_result,
+    inference_speed,
+    memory_kind,
+    memory_result,
+    training_speed,
+)
+from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
+from gpuplan.results import (
+    BestPrecision,
+    Estimate,
+    FitResult,
+    FitRow,
+    FitTable,
+    GraphicsPlan,
+    InferenceSpeed,
+    Suggestion,
+    TrainingSpeed,
+)
+from gpuplan.specs.context import Context
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import Workload
+
+NO_GPU_NOTE = "no GPU given: time, cost and energy need one (gpu: NAME)"
+
+
+def estimate(
+    w: Workload,
+    ctx: Context | None = None,
+    carbon_g_per_kwh: float | None = None,
+    model: ModelSpec | None = None,
+) -> Estimate:
+    """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract).
+    `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
+    cat = catalog(ctx)
+    model = model or load_model(w.model)
+    w, cl = resolve_cluster(w, cat)
+    gpu = gpu_for(w, cat)
+    e = estimate_memory(model, w, gpu)
+    head = partial(
+        Estimate,
+        workload=w.model_dump(exclude_none=True),
+        model=model.name,
+        gpu=gpu.name if gpu else None,
+        num_gpus=w.num_gpus,
+        throughput_unit="images/s" if model.kind == "cnn" else "tokens/s",
+        memory=memory_result(e),
+    )
+    if gpu is None:
+        return head(time=None, notes=[NO_GPU_NOTE])
+    price = prices(ctx).get(gpu.name)
+    time: TrainingSpeed | InferenceSpeed
+    ce: CostEnergy
+    if w.is_training:
+        t = estimate_training_time(model, w, gpu, cl)
+        seconds, ce = training_job(t, gpu, w.num_gpus, price, carbon_g_per_kwh)
+        time = training_speed(t, gpu.architecture, model.kind, job_s=seconds)
+    else:
+        cap = e.serving.max_sequences if e.serving else w.batch_size
+        i = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size))
+        rate = i.output_tokens_per_s
+        # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
+        tokens = w.tokens or (w.batch_size * max(w.output_len, 1) if i.decode_ops else rate * i.ttft_s)
+        seconds = tokens / rate if rate > 0 else i.request_latency_s
+        busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
+        ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
+        time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds)
+    return head(time=time, cost=cost_result(ce), energy=energy_result(ce))
+
+
+def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None) -> FitResult | FitTable | GraphicsPlan:
+    """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
+    every catalog GPU with whether it fits (and its breakdown at num_gpus) and the fewest GPUs of
+    that type that do. A graphics job gets its plan. `model` stands in for the workload's `model`."""
+    if w.is_graphics:
+        from gpuplan.interfaces.api.plan import plan_graphics
+
+        return plan_graphics(w, catalog(ctx), model)
+    cat = catalog(ctx)
+    model = model or load_model(w.model)
+    w, _ = resolve_cluster(w, cat)
+    gpu = gpu_for(w, cat)
+    return fit_table(w, ctx, model) if gpu is None else fit_one(w, model, gpu)
+
+
+def fit_one(w: Workload, model: ModelSpec, gpu: GPU) -> FitResult:
+    """`fit` on one GPU: the breakdown and the inverse questions."""
+    # imported here: only `fit` needs the inverse questions (keeps `gpuplan plan` start-up short)
+    from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
+
+    e = estimate_memory(model, w, gpu)
+    count = smallest_gpu_count(model, w, gpu)
+    best = None if w.is_training else best_precision(model, w, gpu)
+    return FitResult(
+        model=model.name,
+        gpu=gpu.name,
+        num_gpus=w.num_gpus,
+        workload=w.model_dump(exclude_none=True),
+        memory=memory_result(e),
+        min_gpus=count.num_gpus,
+        min_gpus_layout=count.layout,
+        largest_batch=largest_batch(model, w, gpu),
+        longest_context=longest_context(model, w, gpu),
+        suggestions=[
+            Suggestion(label=s.label, change=s.change, per_gpu_bytes=s.per_gpu_bytes, fits=s.fits, cost=s.cost)
+            for s in suggestions(model, w, gpu)
+        ],
+        best_precision=BestPrecision(weight_dtype=best[0], kv_dtype=best[1]) if best else None,
+        training=w.is_training,
+    )
+
+
+def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
+    """`fit` without a GPU: every catalog GPU, whether it fits, and the fewest of it that do."""
+    from gpuplan.planner.fit import GpuCount, smallest_gpu_count
+
+    rows = []
+    for g in catalog(ctx):
+        e = estimate_memory(model, w, g)
+        need: GpuCount | None = smallest_gpu_count(model, w, g) if not e.fits else None
+        low, high = band(e.per_gpu_bytes, memory_kind(g.architecture))
+        rows.append(
+            FitRow(
+                gpu=g.name,
+                memory_bytes=g.memory_bytes,
+                fits=e.fits,
+                per_gpu_bytes=e.per_gpu_bytes,
+                per_gpu_bytes_low=low,
+                per_gpu_bytes_high=high,
+                capacity_bytes=e.capacity_bytes,
+                breakdown=e.breakdown(),
+                headroom_bytes=e.headroom_bytes,
+                paged_spill_bytes=e.paged_spill_bytes,
+                min_gpus=w.num_gpus if e.fits else (need.num_gpus if need else None),
+                min_gpus_layout={} if e.fits or need is None else need.layout,
+                min_gpus_per_gpu_bytes=e.per_gpu_bytes
+                if e.fits
+                else (need.estimate.per_gpu_bytes if need and need.estimate else None),
+            )
+        )
+    rows.sort(key=lambda r: (r.min_gpus is None, r.min_gpus or 0, r.memory_bytes))
+    return FitTable(model=model.name, num_gpus=w.num_gpus, workload=w.model_dump(exclude_none=True), gpus=rows)

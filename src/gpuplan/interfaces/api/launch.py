@@ -1,0 +1,92 @@
+"""`launch`: a launch file for a workload, or for the best option of a saved plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.interfaces.api.catalog import catalog
+from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
+from gpuplan.results import LaunchFile
+from gpuplan.safeio import clip, load_json
+from gpuplan.specs.context import Context
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import Workload, make_workload, read_user_text
+
+# --- launch files ------------------------------------------------------------------------------
+
+
+def _workload_from_plan(path: Path) -> tuple[Workload, str | None]:
+    """A workload (with the best layout's keys) from `gpuplan plan --json` output."""
+    text = read_user_text(path, "plan file", "Pass a workload YAML or the JSON `gpuplan plan --json` prints.")
+    rec = load_json(text, path.name)  # bounded nesting, no NaN tokens, integers within 64 bits
+    if not isinstance(rec, dict) or not isinstance(rec.get("workload"), dict):
+        raise InvalidSettingError(f"{path.name} is not a `gpuplan plan --json` document (no 'workload').")
+    keys = dict(rec["workload"])
+    spec: str | None = None
+    try:  # the document's shape, checked as it is read: a wrong one is one line, not a traceback
+        if rec.get("mode") == "cluster" and rec.get("layouts"):
+            keys.update(rec["layouts"][0]["keys"])
+            keys["global_batch"] = rec.get("global_batch")
+            spec = rec["cluster"]["spec"]
+            if not isinstance(spec, str):
+                raise TypeError("cluster.spec is not text")
+            keys.update({"cluster": spec, "num_gpus": rec["cluster"]["num_gpus"], "gpu": rec["cluster"]["gpu"]})
+        elif rec.get("options"):
+            best = next((o for o in rec["options"] if o.get("usable")), rec["options"][0])
+            keys.update({"gpu": best["gpu"], "num_gpus": best["num_gpus"]})
+            keys.update({k: v for k, v in (best.get("layout") or {}).items() if k in Workload.model_fields})
+        else:
+            raise InvalidSettingError(f"{clip(path.name)} holds no plan options or layouts to launch.")
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else clip(str(exc) or type(exc).__name__)
+        raise InvalidSettingError(
+            f"{clip(path.name)} is not a `gpuplan plan --json` document ({what}). Pass what `gpuplan plan --json` "
+            "printed, unedited, or a workload YAML."
+        ) from None
+    return make_workload(keys), spec
+
+
+def launch(
+    source: str | Workload,
+    fmt: str,
+    overrides: Mapping[str, Any] | None = None,
+    cluster: str | None = None,
+    script: str = "train.py",
+    script_args: Sequence[str] = (),
+    ctx: Context | None = None,
+    partition: str | None = None,
+    gres: str | None = None,
+    time_limit: str | None = None,
+) -> LaunchFile:
+    """`gpuplan launch`: the launch file for a workload (a `Workload`, a YAML path or a model name;
+    or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`."""
+    from gpuplan.interfaces.launch import FORMATS, plan_launch, render
+
+    if fmt not in FORMATS:
+        hint = did_you_mean(fmt, FORMATS)
+        raise InvalidSettingError(f"Unknown launch format {fmt!r}.{hint} Known: {', '.join(FORMATS)}.")
+    cat = catalog(ctx)
+    if isinstance(source, Workload):
+        w = source.with_(**{k: v for k, v in (overrides or {}).items() if v is not None}) if overrides else source
+    elif source.lower().endswith(".json"):
+        w, spec = _workload_from_plan(Path(source))
+        if overrides:
+            w = w.with_(**{k: v for k, v in overrides.items() if v is not None})
+        cluster = cluster or spec
+    else:
+        w = build_workload(source, overrides)
+    w, cl = resolve_cluster(w, cat, cluster)
+    model = load_model(w.model)
+    lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
+    opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
+    text = render(lp, fmt, **opts)
+    return LaunchFile(
+        format=fmt,
+        text=text,
+        layout=lp.layout_label,
+        workload=lp.w.model_dump(exclude_none=True),
+        cluster=lp.cluster.label,
+    )

@@ -1,0 +1,229 @@
+"""`plan`: GPU types and counts ranked for a workload, a cluster's best layouts, graphics jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gpuplan.estimators import uncertainty
+from gpuplan.estimators.cost import training_job
+from gpuplan.interfaces.api.catalog import catalog, prices
+from gpuplan.interfaces.api.records import band, memory_kind
+from gpuplan.interfaces.api.workloads import resolve_cluster
+from gpuplan.planner.recommend import Option, pareto_front, plan_options
+from gpuplan.results import (
+    ClusterInfo,
+    GraphicsOption,
+    GraphicsPlan,
+    LayoutPlan,
+    LayoutRow,
+    Plan,
+    PlanOption,
+    SearchStats,
+    Unsuitable,
+)
+from gpuplan.specs.context import Context
+from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import Workload
+
+
+def plan(
+    w: Workload,
+    ctx: Context | None = None,
+    gpus: Sequence[str] = (),
+    top: int | None = None,
+    spot: bool = False,
+    carbon_g_per_kwh: float | None = None,
+    cluster: str | None = None,
+    allow_cross_node_tp: bool = False,
+    model: ModelSpec | None = None,
+) -> Plan | LayoutPlan | GraphicsPlan:
+    """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload; with a cluster
+    (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
+    option says whether it is on the time-cost Pareto front (`pareto`)."""
+    cat = catalog(ctx)
+    if w.is_graphics:
+        return plan_graphics(w, cat, model)
+    model = model or load_model(w.model)
+    if (cluster or w.cluster) and w.is_training:
+        return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
+    # each GPU once, however often (or under however many aliases) it is named: "H100" and
+    # "h100 sxm" are one card, and a request listing it 200 times plans it once
+    chosen = list({g.name: g for g in (cat.get(name) for name in gpus)}.values()) if gpus else None
+    opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
+    shown = opts if top is None else opts[:top]
+    service = not w.is_training and w.tokens is None
+    records = [option_result(o, model.kind) for o in shown]
+    # the front is taken over the usable options: a cheap one that misses the deadline is no choice
+    front = pareto_front([_time_cost(r) if r.usable else None for r in records])
+    return Plan(
+        workload=w.model_dump(exclude_none=True),
+        model=model.name,
+        objective=w.objective,
+        mode="training" if w.is_training else ("service" if service else "batch inference"),
+        deadline_s=w.deadline,
+        budget_usd=w.budget,
+        options=[replace(r, pareto=on) for r, on in zip(records, front, strict=True)],
+        considered=len(opts),
+        throughput_unit="images/s" if model.kind == "cnn" else "tokens/s",
+    )
+
+
+def _time_cost(r: PlanOption) -> tuple[float, float] | None:
+    """An option's (time, cost) point for the Pareto front: for a service, request latency against
+    the cost of serving for the deadline (an hour when none is given)."""
+    if r.time_s is None or r.cost_usd is None:
+        return None
+    return float(r.time_s), float(r.cost_usd)
+
+
+def plan_cluster(
+    w: Workload,
+    cat: Catalog,
+    model: ModelSpec,
+    spec: str | None,
+    top: int,
+    ctx: Context | None = None,
+    spot: bool = False,
+    carbon_g_per_kwh: float | None = None,
+    allow_cross_node_tp: bool = False,
+) -> LayoutPlan:
+    """The best layouts of a training job on a cluster (`gpuplan plan --cluster`)."""
+    from gpuplan.planner.layouts import search_layouts
+
+    w, cl = resolve_cluster(w, cat, spec)
+    assert cl is not None
+    res = search_layouts(model, w, cl, top=top, allow_cross_node_tp=allow_cross_node_tp)
+    price = prices(ctx, spot).get(cl.gpu.name)
+    kind = uncertainty.kind_of("training", model.kind, cl.gpu.architecture)
+    layouts = []
+    for r in res.best:
+        t = r.time
+        _, ce = training_job(t, cl.gpu, cl.num_gpus, price, carbon_g_per_kwh)
+        step, rate = band(t.step_time_s, kind, time=True), band(t.tokens_per_s, kind)
+        mem, ttt = band(r.memory.per_gpu_bytes, memory_kind(cl.gpu.architecture)), band(t.time_to_train_s, kind, True)
+        layouts.append(
+            LayoutRow(
+                layout=r.layout.label,
+                keys=r.layout.keys(),
+                dp=r.layout.dp,
+                micro_batches=r.layout.micro_batches,
+                step_time_s=t.step_time_s,
+                step_time_s_low=step[0],
+                step_time_s_high=step[1],
+                tokens_per_s=t.tokens_per_s,
+                tokens_per_s_low=rate[0],
+                tokens_per_s_high=rate[1],
+                tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
+                mfu=t.mfu,
+                per_gpu_bytes=r.memory.per_gpu_bytes,
+                per_gpu_bytes_low=mem[0],
+                per_gpu_bytes_high=mem[1],
+                comm_share=r.comm_share,
+                bubble_share=r.bubble_share,
+                bottleneck=t.bottleneck,
+                time_to_train_s=t.time_to_train_s,
+                time_to_train_s_low=ttt[0],
+                time_to_train_s_high=ttt[1],
+                cost_usd=ce.usd,
+                energy_kwh=ce.energy_kwh,
+                breakdown_s={o.name: o.time_s for o in t.ops if o.phase in ("communication", "optimizer", "launch")},
+            )
+        )
+    return LayoutPlan(
+        workload=w.model_dump(exclude_none=True),
+        model=model.name,
+        mode="cluster",
+        cluster=ClusterInfo(
+            spec=cl.label,
+            gpu=cl.gpu.name,
+            nodes=cl.nodes,
+            gpus_per_node=cl.gpus_per_node,
+            num_gpus=cl.num_gpus,
+            interconnect=cl.fabric.name,
+            interconnect_note=cl.fabric.source,
+        ),
+        global_batch=res.global_batch,
+        layouts=layouts,
+        search=SearchStats(
+            evaluated=res.evaluated,
+            fitting=res.fitting,
+            micro_batch_shapes=res.shapes,
+            seconds=res.seconds,
+            rejected=dict(res.rejected),
+        ),
+        notes=res.notes,
+    )
+
+
+def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
+    """One ranked option, each figure with its validation range."""
+    arch = o.gpu.architecture
+    kind = uncertainty.kind_of("training" if o.training else "serving throughput", model_kind, arch)
+    per_gpu = o.memory.per_gpu_bytes if o.memory else None
+    mem, time, rate = band(per_gpu, memory_kind(arch)), band(o.time_s, kind, True), band(o.throughput, kind)
+    c = o.cost
+    return PlanOption(
+        gpu=o.gpu.name,
+        num_gpus=o.num_gpus,
+        fits=o.fits,
+        layout=o.layout,
+        per_gpu_bytes=per_gpu,
+        per_gpu_bytes_low=mem[0],
+        per_gpu_bytes_high=mem[1],
+        time_s=o.time_s,
+        time_s_low=time[0],
+        time_s_high=time[1],
+        throughput=o.throughput,
+        throughput_low=rate[0],
+        throughput_high=rate[1],
+        cost_usd=c.usd if c else None,
+        usd_per_hour=c.usd_per_gpu_hour * o.num_gpus if c and c.usd_per_gpu_hour else None,
+        usd_per_million_tokens=c.usd_per_million_tokens if c else None,
+        energy_kwh=c.energy_kwh if c else None,
+        kwh_per_million_tokens=c.kwh_per_million_tokens if c else None,
+        bottleneck=o.bottleneck,
+        why=o.why,
+        meets_deadline=o.meets_deadline,
+        within_budget=o.within_budget,
+        too_slow=o.too_slow,
+        licence_barred=o.licence_barred,
+        usable=o.ok,
+        mfu=o.training.mfu if o.training else None,
+        ttft_s=o.inference.ttft_s if o.inference else None,
+        tpot_s=o.inference.tpot_s if o.inference else None,
+    )
+
+
+def plan_graphics(w: Workload, cat: Catalog, model: ModelSpec | None = None) -> GraphicsPlan:
+    """GPUs for a graphics job (streaming, VDI, rendering, AI video), with those that cannot run it."""
+    from gpuplan.planner.graphics import plan_graphics as plan_it
+
+    model = model or (load_model(w.model) if w.model else None)
+    options, unsuitable = plan_it(w, cat, model)
+    return GraphicsPlan(
+        workload=w.model_dump(exclude_none=True),
+        objective=w.objective,
+        options=[
+            GraphicsOption(
+                gpu=o.capacity.gpu.name,
+                num_gpus=o.num_gpus,
+                fits=True,
+                per_gpu=o.capacity.per_gpu,
+                unit=o.capacity.unit,
+                demand=o.demand,
+                hours=o.hours,
+                time_s=o.time_s,
+                cost_usd=o.cost_usd,
+                usd_per_hour=o.usd_per_hour,
+                energy_kwh=o.energy_kwh,
+                bottleneck=o.capacity.bottleneck,
+                limits=o.capacity.limits,
+                why=o.why,
+            )
+            for o in options
+        ],
+        unsuitable=[Unsuitable(gpu=u.gpu.name, fits=False, why=u.reason) for u in unsuitable],
+    )

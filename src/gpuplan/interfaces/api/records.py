@@ -1,0 +1,194 @@
+"""Typed records of the estimators' answers: memory, time (each figure with its validation range),
+cost and energy (results/estimate.py's types)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuplan.estimators import uncertainty
+from gpuplan.estimators.cost import CostEnergy
+from gpuplan.estimators.memory import MemoryEstimate
+from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime
+from gpuplan.results import (
+    Cost,
+    Energy,
+    InferenceSpeed,
+    Memory,
+    MemoryLine,
+    OpTime,
+    ServingMemory,
+    TrainingSpeed,
+    Uncertainty,
+)
+
+ENERGY_BASIS = "GPU board power = TDP x (0.2 + 0.8 x busy share), busy from the operators' bounds; GPU only"
+
+
+def band(value: float | None, kind: str, time: bool = False) -> tuple[float | None, float | None]:
+    """The validation range (low, high) of `value` from the residuals of `kind`, or (None, None)
+    where no residuals cover it (`time`: a duration, whose error runs opposite to its rate's)."""
+    if value is None:
+        return None, None
+    b = uncertainty.band(kind)
+    if b is None:
+        return None, None
+    return b.range(value, time)
+
+
+def uncertainty_of(kind: str, predicted: float) -> Uncertainty | None:
+    b = uncertainty.band(kind)
+    return Uncertainty(**b.record(predicted)) if b else None
+
+
+def memory_kind(architecture: str | None) -> str:
+    return f"memory/{architecture}" if architecture else "memory/none"
+
+
+def memory_result(e: MemoryEstimate) -> Memory:
+    """The memory part of DESIGN.md's estimate contract, with the breakdown's notes."""
+    low, high = band(e.per_gpu_bytes, memory_kind(e.gpu.architecture if e.gpu else None))
+    s = e.serving
+    return Memory(
+        per_gpu_bytes=e.per_gpu_bytes,
+        per_gpu_bytes_low=low,
+        per_gpu_bytes_high=high,
+        breakdown=e.breakdown(),
+        fits=e.fits,
+        capacity_bytes=e.capacity_bytes,
+        headroom_bytes=e.headroom_bytes,
+        allocated_bytes=e.allocated_bytes,
+        reserved_bytes=e.reserved_bytes,
+        host_bytes=e.host_bytes,
+        paged_spill_bytes=e.paged_spill_bytes,
+        on_card_bytes=e.on_card_bytes,
+        peak_phase=e.peak_phase,
+        phases=e.phases,
+        trainable_params=e.trainable_params,
+        lines=[MemoryLine(name=x.name, bytes=x.bytes, kind=x.kind, note=x.note) for x in e.lines],
+        not_at_peak={x.name: x.bytes for x in e.not_at_peak},
+        notes=list(e.notes),
+        serving=None
+        if s is None
+        else ServingMemory(
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            kv_budget_bytes=s.kv_budget_bytes,
+            kv_bytes_per_token=s.kv_bytes_per_token,
+            max_tokens=s.max_tokens,
+            max_sequences=s.max_sequences,
+        ),
+    )
+
+
+def op_times(ops: Iterable[Op]) -> list[OpTime]:
+    """Operators merged by (name, phase), largest time first."""
+    merged: dict[tuple[str, str], list[float]] = {}
+    bound: dict[tuple[str, str], str] = {}
+    for o in ops:
+        key = (o.name, o.phase)
+        acc = merged.setdefault(key, [0.0, 0.0, 0.0])
+        acc[0] += o.time_s
+        acc[1] += o.flops
+        acc[2] += o.bytes
+        bound[key] = o.bound
+    order = sorted(merged, key=lambda k: -merged[k][0])
+    return [
+        OpTime(name=k[0], phase=k[1], time_s=merged[k][0], flops=merged[k][1], bytes=merged[k][2], bound=bound[k])
+        for k in order
+    ]
+
+
+def training_speed(
+    t: TrainingTime, arch: str, model_kind: str = "decoder", job_s: float | None = None
+) -> TrainingSpeed:
+    """The time part of DESIGN.md's estimate contract for training, each figure with its range."""
+    kind = uncertainty.kind_of("training", model_kind, arch)
+    step_low, step_high = band(t.step_time_s, kind, time=True)
+    rate_low, rate_high = band(t.tokens_per_s, kind)
+    ttt_low, ttt_high = band(t.time_to_train_s, kind, time=True)
+    return TrainingSpeed(
+        step_time_s=t.step_time_s,
+        step_time_s_low=step_low,
+        step_time_s_high=step_high,
+        tokens_per_s=t.tokens_per_s,
+        tokens_per_s_low=rate_low,
+        tokens_per_s_high=rate_high,
+        tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
+        tokens_per_step=t.tokens_per_step,
+        mfu=t.mfu,
+        hfu=t.hfu,
+        model_flops_per_token=t.model_flops_per_token,
+        time_to_train_s=t.time_to_train_s,
+        time_to_train_s_low=ttt_low,
+        time_to_train_s_high=ttt_high,
+        train_tokens=t.train_tokens,
+        bottleneck=t.bottleneck,
+        compute_s=t.compute_s,
+        exposed_comm_s=t.exposed_comm_s,
+        bubble_s=t.bubble_s,
+        ops=op_times(t.ops),
+        uncertainty=uncertainty_of(kind, t.tokens_per_s),
+        notes=list(t.notes),
+        job_s=job_s,
+    )
+
+
+def inference_speed(
+    t: InferenceTime, arch: str, model_kind: str = "decoder", job_s: float | None = None
+) -> InferenceSpeed:
+    """The time part of DESIGN.md's estimate contract for inference, each figure with its range."""
+
+    def k(what: str) -> str:
+        return uncertainty.kind_of(what, model_kind, arch)
+
+    serving = k("serving throughput")
+    ttft = band(t.ttft_s, k("prefill"), time=True)
+    tpot = band(t.tpot_s, k("decode"), time=True)
+    rate = band(t.output_tokens_per_s, serving)
+    best = band(t.best_output_tokens_per_s, serving)
+    return InferenceSpeed(
+        ttft_s=t.ttft_s,
+        ttft_s_low=ttft[0],
+        ttft_s_high=ttft[1],
+        ttft_single_request_s=t.ttft_single_s,
+        tpot_s=t.tpot_s,
+        tpot_s_low=tpot[0],
+        tpot_s_high=tpot[1],
+        output_tokens_per_s=t.output_tokens_per_s,
+        output_tokens_per_s_low=rate[0],
+        output_tokens_per_s_high=rate[1],
+        request_latency_s=t.request_latency_s,
+        batch=t.batch,
+        replicas=t.replicas,
+        max_batch=t.max_batch,
+        best_output_tokens_per_s=t.best_output_tokens_per_s,
+        best_output_tokens_per_s_low=best[0],
+        best_output_tokens_per_s_high=best[1],
+        best_batch=t.best_batch,
+        prefill_tokens_per_s=t.prefill_tokens_per_s,
+        bottleneck=t.bottleneck,
+        prefill_ops=op_times(t.prefill_ops),
+        decode_ops=op_times(t.decode_ops),
+        uncertainty=uncertainty_of(serving, t.output_tokens_per_s),
+        notes=list(t.notes),
+        job_s=job_s,
+    )
+
+
+def cost_result(ce: CostEnergy) -> Cost:
+    return Cost(
+        usd=ce.usd,
+        usd_per_gpu_hour=ce.usd_per_gpu_hour,
+        price_source=ce.price_source,
+        gpu_hours=ce.gpu_hours,
+        usd_per_million_tokens=ce.usd_per_million_tokens,
+    )
+
+
+def energy_result(ce: CostEnergy) -> Energy:
+    return Energy(
+        kwh=ce.energy_kwh,
+        avg_power_w_per_gpu=ce.avg_power_w,
+        kwh_per_million_tokens=ce.kwh_per_million_tokens,
+        co2_kg=ce.co2_kg,
+        basis=ENERGY_BASIS,
+    )

@@ -1,0 +1,56 @@
+"""The `gpuplan` command line: a thin adapter over the library (`gpuplan.interfaces.api`), one
+module per command group; each command renders the library's typed results.
+
+Every command takes `--json` and then prints one JSON document (the result's `to_dict()`). Bad
+input (an unknown GPU or model, a malformed file, an impossible setting) prints one line on stderr
+and exits with 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gpuplan.errors import GpuplanError
+
+# each module registers its commands on `app` as it is imported, in the order `--help` lists them
+from gpuplan.interfaces.cli import catalog, estimate, lab, plan, rent, tools  # noqa: F401
+from gpuplan.interfaces.cli.common import app
+from gpuplan.safeio import one_line
+
+__all__ = ["app", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
+    try:
+        # without standalone mode click returns a command's `typer.Exit(code)` instead of raising it
+        code = app(args=argv, prog_name="gpuplan", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+    except GpuplanError as exc:
+        sys.stderr.write(f"gpuplan: error: {one_line(str(exc))}\n")
+        return 2
+    except typer.Exit as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except typer.Abort:
+        sys.stderr.write("gpuplan: aborted\n")
+        return 1
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        # usage errors (bad option value, unknown command) are click exceptions; typer vendors its
+        # own copy of click, so they are recognised by their interface rather than their class
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            message = str(exc.format_message())
+            if not message:  # no arguments: the help was printed
+                return 0
+            sys.stderr.write(f"gpuplan: error: {one_line(message)}\n")
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

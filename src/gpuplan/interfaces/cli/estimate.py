@@ -1,0 +1,324 @@
+"""`fit` and `estimate`: will it fit, and how fast, at what cost and energy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gpuplan.interfaces import api
+from gpuplan.interfaces.cli.common import (
+    CalibrationOpt,
+    CatalogOpt,
+    JsonOpt,
+    SetOpt,
+    app,
+    carbon_intensity,
+    console,
+    emit_json,
+    fmt_dur,
+    gib,
+    with_range,
+)
+from gpuplan.interfaces.cli.plan import print_graphics_plan
+from gpuplan.results import (
+    Estimate,
+    FitResult,
+    FitTable,
+    GraphicsPlan,
+    InferenceSpeed,
+    Memory,
+    TrainingSpeed,
+)
+from gpuplan.specs.context import Context
+
+
+def _workload_title(model: str, w: dict[str, Any], throughput_unit: str = "tokens/s") -> str:
+    task = w.get("task", "inference")
+    if throughput_unit == "images/s":
+        what = f"{task}, batch {w.get('batch_size', 1)} images"
+    elif task == "inference":
+        what = (
+            f"inference, batch {w.get('batch_size', 1)} × {w.get('input_len', 128)}+{w.get('output_len', 128)} tokens"
+        )
+    else:
+        what = f"{task}, batch {w.get('batch_size', 1)} × {w.get('seq_len', 2048)} tokens"
+    return f"{model} · {what} · {w.get('precision', 'bf16')}"
+
+
+def _breakdown_table(mem: Memory, title: str) -> Table:
+    t = Table(title=title)
+    t.add_column("term")
+    t.add_column("per GPU", justify="right")
+    t.add_column("why")
+    for line in mem.lines:
+        t.add_row(escape(line.name), gib(line.bytes), escape(line.note))
+    t.add_row("[bold]total[/bold]", f"[bold]{gib(mem.per_gpu_bytes)}[/bold]", f"peak during the {mem.peak_phase}")
+    return t
+
+
+def _verdict(mem: Memory, gpu: str, n: int) -> str:
+    if mem.fits is None:
+        return "No GPU given: pass --gpu to get a verdict."
+    where = f"{gpu}" + (f" × {n}" if n > 1 else "")
+    need = with_range(mem, "per_gpu_bytes", gib)  # with the validation range where estimate gives one
+    spill = mem.paged_spill_bytes or 0.0
+    short = -(mem.headroom_bytes or 0.0)
+    if mem.fits and spill > 0:
+        return (
+            f"[green]✓ fits[/green] on {where} with {gib(spill)} of the paged optimizer states in host RAM: "
+            f"{gib(mem.on_card_bytes)} on the card of {gib(mem.capacity_bytes)} usable "
+            f"({need} in all; the spilled states cross PCIe every optimizer step)"
+        )
+    if mem.fits:
+        return (
+            f"[green]✓ fits[/green] on {where}: {need} of {gib(mem.capacity_bytes)} usable, "
+            f"headroom {gib(mem.headroom_bytes)}"
+        )
+    if spill > 0:
+        return (
+            f"[red]✗ does not fit[/red] on {where}: {gib(mem.on_card_bytes)} must stay on the card "
+            f"even with {gib(spill)} of paged optimizer states in host RAM ({need} in all), "
+            f"{gib(mem.capacity_bytes)} usable ({gib(short)} short)"
+        )
+    return f"[red]✗ does not fit[/red] on {where}: {need} needed, {gib(mem.capacity_bytes)} usable ({gib(short)} short)"
+
+
+def _print_memory_detail(c: Console, mem: Memory) -> None:
+    c.print(
+        f"allocated (torch peak) {gib(mem.allocated_bytes)} · reserved {gib(mem.reserved_bytes)} · "
+        f"device {gib(mem.per_gpu_bytes)}"
+        + (f" · host RAM {gib(mem.host_bytes)}" if mem.host_bytes else "")
+        + (f" (of which {gib(mem.paged_spill_bytes)} paged out to host RAM)" if mem.paged_spill_bytes else "")
+    )
+    for note in mem.notes:
+        c.print(f"  • {escape(note)}")
+    srv = mem.serving
+    if srv and srv.max_tokens == 0:
+        c.print(
+            f"serving (vLLM, gpu_memory_utilization {srv.gpu_memory_utilization:g}): no room left for a KV cache "
+            "after weights and the profile run; use more GPUs (tensor parallel) or smaller weights"
+        )
+    elif srv:
+        c.print(
+            f"serving (vLLM, gpu_memory_utilization {srv.gpu_memory_utilization:g}): KV budget "
+            f"{gib(srv.kv_budget_bytes)} = {srv.max_tokens:,} tokens, at most {srv.max_sequences:,} "
+            "concurrent sequences of this length"
+        )
+
+
+@app.command()
+def fit(
+    workload: Annotated[
+        str | None, typer.Argument(help="Workload YAML file, or a model (preset, config.json, hub id).")
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="pretrain | finetune | lora | qlora | inference")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU name or alias; without it, a table over all GPUs.")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Per-GPU micro-batch (training) / sequences (inference).")
+    ] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Training sequence length.")] = None,
+    precision: Annotated[str | None, typer.Option(help="fp32 | tf32 | fp16 | bf16 | fp8")] = None,
+    optimizer: Annotated[
+        str | None, typer.Option(help="adamw | adamw-8bit | paged-adamw(-8bit) | sgd | adafactor | lion")
+    ] = None,
+    checkpointing: Annotated[str | None, typer.Option(help="Activation checkpointing: none | selective | full")] = None,
+    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3 (FSDP full shard = 3).")] = None,
+    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank.")] = None,
+    input_len: Annotated[int | None, typer.Option(help="Inference: prompt tokens.")] = None,
+    output_len: Annotated[int | None, typer.Option(help="Inference: generated tokens.")] = None,
+    weight_dtype: Annotated[
+        str | None,
+        typer.Option(
+            help="Inference weights: bf16, fp8, int8, int4, int4-g128, nvfp4, mxfp4, nf4, awq, gptq, q4_k_m …"
+        ),
+    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV cache dtype: bf16 | fp8 …")] = None,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    calibration: CalibrationOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Will it fit? A memory breakdown on one GPU, or a table over every GPU in the catalog."""
+    keys: dict[str, Any] = {
+        "task": task,
+        "gpu": gpu,
+        "num_gpus": num_gpus,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "precision": precision,
+        "optimizer": optimizer,
+        "activation_checkpointing": checkpointing,
+        "zero": zero,
+        "lora_rank": lora_rank,
+        "input_len": input_len,
+        "output_len": output_len,
+        "weight_dtype": weight_dtype,
+        "kv_dtype": kv_dtype,
+    }
+    keys.update(api.parse_set_options(set_ or []))
+    w = api.build_workload(workload, keys)
+    rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
+    if as_json:
+        emit_json(rec)
+    elif isinstance(rec, GraphicsPlan):
+        print_graphics_plan(console(), rec)
+    elif isinstance(rec, FitTable):
+        _print_fit_table(console(), rec)
+    else:
+        _print_fit(console(), rec)
+
+
+def _print_fit_table(c: Console, rec: FitTable) -> None:
+    t = Table(title=f"{escape(_workload_title(rec.model, rec.workload))} · {rec.num_gpus} GPU(s)")
+    for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
+        t.add_column(col, justify=j)  # type: ignore[arg-type]
+    t.add_column("headroom", justify="right")
+    t.add_column("GPUs needed", justify="right")
+    for r in rec.gpus:
+        need = "—" if r.min_gpus is None else str(r.min_gpus)
+        if r.min_gpus_layout:
+            lay = r.min_gpus_layout
+            how = "ZeRO-3" if lay.get("zero") == 3 else (f"TP {lay['tp']}" if lay.get("tp", 1) > 1 else "")
+            if lay.get("pp", 1) > 1:
+                how = f"PP {lay['pp']}"
+            need += f" ({how}, {gib(r.min_gpus_per_gpu_bytes)} each)" if how else ""
+        if r.fits and r.paged_spill_bytes:
+            need += f" ({gib(r.paged_spill_bytes)} of paged states in host RAM)"
+        t.add_row(
+            r.gpu,
+            gib(r.memory_bytes),
+            with_range(r, "per_gpu_bytes", gib),
+            "[green]yes[/green]" if r.fits else "[red]no[/red]",
+            gib(r.headroom_bytes) if r.fits else "",
+            need,
+        )
+    c.print(t)
+
+
+def _print_fit(c: Console, rec: FitResult) -> None:
+    mem = rec.memory
+    c.print(_breakdown_table(mem, f"{escape(_workload_title(rec.model, rec.workload))} on {rec.gpu} × {rec.num_gpus}"))
+    c.print(_verdict(mem, rec.gpu, rec.num_gpus))
+    _print_memory_detail(c, mem)
+    if rec.min_gpus is not None and rec.min_gpus != rec.num_gpus:
+        c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus} {rec.min_gpus_layout}")
+    elif rec.min_gpus is None:
+        c.print(f"no count of {rec.gpu} up to 1024 fits with these settings")
+    ctx = "longest input+output" if rec.workload.get("task", "inference") == "inference" else "longest sequence"
+    c.print(f"largest batch that fits: {rec.largest_batch} · {ctx}: {rec.longest_context:,} tokens")
+    if rec.best_precision:
+        b = rec.best_precision
+        c.print(f"least-lossy precision that fits: weights {b.weight_dtype}, KV cache {b.kv_dtype}")
+    if rec.suggestions:
+        t = Table(title="What makes it fit" if not mem.fits else "What saves memory")
+        t.add_column("change")
+        t.add_column("per GPU", justify="right")
+        t.add_column("fits", justify="center")
+        t.add_column("costs")
+        for s in rec.suggestions:
+            t.add_row(
+                escape(s.label),
+                f"{gib(mem.per_gpu_bytes)} → {gib(s.per_gpu_bytes)}",
+                "[green]yes[/green]" if s.fits else "no",
+                escape(s.cost),
+            )
+        c.print(t)
+
+
+def _rate(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> None:
+    """The speed rows of the time table: a training step, or latency and throughput of inference."""
+    if isinstance(t, TrainingSpeed):
+        tab.add_row("step time", with_range(t, "step_time_s", fmt_dur))
+        tab.add_row(f"{'images' if images else 'tokens'}/s (all GPUs)", with_range(t, "tokens_per_s", _rate))
+        tab.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}")
+        if t.time_to_train_s is not None:
+            tab.add_row(f"time to train {t.train_tokens:,.3g} tokens", with_range(t, "time_to_train_s", fmt_dur))
+    elif images:
+        tab.add_row(f"batch of {t.batch} images", with_range(t, "ttft_s", fmt_dur))
+        tab.add_row("images/s", with_range(t, "output_tokens_per_s", _rate))
+    else:
+        tab.add_row("time to first token", with_range(t, "ttft_s", fmt_dur))
+        tab.add_row("time per output token", with_range(t, "tpot_s", fmt_dur))
+        per = f" per replica x {t.replicas}" if t.replicas > 1 else ""
+        tab.add_row(f"output tokens/s at batch {t.batch}{per}", with_range(t, "output_tokens_per_s", _rate))
+        if t.best_batch != t.batch:
+            tab.add_row(
+                f"best within the KV cache (batch {t.best_batch}{per})",
+                with_range(t, "best_output_tokens_per_s", _rate),
+            )
+
+
+def _print_time(c: Console, rec: Estimate) -> None:
+    t, cost, energy = rec.time, rec.cost, rec.energy
+    if t is None or cost is None or energy is None:
+        return
+    tab = Table(title="Time, cost and energy")
+    tab.add_column("figure")
+    tab.add_column("value (validation range)", justify="right")
+    images = rec.throughput_unit == "images/s"
+    _time_rows(tab, t, images)
+    tab.add_row("limited by", escape(t.bottleneck))
+    tab.add_row(
+        "cost", "no price listed" if cost.usd is None else f"${cost.usd:,.4g} ({escape(cost.price_source or '')})"
+    )
+    if cost.usd_per_million_tokens is not None:
+        tab.add_row(f"cost per million {'images' if images else 'tokens'}", f"${cost.usd_per_million_tokens:,.3g}")
+    tab.add_row("energy (GPU)", f"{energy.kwh:,.4g} kWh at {energy.avg_power_w_per_gpu:,.0f} W/GPU")
+    if energy.co2_kg is not None:
+        tab.add_row("emissions", f"{energy.co2_kg:,.3g} kg CO2e")
+    c.print(tab)
+    ops = t.ops if isinstance(t, TrainingSpeed) else t.prefill_ops + t.decode_ops
+    if ops:
+        top_ops = Table(title="Largest operators (roofline)")
+        for col in ("operator", "phase", "time", "bound"):
+            top_ops.add_column(col, justify="right" if col == "time" else "left")
+        for o in ops[:8]:
+            top_ops.add_row(escape(o.name), o.phase, fmt_dur(o.time_s), o.bound)
+        c.print(top_ops)
+    shown = set(rec.memory.notes)
+    for note in dict.fromkeys(t.notes):
+        if note not in shown:
+            c.print(f"  • {escape(note)}")
+
+
+@app.command()
+def estimate(
+    workload: Annotated[str, typer.Argument(help="Workload YAML file, or a model name.")],
+    gpu: Annotated[str | None, typer.Option(help="GPU name or alias (overrides the file).")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
+    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
+    carbon: Annotated[
+        float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
+    ] = None,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    calibration: CalibrationOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
+    keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
+    keys.update(api.parse_set_options(set_ or []))
+    rec = api.estimate(
+        api.build_workload(workload, keys), Context.of([*(catalog or []), *(calibration or [])], prices), carbon
+    )
+    if as_json:
+        emit_json(rec)
+        return
+    c = console()
+    mem = rec.memory
+    title = escape(_workload_title(rec.model, rec.workload, rec.throughput_unit))
+    title += f" on {rec.gpu} × {rec.num_gpus}" if rec.gpu else ""
+    c.print(_breakdown_table(mem, title))
+    c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
+    _print_memory_detail(c, mem)
+    _print_time(c, rec)

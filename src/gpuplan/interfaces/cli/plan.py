@@ -1,0 +1,228 @@
+"""`plan`: GPU types and counts ranked for a workload, a cluster's layouts, graphics jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gpuplan.interfaces import api
+from gpuplan.interfaces.cli.common import (
+    CalibrationOpt,
+    CatalogOpt,
+    JsonOpt,
+    SetOpt,
+    app,
+    carbon_intensity,
+    console,
+    emit_json,
+    finite,
+    fmt_dur,
+    gib,
+    with_range,
+)
+from gpuplan.results import GraphicsPlan, LayoutPlan, Plan
+from gpuplan.specs.context import Context
+
+
+def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
+    w = rec.workload
+    res = w.get("resolution", "1080p")
+    what = {
+        "streaming": f"game/app streaming, {w.get('streams', 1)} × {res}{w.get('fps', 60):g}, {w.get('scene', 'medium')} scenes",
+        "vdi": f"virtual desktops, {w.get('users', 1)} {w.get('persona', 'knowledge')} users at {res}",
+        "render": f"rendering {w.get('frames', 1)} frames at {res}, {w.get('spp', 128)} spp on {w.get('num_gpus', 1)} GPU(s)",
+        "ai-video": f"AI video, {w.get('streams', 1)} × {res}{w.get('fps', 30):g} through {w.get('model')}",
+    }[w["task"]]
+    t = Table(title=f"{what} · ranked by {rec.objective}")
+    for col in ("GPU", "per GPU", "GPUs", "time", "cost", "energy", "limited by"):
+        t.add_column(col, justify="left" if col in ("GPU", "limited by") else "right")
+    for o in rec.options:
+        count = f"{o.per_gpu:,.0f}"
+        unit = o.unit[:-1] if count == "1" and o.unit in ("streams", "users") else o.unit
+        per = f"{count} {unit}"
+        time = "—" if o.time_s is None else f"{o.time_s / 3600:,.2f} h"
+        cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}" + ("/h" if o.time_s is None else "")
+        energy = f"{o.energy_kwh:,.2f} kWh" + ("/h" if o.time_s is None else "")
+        t.add_row(o.gpu, per, str(o.num_gpus), time, cost, energy, escape(o.bottleneck))
+    c.print(t)
+    if rec.unsuitable:
+        c.print("Unsuitable:")
+        by_reason: dict[str, list[str]] = {}
+        for u in rec.unsuitable:
+            by_reason.setdefault(u.why, []).append(u.gpu)
+        for why, names in by_reason.items():
+            c.print(f"  • {escape(why)}: {', '.join(names)}")
+
+
+def _print_llm_plan(c: Console, rec: Plan) -> None:
+    w = rec.workload
+    mode = rec.mode
+    unit = rec.throughput_unit
+    job = {
+        "training": f"{w.get('task')} {rec.model}, {w.get('precision', 'bf16')}, batch {w.get('batch_size', 1)}"
+        + ("" if unit == "images/s" else f" × {w.get('seq_len', 2048)}"),
+        "service": f"serving {rec.model} to {w.get('batch_size', 1)} concurrent streams, {w.get('input_len', 128)} in / {w.get('output_len', 128)} out",
+        "batch inference": f"generating {w.get('tokens', 0):,.0f} tokens with {rec.model}",
+    }[mode]
+    if mode == "training" and w.get("tokens"):
+        job += f", {w['tokens']:,.3g} " + ("images" if unit == "images/s" else "tokens")
+    t = Table(title=f"{escape(job)} · ranked by {rec.objective}")
+    time_head = {"training": "time to train", "service": "request latency", "batch inference": "time"}[mode]
+    cost_head = "cost/hour" if mode == "service" else "cost"
+    for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why"):
+        t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
+    shown = 0
+    for o in rec.options:
+        if not o.fits:
+            continue
+        shown += 1
+        cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}"
+        if mode == "training" and not w.get("tokens") and o.usd_per_million_tokens is not None:
+            cost = f"${o.usd_per_million_tokens:,.2f}/M" + ("images" if unit == "images/s" else "tok")
+        energy = "—" if o.energy_kwh is None else f"{o.energy_kwh:,.2f} kWh"
+        marks = []
+        if o.meets_deadline is False:
+            marks.append("[red]misses deadline[/red]")
+        if o.within_budget is False:
+            marks.append("[red]over budget[/red]")
+        if o.too_slow:
+            marks.append("[red]too slow[/red]")
+        if o.licence_barred:
+            marks.append("[red]licence[/red]")
+        why = escape(o.why) + (" · " + ", ".join(marks) if marks else "")
+        t.add_row(
+            str(shown),
+            o.gpu,
+            str(o.num_gpus),
+            with_range(o, "time_s", fmt_dur),
+            with_range(o, "throughput", lambda v: f"{v:,.0f}"),
+            cost,
+            energy,
+            escape(o.bottleneck or ""),
+            why,
+        )
+    c.print(t)
+    unfit = [o for o in rec.options if not o.fits]
+    if unfit:
+        names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
+        if names:
+            c.print(f"Does not fit on up to 8 of: {', '.join(names)}")
+    c.print(
+        f"{rec.considered} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
+        "of validation errors for that kind of figure (gpuplan validate)."
+    )
+
+
+@app.command()
+def plan(
+    workload: Annotated[str, typer.Argument(help="Workload YAML file (or a model name with --set).")],
+    objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
+    deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).")] = None,
+    budget: Annotated[
+        float | None, typer.Option(callback=finite, help="Budget in USD (options over it are marked).")
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")
+    ] = None,
+    top: Annotated[int | None, typer.Option(min=1, max=100_000, help="Show the best N options.")] = 10,
+    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
+    carbon: Annotated[
+        float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Search parallel layouts on NODESxGPUS:GPU[:INTERCONNECT], e.g. 64x8:H100 or 2x8:A100:roce.",
+        ),
+    ] = None,
+    cross_node_tp: Annotated[
+        bool, typer.Option("--allow-cross-node-tp", help="Let tensor parallelism leave the NVLink domain.")
+    ] = False,
+    set_: SetOpt = None,
+    catalog: CatalogOpt = None,
+    calibration: CalibrationOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
+    --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
+    keys: dict[str, Any] = {"objective": objective, "deadline": deadline, "budget": budget}
+    keys.update(api.parse_set_options(set_ or []))
+    w = api.build_workload(workload, keys)
+    names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
+    rec = api.plan(
+        w,
+        Context.of([*(catalog or []), *(calibration or [])], prices),
+        names,
+        top,
+        spot,
+        carbon,
+        cluster,
+        cross_node_tp,
+    )
+    if as_json:
+        emit_json(rec)
+        return
+    if isinstance(rec, LayoutPlan):
+        _print_cluster_plan(console(), rec)
+    elif isinstance(rec, GraphicsPlan):
+        print_graphics_plan(console(), rec)
+    else:
+        _print_llm_plan(console(), rec)
+
+
+def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:
+    cl, search = rec.cluster, rec.search
+    w = rec.workload
+    tab = Table(
+        title=f"{escape(rec.model)} {w.get('task')} on {cl.nodes} x {cl.gpus_per_node} {escape(cl.gpu)} "
+        f"({escape(cl.interconnect)}), global batch {rec.global_batch} x {w.get('seq_len')} tokens"
+    )
+    for col, just in (
+        ("#", "right"),
+        ("layout", "left"),
+        ("step", "right"),
+        ("tokens/s", "right"),
+        ("per GPU", "right"),
+        ("MFU", "right"),
+        ("memory/GPU", "right"),
+        ("comm", "right"),
+        ("bubble", "right"),
+    ):
+        tab.add_column(col, justify=just)  # type: ignore[arg-type]
+    for i, r in enumerate(rec.layouts, 1):
+        tab.add_row(
+            str(i),
+            escape(r.layout),
+            with_range(r, "step_time_s", fmt_dur),
+            f"{r.tokens_per_s:,.0f}",
+            f"{r.tokens_per_s_per_gpu:,.0f}",
+            f"{r.mfu:.1%}",
+            gib(r.per_gpu_bytes),
+            f"{r.comm_share:.0%}",
+            f"{r.bubble_share:.0%}",
+        )
+    c.print(tab)
+    if rec.layouts and rec.layouts[0].time_to_train_s is not None:
+        best = rec.layouts[0]
+        cost = f", ${best.cost_usd:,.0f}" if best.cost_usd is not None else ""
+        toks = w.get("tokens")
+        what = f"{toks:,.3g} tokens" if toks else "its tokens"
+        c.print(f"The best layout trains {what} in {with_range(best, 'time_to_train_s', fmt_dur)}{cost}.")
+    rej = ", ".join(f"{v:,} {k}" for k, v in search.rejected.items() if v)
+    c.print(
+        f"Searched {search.evaluated:,} layouts ({search.fitting:,} fit in memory; "
+        f"{search.micro_batch_shapes:,} micro-batch shapes) in {search.seconds:.2f} s."
+        + (f" Ruled out: {escape(rej)}." if rej else "")
+    )
+    for note in rec.notes:
+        c.print(f"[yellow]note:[/] {escape(note)}")
+    c.print(
+        "Launch files for the best layout: gpuplan launch WORKLOAD.yaml --format torchrun|slurm|skypilot (--cluster if the file names none)"
+    )

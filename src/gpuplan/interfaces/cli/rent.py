@@ -1,0 +1,161 @@
+"""`rent-vs-buy`: owning a GPU against renting it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gpuplan.interfaces import api
+from gpuplan.interfaces.cli.common import (
+    CatalogOpt,
+    JsonOpt,
+    app,
+    console,
+    emit_json,
+    finite,
+)
+from gpuplan.specs.context import Context
+
+
+@app.command("rent-vs-buy")
+def rent_vs_buy(
+    gpu: Annotated[str, typer.Argument(help="GPU name or alias, e.g. 4090, 'a100 80gb', l40s.")],
+    hours_per_month: Annotated[
+        float, typer.Option(callback=finite, help="GPU-hours the card is used a month (0-744; a full month is ~730).")
+    ] = 200.0,
+    years: Annotated[float, typer.Option(callback=finite, help="How long you would own it (the horizon).")] = 3.0,
+    price: Annotated[
+        float | None, typer.Option("--price", callback=finite, help="Purchase price of one card, USD.")
+    ] = None,
+    purchase_prices: Annotated[
+        Path | None, typer.Option("--purchase-prices", help="Your purchase-price CSV (purchase.csv's columns).")
+    ] = None,
+    rent_usd_per_hour: Annotated[
+        float | None,
+        typer.Option(callback=finite, help="On-demand rent per GPU-hour, USD (default: cheapest in the snapshot)."),
+    ] = None,
+    usd_per_kwh: Annotated[
+        float | None, typer.Option(callback=finite, help="Electricity price (default: US commercial 2022).")
+    ] = None,
+    pue: Annotated[
+        float | None, typer.Option(callback=finite, help="Facility power / IT power (default 1.58; a desk ~1.0).")
+    ] = None,
+    hosting_usd_per_month: Annotated[
+        float | None, typer.Option(callback=finite, help="Host server share per GPU slot a month, USD (default ~$51).")
+    ] = None,
+    resale_fraction: Annotated[
+        float | None,
+        typer.Option(callback=finite, help="Share of the price the card fetches at the end (default: 1 - years/6)."),
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="Your rental price CSV (gpu-prices.csv's columns).")
+    ] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Buy one GPU or rent it? Cost of owning per year and per used hour, against renting on demand and on
+    spot, with the break-even use above which buying is cheaper."""
+    rec = api.rent_vs_buy(
+        gpu,
+        hours_per_month,
+        years,
+        price_usd=price,
+        purchase_price_file=purchase_prices,
+        rent_usd_per_hour=rent_usd_per_hour,
+        usd_per_kwh=usd_per_kwh,
+        pue=pue,
+        hosting_usd_per_month=hosting_usd_per_month,
+        resale_fraction=resale_fraction,
+        ctx=Context.of(catalog or [], prices),
+    )
+    if as_json:
+        emit_json(rec)
+        return
+
+    def usd(v: float) -> str:
+        return f"-${-v:,.0f}" if v < 0 else (f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}")
+
+    def per_hour(v: float | None) -> str:
+        return "—" if v is None else f"${v:,.3f}"
+
+    def nice(v: float) -> str:
+        return f"{v:g}"
+
+    h, n, own, s, bought = rec["hours_per_month"], rec["years"], rec["own"], rec["settings"], rec["purchase"]
+    years_txt = f"{nice(n)} year" + ("" if n == 1 else "s")
+    c = console()
+    t = Table(title=escape(f"Owning one {rec['gpu']} for {years_txt}, used {nice(h)} GPU-hours a month"))
+    for col in ("term", "USD", "why"):
+        t.add_column(col, justify="right" if col == "USD" else "left")
+    b = own["breakdown"]
+    bought_why = "--price" if bought["kind"] == "user" else f"{bought['kind']} price of {bought['date']} (source below)"
+    t.add_row("purchase", usd(b["purchase_usd"]), escape(bought_why))
+    t.add_row(
+        "host share",
+        usd(b["hosting_usd"]),
+        escape(f"${s['hosting_usd_per_month']:,.2f} a month: {rec['basis']['hosting_usd_per_month']}"),
+    )
+    t.add_row(
+        "electricity",
+        usd(b["electricity_usd"]),
+        escape(
+            f"{own['energy_kwh']:,.0f} kWh: {s['board_power_w']:g} W x PUE {s['pue']:g} x ${s['usd_per_kwh']:.4f}/kWh "
+            f"over {own['used_hours']:,.0f} GPU-hours"
+        ),
+    )
+    t.add_row(
+        f"resale after {years_txt}",
+        usd(b["resale_usd"]),
+        escape(f"{s['resale_fraction']:.0%} of the price: {rec['basis']['resale_fraction']}"),
+    )
+    t.add_row(
+        "total",
+        usd(own["total_usd"]),
+        f"{usd(own['usd_per_year'])} a year · {per_hour(own['usd_per_used_hour'])} per used GPU-hour",
+    )
+    c.print(t)
+
+    r = Table(title=escape(f"Against renting the same {nice(h)} GPU-hours a month"))
+    for col in ("option", "per GPU-hour", "per year", f"{years_txt}", "break-even use", "payback", "cheaper"):
+        r.add_column(col, justify="left" if col in ("option", "cheaper") else "right")
+    r.add_row("own", per_hour(own["usd_per_used_hour"]), usd(own["usd_per_year"]), usd(own["total_usd"]), "", "", "")
+    sources: list[str] = []
+    for kind, label in (("on_demand", "rent on demand"), ("spot", "rent on spot")):
+        o = rec["rent"][kind]
+        if o is None:
+            r.add_row(label, "no price listed", "", "", "", "", "")
+            continue
+        be = o["break_even_hours_per_month"]
+        if be is None:
+            be_txt = "never (rent < electricity)"
+        elif not o["break_even_reachable"]:
+            be_txt = f"{be:,.0f} h/month: never"
+        else:
+            be_txt = f"{be:,.0f} h/month ({o['break_even_share_of_month']:.0%})"
+        pb = o["payback_months"]
+        r.add_row(
+            label,
+            per_hour(o["usd_per_hour"]),
+            usd(o["usd_per_year"]),
+            usd(o["total_usd"]),
+            be_txt,
+            "never" if pb is None else f"{pb:,.1f} months",
+            o["cheaper"],
+        )
+        sources.append(f"{label}: {o['price_source']}")
+    c.print(r)
+    if bought["kind"] != "user":
+        sources.insert(0, f"purchase price: {bought['source']}")
+    for line in sources:
+        c.print(escape(line))
+    c.print(
+        escape(
+            "break-even use: GPU-hours a month (share of an average month) above which buying is cheaper over the "
+            f"horizon; payback: months at {nice(h)} h/month until the rent saved repays the price less resale."
+        )
+    )
+    c.print(escape(f"Not counted: {rec['basis']['not_counted']}."))

@@ -1,0 +1,285 @@
+"""Typed answers of `estimate` and `fit`: memory (with its breakdown), time, cost and energy.
+
+Field names and order are DESIGN.md's estimate contract: `to_dict()` is the `--json` document.
+Units are SI: bytes, seconds, tokens per second, USD, kWh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.results.base import Result, band, optional
+
+
+@dataclass(frozen=True, kw_only=True)
+class Uncertainty(Result):
+    """The range a figure's validation errors give it: 10th-90th percentile of the residuals of
+    its kind (e.g. decode on Hopper)."""
+
+    low: float
+    high: float
+    basis: str
+    median_abs_error: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryLine(Result):
+    """One term of the memory breakdown (weights, gradients, optimizer states, activations...)."""
+
+    name: str
+    bytes: float
+    kind: str
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingMemory(Result):
+    """An inference engine's KV-cache budget: what is left for the cache, and how many tokens and
+    sequences it holds."""
+
+    gpu_memory_utilization: float
+    kv_budget_bytes: float
+    kv_bytes_per_token: float
+    max_tokens: int
+    max_sequences: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Memory(Result):
+    """Per-GPU memory at the peak, what it is made of, and whether it fits."""
+
+    per_gpu_bytes: float
+    per_gpu_bytes_low: float | None = band()
+    per_gpu_bytes_high: float | None = band()
+    breakdown: dict[str, float]
+    fits: bool | None  # None: no GPU to fit on
+    capacity_bytes: float | None
+    headroom_bytes: float | None  # capacity less per_gpu_bytes; negative: the shortfall
+    allocated_bytes: float
+    reserved_bytes: float
+    host_bytes: float
+    paged_spill_bytes: float
+    on_card_bytes: float
+    peak_phase: str
+    phases: dict[str, float]
+    trainable_params: int
+    lines: list[MemoryLine]
+    not_at_peak: dict[str, float]
+    notes: list[str]
+    serving: ServingMemory | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTime(Result):
+    """An operator's time in one step (merged over layers), and what bounds it."""
+
+    name: str
+    phase: str
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSpeed(Result):
+    """Step time, throughput and utilisation of a training job, each with its validation range."""
+
+    step_time_s: float
+    step_time_s_low: float | None = band()
+    step_time_s_high: float | None = band()
+    tokens_per_s: float
+    tokens_per_s_low: float | None = band()
+    tokens_per_s_high: float | None = band()
+    tokens_per_s_per_gpu: float
+    tokens_per_step: float
+    mfu: float
+    hfu: float
+    model_flops_per_token: float
+    time_to_train_s: float | None
+    time_to_train_s_low: float | None = band()
+    time_to_train_s_high: float | None = band()
+    train_tokens: float | None
+    bottleneck: str
+    compute_s: float
+    exposed_comm_s: float
+    bubble_s: float
+    ops: list[OpTime]
+    uncertainty: Uncertainty | None
+    notes: list[str]
+    job_s: float | None = optional()  # `estimate`: the job's whole time
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceSpeed(Result):
+    """Latency and throughput of a serving or batch-inference job, each with its validation range.
+    `ttft_s` is the whole batch's prefill; `ttft_single_request_s` one request's alone."""
+
+    ttft_s: float
+    ttft_s_low: float | None = band()
+    ttft_s_high: float | None = band()
+    ttft_single_request_s: float
+    tpot_s: float
+    tpot_s_low: float | None = band()
+    tpot_s_high: float | None = band()
+    output_tokens_per_s: float
+    output_tokens_per_s_low: float | None = band()
+    output_tokens_per_s_high: float | None = band()
+    request_latency_s: float
+    batch: int
+    replicas: int
+    max_batch: int
+    best_output_tokens_per_s: float
+    best_output_tokens_per_s_low: float | None = band()
+    best_output_tokens_per_s_high: float | None = band()
+    best_batch: int
+    prefill_tokens_per_s: float
+    bottleneck: str
+    prefill_ops: list[OpTime]
+    decode_ops: list[OpTime]
+    uncertainty: Uncertainty | None
+    notes: list[str]
+    job_s: float | None = optional()  # `estimate`: the time to serve the job's tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cost(Result):
+    usd: float | None
+    usd_per_gpu_hour: float | None
+    price_source: str | None
+    gpu_hours: float
+    usd_per_million_tokens: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Energy(Result):
+    kwh: float
+    avg_power_w_per_gpu: float
+    kwh_per_million_tokens: float | None
+    co2_kg: float | None
+    basis: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict(Result):
+    """Does the job fit, by how much, and what binds: the answer before any number."""
+
+    fits: bool | None  # None: no GPU named
+    gpu: str | None
+    num_gpus: int
+    per_gpu_bytes: float
+    capacity_bytes: float | None
+    headroom_bytes: float | None  # spare bytes per GPU when it fits
+    short_by_bytes: float | None  # missing bytes per GPU when it does not
+    limit: str  # what binds: the phase whose memory peaks (e.g. "backward", "decode")
+
+    @classmethod
+    def of(cls, memory: Memory, gpu: str | None, num_gpus: int) -> Verdict:
+        room = memory.headroom_bytes
+        return cls(
+            fits=memory.fits,
+            gpu=gpu,
+            num_gpus=num_gpus,
+            per_gpu_bytes=memory.per_gpu_bytes,
+            capacity_bytes=memory.capacity_bytes,
+            headroom_bytes=room if room is not None and room >= 0 else None,
+            short_by_bytes=-room if room is not None and room < 0 else None,
+            limit=f"memory at {memory.peak_phase}",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Estimate(Result):
+    """`gpuplan estimate`: memory, time, cost and energy of one workload on one GPU type."""
+
+    workload: dict[str, Any]
+    model: str
+    gpu: str | None
+    num_gpus: int
+    throughput_unit: str
+    memory: Memory
+    time: TrainingSpeed | InferenceSpeed | None
+    notes: list[str] | None = optional()
+    cost: Cost | None = optional()
+    energy: Energy | None = optional()
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.of(self.memory, self.gpu, self.num_gpus)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suggestion(Result):
+    """A change that lowers per-GPU memory, with what it gives and what it costs."""
+
+    label: str
+    change: dict[str, Any]
+    per_gpu_bytes: float
+    fits: bool
+    cost: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BestPrecision(Result):
+    weight_dtype: str
+    kv_dtype: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitResult(Result):
+    """`gpuplan fit` on one GPU: the breakdown, the inverse questions (fewest GPUs, largest batch,
+    longest context) and changes that fit. `best_precision` is for inference jobs only."""
+
+    model: str
+    gpu: str
+    num_gpus: int
+    workload: dict[str, Any]
+    memory: Memory
+    min_gpus: int | None
+    min_gpus_layout: dict[str, Any]
+    largest_batch: int
+    longest_context: int
+    suggestions: list[Suggestion]
+    best_precision: BestPrecision | None = None
+    training: bool = False  # not serialised: whether `best_precision` belongs in the document
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        del out["training"]
+        if self.training:
+            del out["best_precision"]
+        return out
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.of(self.memory, self.gpu, self.num_gpus)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitRow(Result):
+    """One catalog GPU in `gpuplan fit` without a GPU: does it fit, and on how many."""
+
+    gpu: str
+    memory_bytes: float
+    fits: bool | None
+    per_gpu_bytes: float
+    per_gpu_bytes_low: float | None = band()
+    per_gpu_bytes_high: float | None = band()
+    capacity_bytes: float | None
+    breakdown: dict[str, float]
+    headroom_bytes: float | None
+    paged_spill_bytes: float
+    min_gpus: int | None
+    min_gpus_layout: dict[str, Any]
+    min_gpus_per_gpu_bytes: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitTable(Result):
+    """`gpuplan fit` without a GPU: every catalog GPU, fewest GPUs first."""
+
+    model: str
+    num_gpus: int
+    workload: dict[str, Any]
+    gpus: list[FitRow]

@@ -1,0 +1,211 @@
+"""Typed answers of `plan` (GPU types and counts, a cluster's layouts, graphics) and `launch`.
+
+Field names and order are DESIGN.md's plan contract: `to_dict()` is the `--json` document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.results.base import Result, band, optional
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanOption(Result):
+    """One GPU type and count for the workload: memory, time, cost, energy and why it ranks where
+    it does. `time_s` is the job's time (a service: one request's latency)."""
+
+    gpu: str
+    num_gpus: int
+    fits: bool
+    layout: dict[str, Any] | None
+    per_gpu_bytes: float | None
+    per_gpu_bytes_low: float | None = band()
+    per_gpu_bytes_high: float | None = band()
+    time_s: float | None
+    time_s_low: float | None = band()
+    time_s_high: float | None = band()
+    throughput: float | None
+    throughput_low: float | None = band()
+    throughput_high: float | None = band()
+    cost_usd: float | None
+    usd_per_hour: float | None
+    usd_per_million_tokens: float | None
+    energy_kwh: float | None
+    kwh_per_million_tokens: float | None
+    bottleneck: str | None
+    why: str
+    meets_deadline: bool | None
+    within_budget: bool | None
+    too_slow: bool
+    licence_barred: bool
+    usable: bool  # fits, fast enough, licence-clean, within deadline and budget
+    mfu: float | None = optional()  # training options
+    ttft_s: float | None = optional()  # inference options
+    tpot_s: float | None = optional()
+    pareto: bool = False  # on the time-cost Pareto front of the usable options
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan(Result):
+    """`gpuplan plan`: GPU types and counts ranked for the objective."""
+
+    workload: dict[str, Any]
+    model: str
+    objective: str
+    mode: str  # training | service | batch inference
+    deadline_s: float | None
+    budget_usd: float | None
+    options: list[PlanOption]
+    considered: int
+    throughput_unit: str
+
+    @property
+    def best(self) -> PlanOption | None:
+        """The first usable option, if any."""
+        return next((o for o in self.options if o.usable), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutRow(Result):
+    """One parallel layout (TP x PP x CP x DP, ZeRO, micro-batches) of a training job on a cluster."""
+
+    layout: str
+    keys: dict[str, Any]
+    dp: int
+    micro_batches: int
+    step_time_s: float
+    step_time_s_low: float | None = band()
+    step_time_s_high: float | None = band()
+    tokens_per_s: float
+    tokens_per_s_low: float | None = band()
+    tokens_per_s_high: float | None = band()
+    tokens_per_s_per_gpu: float
+    mfu: float
+    per_gpu_bytes: float
+    per_gpu_bytes_low: float | None = band()
+    per_gpu_bytes_high: float | None = band()
+    comm_share: float
+    bubble_share: float
+    bottleneck: str
+    time_to_train_s: float | None = optional()
+    time_to_train_s_low: float | None = band()
+    time_to_train_s_high: float | None = band()
+    cost_usd: float | None
+    energy_kwh: float
+    breakdown_s: dict[str, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterInfo(Result):
+    spec: str
+    gpu: str
+    nodes: int
+    gpus_per_node: int
+    num_gpus: int
+    interconnect: str
+    interconnect_note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchStats(Result):
+    evaluated: int
+    fitting: int
+    micro_batch_shapes: int
+    seconds: float
+    rejected: dict[str, int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutPlan(Result):
+    """`gpuplan plan --cluster`: the fastest layouts of a training job on a cluster."""
+
+    workload: dict[str, Any]
+    model: str
+    mode: str  # "cluster"
+    cluster: ClusterInfo
+    global_batch: int
+    layouts: list[LayoutRow]
+    search: SearchStats
+    notes: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphicsOption(Result):
+    """GPUs for a graphics job (streaming, VDI, rendering): capacity per GPU and what limits it."""
+
+    gpu: str
+    num_gpus: int
+    fits: bool
+    per_gpu: float
+    unit: str
+    demand: float
+    hours: float | None
+    time_s: float | None
+    cost_usd: float | None
+    usd_per_hour: float | None
+    energy_kwh: float
+    bottleneck: str
+    limits: dict[str, Any]
+    why: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unsuitable(Result):
+    gpu: str
+    fits: bool
+    why: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphicsPlan(Result):
+    workload: dict[str, Any]
+    objective: str
+    options: list[GraphicsOption]
+    unsuitable: list[Unsuitable]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchFile(Result):
+    """`gpuplan launch`: the file's text and the layout and workload it launches."""
+
+    format: str
+    text: str
+    layout: str
+    workload: dict[str, Any]
+    cluster: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationRow(Result):
+    """One published measurement against gpuplan's prediction of it."""
+
+    id: str
+    category: str
+    metric: str
+    predicted: float
+    published: float
+    error: float  # signed fraction (predicted - published) / published; fit verdicts: 0 or +-1
+    unit: str
+    measured_as: str
+    dominant: str  # the largest term of the prediction: what a miss is made of
+    kind: str  # what was predicted, on which architecture (e.g. "decode/Hopper")
+    workload: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Skipped(Result):
+    id: str
+    category: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Validation(Result):
+    """`gpuplan validate`: every measurement gpuplan can express, and the errors by category and kind."""
+
+    rows: list[ValidationRow]
+    summary: dict[str, dict[str, float]]
+    by_kind: dict[str, dict[str, float]]
+    skipped: list[Skipped]
