@@ -344,7 +344,7 @@ def test_small_batch_cnn_and_encoder_inference_is_host_bound_in_eager_pytorch(ca
     classifier). gpuplan charges 30 us a kernel (its eager-PyTorch cost, from the LLM rows); the DGX-1's
     2016 host took about twice that, so batch 1 comes out ~2x faster than measured, not ~30x."""
     m = load_model("resnet-50")
-    assert perf._cnn_kernels(m) == 53 + 53 + 49 + 16 + 3
+    assert perf.cnn_kernels(m) == 53 + 53 + 49 + 16 + 3
     w = make_workload(
         {"model": "resnet-50", "task": "inference", "precision": "fp32", "batch_size": 1, "input_len": 224}
     )

@@ -1,0 +1,139 @@
+"""Inference memory: weights by format, the KV cache, the prefill's working set, and a serving
+engine's KV budget."""
+
+from __future__ import annotations
+
+import math
+
+from gpuplan.estimators import runtime
+from gpuplan.estimators.activations import (
+    prefill_working_bytes_per_token,
+    stack_shapes,
+)
+from gpuplan.estimators.memory.base import (
+    GGUF,
+    MemoryEstimate,
+    MemoryLine,
+    ServingCapacity,
+    act_bytes,
+    check_parallel,
+    finish,
+    has_lm_head,
+    inference_weights,
+    kv_shards,
+    tokens_per_sample,
+    weight_bytes,
+)
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.precision import storage_format
+from gpuplan.specs.workload import Workload
+
+# --- inference --------------------------------------------------------------------------------
+
+
+def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
+    check_parallel(model, w)
+    mp = w.tp * w.pp
+    iw = inference_weights(model, w)
+    fmt = iw.fmt
+    other = 4.0 if fmt == "fp32" else 2.0
+    weights = weight_bytes(list(model.groups), fmt, other, iw.kept) / mp
+    ep_note = ""
+    if w.ep > 1 and model.is_moe:
+        # attention data parallelism + expert parallelism: the experts are spread over all
+        # tp x dp GPUs of a stage, attention and the dense layers are whole in each replica
+        spread = w.tp * w.dp
+        experts = weight_bytes([g for g in model.groups if g.role == "expert"], fmt, other, iw.kept)
+        weights -= experts / mp * (1.0 - w.tp / spread)
+        ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
+    bits = storage_format(fmt).bits_per_value
+    kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
+    lines_w = [
+        MemoryLine(
+            f"weights ({fmt})",
+            weights,
+            f"{model.total_params / 1e9:.3g}B params; "
+            + ("all tensors" if fmt in GGUF else "block linears")
+            + f" at {bits:.3g} bits"
+            + ("" if fmt in GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
+            + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
+            + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else "")
+            + ep_note,
+            "model",
+        )
+    ]
+    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    kv_split = kv_shards(model, w.tp) * w.pp
+    n_in, n_out = w.input_len, w.output_len
+    notes: list[str] = []
+    if model.attention_type == "mla" and w.tp > 1:
+        notes.append(
+            f"MLA keeps its latent KV cache whole on each of the tp={w.tp} ranks (vLLM, SGLang); attention data "
+            f"parallelism (tp: 1, ep: {w.tp * w.dp}) holds one copy per replica instead"
+        )
+    c = act_bytes(w.precision)
+    b = w.batch_size
+    if model.kind in ("decoder", "encoder-decoder"):
+        kv_prefill = b * model.kv_cache_bytes(n_in, kv_b, input_len=n_in) / kv_split
+        kv_full = b * model.kv_cache_bytes(n_in + n_out, kv_b, input_len=n_in) / kv_split
+    else:
+        kv_prefill = kv_full = 0.0
+    seq = n_in if model.kind in ("decoder", "encoder-decoder") else tokens_per_sample(model, w)
+    shapes = stack_shapes(model) if model.kind != "cnn" else []
+    work_per_token = max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0)
+    work = work_per_token * b * seq
+    if model.kind == "cnn":
+        # a CNN's largest feature map: ResNet stem output 64 x 112 x 112 per image
+        work = b * 64 * 112 * 112 * c * 2
+    if w.attention_impl == "eager" and shapes:
+        # transformers' eager attention materialises heads x s x s scores (softmax in fp32)
+        ctx = seq if shapes[-1].window is None else min(seq, int(shapes[-1].window))
+        work += b * model.num_heads / w.tp * seq * ctx * (4.0 + c)
+    logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
+    kv_note = (
+        f"{b} x {n_in}+{n_out} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
+        + (
+            ", chunked local layers capped"
+            if model.model_type.startswith("llama4")
+            else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
+        )
+        + ")"
+    )
+    prefill = [
+        *lines_w,
+        MemoryLine("KV cache", kv_prefill, f"after the prefill: {kv_note}", "activation"),
+        MemoryLine("prefill activations", work, f"one layer's working set for {b} x {seq} tokens", "activation"),
+        MemoryLine("logits", logits, "last position only, fp32 (generate / vLLM sampler)", "activation"),
+    ]
+    decode = [
+        *lines_w,
+        MemoryLine("KV cache", kv_full, kv_note, "activation"),
+        MemoryLine("logits", logits, "last position only, fp32", "activation"),
+    ]
+    serving = None
+    if gpu is not None and model.kind in ("decoder", "encoder-decoder"):
+        serving = _serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
+    return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, 0.0, 0, notes, serving)
+
+
+def _serving(
+    model: ModelSpec, w: Workload, gpu: GPU, weights: float, work_per_token: float, kv_b: float, kv_split: int
+) -> ServingCapacity:
+    """vLLM's sizing (vllm/worker/worker.py determine_num_available_blocks): KV budget =
+    total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
+    profile = work_per_token * runtime.VLLM_PROFILE_TOKENS
+    seqs = runtime.vllm_max_num_seqs(gpu)
+    profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
+    non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
+    total = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    budget = total * w.gpu_memory_utilization - weights - profile - non_torch
+    per_seq_len = max(w.input_len + w.output_len, 1)
+    # bytes per token averaged over a full sequence, sliding windows included
+    per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    if budget <= 0 or per_token <= 0:
+        return ServingCapacity(w.gpu_memory_utilization, max(budget, 0.0), per_token, 0, 0)
+    blocks = math.floor(budget / (per_token * runtime.VLLM_BLOCK_TOKENS))
+    tokens = blocks * runtime.VLLM_BLOCK_TOKENS
+    blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
+    return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, blocks // blocks_per_seq)

@@ -1,0 +1,363 @@
+"""Training memory: model states (ZeRO stages, LoRA/QLoRA adapters, offload), buffers,
+activations, and CNN training."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.lora import adapter_params, lora_targets
+from gpuplan.estimators.memory.base import (
+    QUANTISED_ROLES,
+    MemoryEstimate,
+    MemoryLine,
+    act_bytes,
+    activation_lines,
+    check_parallel,
+    finish,
+    pipeline_ranks,
+    weight_bytes,
+)
+from gpuplan.estimators.optimizer import OPTIMIZER_INFO, optimizer_state_bytes
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec, ParamGroup
+from gpuplan.specs.precision import storage_format
+from gpuplan.specs.workload import Workload
+
+# Feature-map elements autograd keeps per 224x224 image in ResNet-50 training: each bottleneck
+# block saves its convolutions' outputs (BatchNorm's input) and the ReLU outputs (the next conv's
+# input): stem 1.8M, stage 1 3 x 2.4M, stage 2 4 x 1.2M, stage 3 6 x 0.6M, stage 4 3 x 0.3M
+# = 18.3M (layer shapes from He et al. 2016, table 1). Other CNNs scale by their FLOPs per image.
+CNN_SAVED_ELEMENTS_PER_IMAGE: Final = 18.3e6
+CNN_REFERENCE_FLOPS: Final = 8.2e9  # ResNet-50 forward at 224x224, 2 FLOPs per multiply-add
+# cuDNN convolution workspace: PyTorch lets cuDNN pick algorithms with up to ~1 GiB of workspace
+# on large GPUs (benchmark mode); 512 MiB is the typical working figure.
+CNN_WORKSPACE_BYTES: Final = 512 * 2**20
+
+
+def cnn_training_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
+    """CNN training (data parallel): fp32 weights, gradients and optimizer states, the saved
+    feature maps of every layer, and cuDNN's workspace."""
+    if w.task in ("lora", "qlora") or w.tp > 1 or w.pp > 1:
+        raise InvalidSettingError(
+            f"{model.name} is a CNN: train it with task pretrain or finetune, data-parallel (tp = pp = 1)."
+        )
+    c = act_bytes(w.precision)
+    n = model.total_params
+    info = OPTIMIZER_INFO[w.optimizer]
+    shard = w.dp if w.zero >= 1 else 1
+    per_state = 1.0 if info.eight_bit else 4.0
+    states = n * info.moments * per_state / shard
+    scale = model.conv_flops_per_sample / CNN_REFERENCE_FLOPS if model.conv_flops_per_sample else 1.0
+    acts = CNN_SAVED_ELEMENTS_PER_IMAGE * scale * c * w.batch_size
+    lines = [
+        MemoryLine("weights (fp32)", n * 4.0 / (w.dp if w.zero >= 3 else 1), f"{n / 1e6:.1f}M params", "model"),
+        MemoryLine("gradients (fp32)", n * 4.0 / (w.dp if w.zero >= 2 else 1), "one per weight", "grad"),
+        MemoryLine(
+            f"optimizer states ({w.optimizer})", states, f"{info.moments} x {per_state:g} B per param", "optimizer"
+        ),
+        MemoryLine(
+            "saved feature maps",
+            acts,
+            f"{w.batch_size} images x {CNN_SAVED_ELEMENTS_PER_IMAGE * scale / 1e6:.1f}M values x {c:g} B "
+            "(conv and ReLU outputs, ResNet-50 shapes)",
+            "activation",
+        ),
+        MemoryLine("cuDNN workspace", CNN_WORKSPACE_BYTES, "convolution algorithm scratch space", "buffer"),
+    ]
+    return finish(model, w, gpu, {"forward/backward": lines}, 0.0, n, [])
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Split:
+    """How a training job's model states divide over its GPUs."""
+
+    mp: float  # model-parallel divisor: tp x the fullest pipeline rank's share
+    dp: float  # ranks holding the same weights: dp x cp
+    zero: int
+    c: float  # bytes per 16-bit (2) or fp32/tf32 (4) value
+    pure: bool  # no fp32 master copy (pure 16-bit, or fp32 training)
+    ep_factor: float  # the expert split's effect on a replicated state
+
+    def shard(self, stage: int) -> float:
+        """GPUs a state is split over: tp x pp (/ the expert split), and the data-parallel group
+        from ZeRO `stage` on."""
+        return self.mp * self.dp if self.zero >= stage else self.mp / self.ep_factor
+
+
+@dataclass
+class _States:
+    """The model states per GPU as the steps of `training_memory` build them."""
+
+    model_lines: list[MemoryLine]
+    grads_lines: list[MemoryLine]
+    opt: float
+    step_temp: float
+    n_train: int
+
+
+def _split(model: ModelSpec, w: Workload) -> _Split:
+    c = act_bytes(w.precision)  # 16-bit compute -> 2, fp32/tf32 -> 4
+    # expert parallelism splits the MoE experts over ep ranks; ZeRO then shards experts and the
+    # rest alike over the data-parallel (x context-parallel) group (Megatron-Core distributed optimizer)
+    expert_share = sum(g.total for g in model.groups if g.role == "expert") / max(model.total_params, 1)
+    # (an expert's GEMMs split over etp ranks rather than tp: as set, or folded to 1 where ep
+    # spans the tensor-parallel ranks, the same split the step time uses)
+    ep_factor = 1.0 - expert_share + expert_share * w.tp / (w.ep * w.expert_tp)
+    return _Split(
+        mp=w.tp * pipeline_ranks(model, w),
+        dp=w.dp * w.cp,
+        zero=w.zero,
+        c=c,
+        pure=w.master_weights == "none" or c == 4.0,
+        ep_factor=ep_factor,
+    )
+
+
+def _full_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
+    """Pretraining and full fine-tuning: 16-bit (or fp32) weights, the fp32 master copy, gradients
+    and optimizer states (ZeRO paper, sec. 3.1)."""
+    c, z, total = sp.c, sp.zero, model.total_params
+    info = OPTIMIZER_INFO[w.optimizer]
+    w_shard = sp.shard(3)
+    lines = [
+        MemoryLine(
+            f"weights ({w.precision if c == 2 else 'fp32'})",
+            total * c / w_shard,
+            f"{total / 1e9:.3g}B params x {c:g} B" + (f" / {w_shard:g} (ZeRO-3 / FSDP shards)" if z >= 3 else ""),
+            "model",
+        )
+    ]
+    if not sp.pure:
+        lines.append(
+            MemoryLine(
+                "master weights (fp32)",
+                total * 4.0 / sp.shard(1),
+                "mixed precision keeps an fp32 copy (Micikevicius et al. 2018)",
+                "model",
+            )
+        )
+    fp32_grads = not (z >= 1 or sp.pure)
+    grad_bytes = (4.0 if fp32_grads else c) * total / sp.shard(2)
+    grad_note = (
+        "fp32 gradients (PyTorch AMP / Megatron main_grad)"
+        if fp32_grads
+        else f"{c:g}-byte gradients" + (" sharded by ZeRO-2/3" if z >= 2 else "")
+    )
+    state_b = c if sp.pure and c == 2.0 else 4.0
+    spec = [(g.numel, g.count, _rows(model, g)) for g in model.groups if g.total > 0]
+    return _States(
+        model_lines=lines,
+        grads_lines=[MemoryLine("gradients", grad_bytes, grad_note, "model")],
+        opt=optimizer_state_bytes(w.optimizer, spec, state_b) / sp.shard(1),
+        step_temp=info.step_temp_elements * total * state_b / sp.shard(1),
+        n_train=total,
+    )
+
+
+def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
+    """LoRA and QLoRA: the frozen base (16-bit, NF4 or the given format), the adapters with their
+    gradients and optimizer states, and the dequantisation buffer of a quantised base."""
+    c, total, groups = sp.c, model.total_params, list(model.groups)
+    info = OPTIMIZER_INFO[w.optimizer]
+    targets = lora_targets(model, w.lora_targets)
+    r = w.lora_rank
+    n_train = adapter_params(targets, r)
+    base_fmt: str = "nf4" if w.task == "qlora" else ("fp32" if c == 4.0 else w.precision)
+    if w.task == "qlora" and w.weight_dtype is not None:
+        base_fmt = w.weight_dtype
+    # PEFT's prepare_model_for_kbit_training casts every non-quantised parameter (embeddings,
+    # norms, head) to fp32 (peft/utils/other.py); pure 16-bit recipes (torchtune) keep them 16-bit
+    rest = 4.0 if (w.task == "qlora" and not sp.pure) else c
+    w_shard = sp.shard(3)
+    # PEFT keeps adapters in fp32 under 16-bit compute (autocast_adapter_dtype=True);
+    # pure 16-bit training (torchtune) keeps them like the model
+    ab = c if sp.pure else 4.0
+    lines = [
+        MemoryLine(
+            f"frozen base weights ({base_fmt})",
+            weight_bytes(groups, base_fmt, rest) / w_shard,
+            f"{total / 1e9:.3g}B params; block linears at {storage_format(base_fmt).bits_per_value:.3g} bits, "
+            f"embeddings/norms/head at {8 * rest:g}",
+            "model",
+        ),
+        MemoryLine(
+            "LoRA adapters",
+            n_train * ab / w_shard,
+            f"rank {r} on {', '.join(sorted({g.name.rsplit('.', 1)[-1] for g in targets}))}: "
+            f"{n_train / 1e6:.3g}M params x {ab:g} B (Hu et al. 2021)",
+            "model",
+        ),
+    ]
+    if w.task == "qlora" or storage_format(base_fmt).bits_per_value < 16:
+        largest = max((g.numel for g in groups if g.linear and g.role in QUANTISED_ROLES), default=0)
+        lines.append(
+            MemoryLine(
+                "dequantisation buffer",
+                largest * 2.0 / w.tp,
+                "the largest quantised matrix dequantised to 16 bits per matmul (bitsandbytes)",
+                "model",
+            )
+        )
+    spec: list[tuple[int, int, int | None]] = [
+        (r * (g.linear[0] + g.linear[1]), g.count, None) for g in targets if g.linear
+    ]
+    return _States(
+        model_lines=lines,
+        grads_lines=[MemoryLine("gradients", n_train * ab / sp.shard(2), "LoRA adapters only", "model")],
+        opt=optimizer_state_bytes(w.optimizer, spec, ab) / sp.shard(1),
+        step_temp=info.step_temp_elements * n_train * ab / sp.shard(1),
+        n_train=n_train,
+    )
+
+
+def _optimizer_and_offload(model: ModelSpec, w: Workload, sp: _Split, st: _States, notes: list[str]) -> float:
+    """Adds the optimizer states to `st.model_lines`, moving states to the host under offload;
+    returns the host bytes per GPU."""
+    info = OPTIMIZER_INFO[w.optimizer]
+    opt_note = f"{info.name}: {info.source}" + (" (bitsandbytes 8-bit blocks)" if info.eight_bit else "")
+    opt_line = MemoryLine("optimizer states", st.opt, opt_note, "paged" if info.paged else "model")
+    host = 0.0
+    if w.offload != "none":
+        # ZeRO-Offload (Ren et al. 2021): fp32 master weights, moments and the fp32 gradient
+        # partition live in host memory; the GPU keeps 16-bit parameters and gradients
+        host += (
+            st.opt
+            + sum(x.bytes for x in st.model_lines if x.name.startswith("master"))
+            + sum(x.bytes for x in st.grads_lines) * (4.0 / sp.c)
+        )
+        st.model_lines = [x for x in st.model_lines if not x.name.startswith("master")]
+        # gradients stream to the host as they are reduced; one layer's worth is in flight
+        g_gpu = min(st.grads_lines[0].bytes, _gathered_layers(model, sp.c, sp.mp, 1))
+        st.grads_lines = [MemoryLine("gradients", g_gpu, "streamed to host (offload); one layer in flight", "model")]
+        opt_line = MemoryLine("optimizer states", 0.0, "offloaded to host (ZeRO-Offload)", "model")
+        st.step_temp = 0.0
+        notes.append(f"host RAM for offloaded optimizer states: {host / 2**30:.1f} GiB per GPU")
+        if w.offload == "optimizer+params":
+            # ZeRO-Infinity: parameters live on the host; the GPU holds the layers being computed
+            weights_line = st.model_lines[0]
+            host += weights_line.bytes
+            st.model_lines[0] = MemoryLine(weights_line.name, 0.0, "parameters offloaded to host RAM", "model")
+    st.model_lines.append(opt_line)
+    return host
+
+
+def _buffers(model: ModelSpec, w: Workload, sp: _Split, st: _States) -> list[MemoryLine]:
+    """Communication buffers: DDP's gradient buckets, ZeRO-3's gathered layers, ZeRO-1/2's reduce bucket."""
+    buffers: list[MemoryLine] = []
+    if sp.dp > 1 and sp.zero == 0:
+        # torch DDP: bucket buffers the size of the gradients (gradient_as_bucket_view=False default)
+        buffers.append(
+            MemoryLine(
+                "DDP gradient buckets",
+                sum(x.bytes for x in st.grads_lines),
+                "torch DDP copies gradients into buckets (gradient_as_bucket_view=False)",
+                "model",
+            )
+        )
+    if sp.zero >= 3 and (sp.dp > 1 or w.offload == "optimizer+params"):
+        # gathered at the stored precision: NF4 bases stay 4-bit until each matmul dequantises
+        stored = (
+            st.model_lines[0].bytes * sp.shard(3) / max(model.total_params, 1) if w.task in ("lora", "qlora") else 0.0
+        )
+        buffers.append(_gathered_line(model, w, stored or sp.c, sp.mp))
+    elif sp.dp > 1 and sp.zero >= 1:
+        # DeepSpeed ZeRO-1/2 reduce bucket: reduce_bucket_size = 5e8 elements (deepspeed/runtime/zero/config.py)
+        bucket = min(5e8, st.n_train / sp.mp) * sp.c
+        buffers.append(MemoryLine("ZeRO reduce bucket", bucket, "DeepSpeed reduce_bucket_size 5e8 elements", "model"))
+    return buffers
+
+
+def _update_in_backward(model: ModelSpec, w: Workload, st: _States) -> None:
+    """optimizer_in_backward: each parameter is updated in backward as its gradient arrives; at most
+    the largest tensor's gradient is alive (torchtune optimizer_in_bwd, PyTorch
+    register_post_accumulate_grad_hook)."""
+    if w.micro_batches > 1:
+        raise InvalidSettingError("optimizer_in_backward needs grad_accum: 1 (there is no gradient to accumulate).")
+    largest = max((g.numel for g in model.groups), default=0) if w.task in ("pretrain", "finetune") else 0
+    g0 = st.grads_lines[0]
+    per_el = g0.bytes / max(st.n_train, 1)
+    st.grads_lines = [
+        MemoryLine("gradients", largest * per_el if largest else g0.bytes, "one tensor at a time", "model")
+    ]
+    st.step_temp = 0.0
+
+
+def training_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
+    """Transformer training: the model states, buffers and activations at the two moments of a
+    step (the end of forward/backward, and the optimizer step), the larger being the peak."""
+    check_parallel(model, w)
+    sp = _split(model, w)
+    notes: list[str] = []
+    st = _full_states(model, w, sp) if w.task in ("pretrain", "finetune") else _adapter_states(model, w, sp)
+    host = _optimizer_and_offload(model, w, sp, st, notes)
+    buffers = _buffers(model, w, sp, st)
+    if w.optimizer_in_backward:
+        _update_in_backward(model, w, st)
+    act_lines, act_host = activation_lines(model, w)
+    host += act_host
+    grads_present = w.micro_batches > 1 or sp.zero >= 1 or w.optimizer_in_backward or not w.grads_set_to_none
+    head_grads = 0.0
+    if not grads_present and w.task in ("pretrain", "finetune"):
+        head = sum(g.total for g in model.groups if g.role == "head")
+        head_grads = head * (st.grads_lines[0].bytes / max(model.total_params, 1))
+    fwd = st.model_lines + buffers + act_lines
+    if grads_present:
+        fwd = fwd + st.grads_lines
+    elif head_grads:
+        fwd = [*fwd, MemoryLine("gradients", head_grads, "the output head's gradients arrive first", "model")]
+    step = st.model_lines + buffers + st.grads_lines
+    if st.step_temp:
+        step = [*step, MemoryLine("optimizer step temporaries", st.step_temp, "torch foreach AdamW: sqrt(v)", "model")]
+    phases = {"forward/backward": fwd, "optimizer step": step}
+    if OPTIMIZER_INFO[w.optimizer].paged:
+        notes.append("paged optimizer states can spill to host RAM under memory pressure (bitsandbytes paging)")
+    if w.offload == "none" and w.zero == 0 and sp.dp > 1:
+        notes.append("plain data parallelism replicates all model states; zero: 1-3 shards them")
+    return finish(model, w, gpu, phases, host, st.n_train, notes)
+
+
+# DeepSpeed ZeRO-3 defaults (deepspeed/runtime/zero/config.py): stage3_max_live_parameters = 1e9
+# elements stay gathered (and stage3_max_reuse_distance = 1e9 keeps soon-reused ones); a tensor
+# larger than that is still gathered whole.
+DEEPSPEED_MAX_LIVE_PARAMETERS: Final = 1e9
+
+
+def _rows(model: ModelSpec, g: ParamGroup) -> int | None:
+    """First dimension of a matrix parameter (embeddings are vocab x d), None for vectors."""
+    if g.linear is not None:
+        return g.linear[0]
+    d = model.hidden_size
+    if g.role in ("embedding", "position") and d and g.numel % d == 0 and g.numel > d:
+        return g.numel // d
+    return None
+
+
+def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: float) -> MemoryLine:
+    """Parameters all-gathered on the GPU under ZeRO-3 / FSDP, `bytes_per` bytes each."""
+    if w.sharding == "deepspeed":
+        largest = max((g.numel for g in model.groups), default=0)
+        n = min(model.total_params / mp, DEEPSPEED_MAX_LIVE_PARAMETERS + largest)
+        return MemoryLine(
+            "gathered parameters",
+            n * bytes_per,
+            "DeepSpeed ZeRO-3: up to stage3_max_live_parameters (1e9) gathered, plus the largest tensor",
+            "model",
+        )
+    return MemoryLine(
+        "gathered parameters",
+        _gathered_layers(model, bytes_per, mp, 2),
+        "FSDP: the current and the prefetched layer all-gathered",
+        "model",
+    )
+
+
+def _gathered_layers(model: ModelSpec, c: float, mp: float, layers: int) -> float:
+    """16-bit bytes of `layers` transformer layers (all-gathered by ZeRO-3 / FSDP per unit)."""
+    per_layer = sum(g.total for g in model.groups if g.role in ("attention", "mlp", "expert", "router", "norm"))
+    n = max(model.num_layers, 1)
+    return layers * per_layer / n * c / mp

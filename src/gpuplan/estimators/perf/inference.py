@@ -1,0 +1,317 @@
+"""Inference: prefill and decode steps, serving throughput within the KV cache."""
+
+from __future__ import annotations
+
+import math
+
+from gpuplan.estimators import comm, runtime
+from gpuplan.estimators import efficiency as eff
+from gpuplan.estimators.activations import stack_shapes
+from gpuplan.estimators.memory import (
+    is_quantised,
+    kv_shards,
+)
+from gpuplan.estimators.perf.cnn import cnn_inference, one_pass
+from gpuplan.estimators.perf.ops import (
+    ENGINE_MAX_BATCH,
+    LAST_TOKEN_LOGITS_ENGINES,
+    NF4_DEQUANT_BYTES,
+    PP_INFLIGHT_ENGINES,
+    Ctx,
+    InferenceTime,
+    Op,
+    attn_kernel,
+    avg_context,
+    bound_of,
+    eager_scores_op,
+    elementwise_bytes,
+    gemm,
+    is_eager,
+    make_ctx,
+    roof,
+    shard_dims,
+    total_time,
+)
+from gpuplan.estimators.perf.training import check_layout, kernels_per_layer
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.precision import storage_format
+from gpuplan.specs.workload import Workload
+
+# Inference
+# ---------------------------------------------------------------------------------------------
+
+
+def _encoder_inference(c: Ctx) -> InferenceTime:
+    """An encoder (BERT, ViT) reads its input in one forward pass; throughput counts input tokens."""
+    w = c.w
+    seq = max(w.input_len, 1) if c.model.kind == "encoder" else (c.model.max_position_embeddings or w.seq_len)
+    ops = _inference_step(c, w.batch_size, seq, 0.0, "prefill")
+    return one_pass(c, ops, w.batch_size * seq, "encoder: one forward pass; throughput counts input tokens per second")
+
+
+def _weight_bytes_per_element(c: Ctx) -> tuple[float, bool, float]:
+    """(bytes per block-linear weight, weight-only dequant?, bytes per embedding/head weight)."""
+    fmt = c.weights.fmt
+    b = storage_format(fmt).bytes_per_value
+    other = 4.0 if fmt == "fp32" else 2.0
+    if fmt.startswith(("q", "iq")) and fmt not in ("qlora",):
+        other = b  # GGUF files quantise the embeddings and output too
+    weight_only = b < 2.0 and not (c.runs_as == "fp8" and fmt == "fp8") and c.runs_as != "fp4"
+    return b, weight_only and c.runs_as != "fp32", other
+
+
+def _bnb_kernel(c: Ctx) -> str | None:
+    """The bitsandbytes path transformers runs a quantised checkpoint through, if any: "int8"
+    (load_in_8bit: LLM.int8), "4bit" (load_in_4bit) or "4bit-dq" (with double quantisation)."""
+    if c.w.engine != "transformers":
+        return None
+    fmt = storage_format(c.weights.fmt).name
+    return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
+
+
+def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
+    """One engine step: `batch` sequences each adding `new_tokens` tokens at context `ctx_len`
+    (prefill: new_tokens = prompt, ctx from 0; decode: new_tokens = 1 at ctx_len)."""
+    model, w = c.model, c.w
+    tp, pp = w.tp, w.pp
+    wb, weight_only, other_b = _weight_bytes_per_element(c)
+    bnb = _bnb_kernel(c)
+    if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
+        # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
+        # (a sequence is not split: fewer sequences than stages leave stages idle)
+        batch = max(batch / pp, min(batch, 1.0))
+    tokens = batch * new_tokens
+    ep, etp, dp = _serving_layout(model, w)
+    ops: list[Op] = []
+    calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
+    for g in model.groups:
+        if g.linear is None:
+            continue
+        is_ep = g.role == "expert" and ep > 1
+        k_in, n_out = shard_dims(g, etp if is_ep else tp)
+        count = g.count / pp if g.role not in ("head",) else 1.0
+        m = tokens * g.active_fraction
+        if is_ep:
+            # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
+            # and computes them for the tokens of every data-parallel replica
+            count /= ep
+            m *= dp
+        if g.role == "head" and (phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES):
+            m = batch  # logits for the last position only
+        elif g.role == "head":
+            m = tokens
+        # stored in the weight format as the memory estimate counts it (block linears, less what the
+        # checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
+        stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
+        per_elt = wb if stored else other_b
+        quantised = weight_only and stored
+        touched = 1.0
+        if g.role == "expert" and g.active_fraction < 1.0:
+            # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
+            routed = tokens * (dp if is_ep else 1)
+            touched = max(1.0 - (1.0 - g.active_fraction) ** max(routed, 1.0), 1e-9)
+        rows = m / touched
+        calls += count * touched
+        qcalls += count * touched if quantised else 0.0
+        if bnb and bnb.startswith("4bit") and quantised and rows > 1.0:
+            # more than one token: bitsandbytes dequantises the 4-bit weight to a 16-bit copy and
+            # runs a plain GEMM on it (its gemv_4bit kernel takes a single token only)
+            dequant = n_out * k_in * count * touched * NF4_DEQUANT_BYTES
+            ops.append(roof(f"{g.name} 4-bit dequantise", phase, 0.0, dequant, 1.0, c.bw * eff.COPY_BW_EFF))
+            per_elt, quantised = 2.0, False
+        op = gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised)
+        if c.runs_as == "fp4":
+            # one (grouped) block-scaled GEMM launch per layer and projection: its fixed latency
+            launches = count / model.num_experts if g.role == "expert" and model.num_experts else count
+            op = Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
+        ops.append(op)
+    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    kernel = attn_kernel(c)
+    for a_stack in stack_shapes(model):
+        layers = a_stack.layers / pp
+        kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
+        if phase == "prefill":
+            attn_ctx = avg_context(new_tokens, a_stack.window, a_stack.stack == "decoder")
+            qtok = tokens
+        else:
+            full = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
+            attn_ctx = full
+            qtok = batch
+        if a_stack.stack == "encoder" and phase == "decode":
+            continue  # the encoder runs once, in the prefill
+        flops = 2.0 * qtok * attn_ctx * (a_stack.q + a_stack.attn_out) / tp * layers
+        if phase == "prefill":
+            nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
+            nbytes += qtok * kv_per_tok * kv_b / kv_shards(model, tp) * layers  # KV write
+            e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(new_tokens)
+        else:
+            nbytes = batch * attn_ctx * kv_per_tok * kv_b / kv_shards(model, tp) * layers
+            # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
+            gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
+            e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)
+        ops.append(roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
+        if kernel == "eager":
+            # eager attention materialises every query's scores over the whole context (the causal
+            # mask hides half of a prefill's square without saving its traffic); no dropout
+            square = new_tokens if a_stack.window is None else min(new_tokens, a_stack.window)
+            keys = square if phase == "prefill" else attn_ctx
+            ops.append(eager_scores_op(c, phase, qtok * keys * max(a_stack.heads, 1) / tp * layers, False))
+        ew = elementwise_bytes(a_stack, c) * tokens * layers / tp
+        ops.append(roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
+    # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations. Expert
+    # parallelism inside one replica (dp = 1) keeps that: every GPU already holds all the tokens,
+    # runs its own experts on them and the MoE output is all-reduced like a TP MLP's. Across
+    # attention data-parallel replicas (dp > 1) a MoE layer dispatches tokens to the GPUs holding
+    # their experts and combines the results back instead of its all-reduce.
+    layers_total = sum(s.layers for s in stack_shapes(model)) / pp
+    moe_layers = model.moe_layers / pp
+    a2a = ep > 1 and dp > 1
+    if tp > 1:
+        t_ar, nbytes = comm.allreduce_time(c.gpu, tp, tokens * model.hidden_size * c.act_b)
+        n_ar = 2 * layers_total - (moe_layers if a2a else 0.0)
+        ops.append(Op("tensor-parallel all-reduce", "communication", 0.0, nbytes * n_ar, t_ar * n_ar, "communication"))
+    if a2a:
+        # two all-to-alls per MoE layer over the stage's tp x dp GPUs, each GPU sending its 1/tp
+        # share of its replica's tokens once to every expert group one of the token's top-k
+        # experts sits in (ep x (1 - (1 - 1/ep)^k) groups under uniform routing; DeepEP's and
+        # TensorRT-LLM's dispatch send a token once per rank), to all etp GPUs of the group. Where
+        # the experts run in fp8/fp4 the dispatch is quantised to 1 byte a value and the combine
+        # stays 16-bit (DeepEP README: "FP8 dispatching and BF16 combining").
+        k_routed = max(model.experts_per_token, 1)
+        groups_hit = ep * (1.0 - (1.0 - 1.0 / ep) ** k_routed)
+        values = tokens / tp * groups_hit * etp * model.hidden_size
+        dispatch_b = 1.0 if c.runs_as in ("fp8", "fp4") else c.act_b
+        t_a2a = comm.all_to_all_time(c.gpu, tp * dp, values * dispatch_b) + comm.all_to_all_time(
+            c.gpu, tp * dp, values * c.act_b
+        )
+        ops.append(
+            Op(
+                "expert-parallel dispatch + combine (all-to-all)",
+                "communication",
+                0.0,
+                values * (dispatch_b + c.act_b) * moe_layers,
+                t_a2a * moe_layers,
+                "communication",
+            )
+        )
+    if pp > 1:
+        # every stage runs its layers pp times a step: for the serving engines once per micro-batch
+        # of batch / pp (all stages busy), for the llama.cpp layer split on the whole batch while
+        # the other stages wait; plus the hops between stages
+        ops = [Op(o.name, o.phase, o.flops * pp, o.bytes * pp, o.time_s * pp, o.bound) for o in ops]
+        t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
+        ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
+    # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
+    kernels = kernels_per_layer(model) * layers_total * pp + 4
+    if not is_eager(w, model):
+        ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
+    else:
+        extra = _eager_overhead(ops, kernels, calls * pp)
+        if extra > 0:
+            ops.append(Op("kernel launches (CPU-bound eager)", "launch", 0.0, 0.0, extra, "launch"))
+    if bnb:
+        per_call = {
+            "int8": eff.BNB_INT8_CALL_S,
+            "4bit": eff.BNB_4BIT_CALL_S,
+            "4bit-dq": eff.BNB_4BIT_CALL_S + eff.BNB_4BIT_DQ_CALL_S,
+        }[bnb]
+        ops.append(Op(f"bitsandbytes {bnb} calls (host)", "launch", 0.0, 0.0, per_call * qcalls * pp, "launch"))
+    return ops
+
+
+def _serving_layout(model: ModelSpec, w: Workload) -> tuple[int, int, int]:
+    """(ep, etp, dp) of a serving layout: dp = num_gpus / (tp x pp) replicas each run attention
+    and the dense layers on their own sequences; with ep > 1 a MoE model's experts are spread over
+    a stage's tp x dp GPUs instead, ep groups of them each split over etp = tp x dp / ep GPUs
+    (attention data parallelism + expert parallelism: vLLM --data-parallel-size with
+    --enable-expert-parallel, SGLang --enable-dp-attention, TensorRT-LLM enable_attention_dp)."""
+    dp = w.dp
+    if w.ep <= 1 or not model.is_moe:
+        return 1, w.tp, dp
+    return w.ep, max(w.tp * dp // w.ep, 1), dp
+
+
+def _eager_overhead(ops: list[Op], kernels: float, calls: float) -> float:
+    """Time eager PyTorch adds to a step's GPU time: each op takes max(CPU issue, GPU run). A weight
+    GEMM runs longer than its issue, so the CPU queues ahead while it runs; the other ~2/3 of the
+    ops (norm pieces, rotary, views, cache updates, casts) finish on the GPU in microseconds, so
+    across them the GPU waits on the CPU. generate syncs the host every token (its stopping check),
+    so the CPU never gets a whole step ahead: the step is about GEMMs + max(other ops' CPU, GPU).
+    (LitGPT falcon-7b bf16 on an A100 40GB: 47.66 tok/s = 21 ms against ~11 ms of weight reads.)"""
+    linear = [o for o in ops if o.name.startswith("linear ")]
+    gpu_linear = sum(o.time_s for o in linear)
+    gpu_other = sum(o.time_s for o in ops) - gpu_linear
+    n_ops = kernels * eff.EAGER_OPS_PER_KERNEL
+    cpu_other = max(n_ops - calls, 0.0) * eff.LAUNCH_EAGER_S
+    step = max(gpu_linear, calls * eff.LAUNCH_EAGER_S) + max(cpu_other, gpu_other)
+    return step - (gpu_linear + gpu_other)
+
+
+def _static(c: Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
+    """(prefill time, mean decode step) for a static batch of `batch` sequences."""
+    w = c.w
+    pre = _inference_step(c, batch, max(w.input_len, 1), 0.0, "prefill")
+    mid = w.input_len + (w.output_len + 1) / 2.0
+    dec = _inference_step(c, batch, 1.0, mid, "decode")
+    return total_time(pre), total_time(dec), pre, dec
+
+
+def _throughput(c: Ctx, batch: int) -> tuple[float, float, float, list[Op], list[Op]]:
+    ttft, tpot, pre, dec = _static(c, batch)
+    out = max(c.w.output_len, 1)
+    latency = ttft + (out - 1) * tpot
+    return batch * out / latency, ttft, tpot, pre, dec
+
+
+def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None = None) -> InferenceTime:
+    """Prefill, decode and throughput of `w.batch_size` sequences; the best batch up to `max_batch`
+    (the KV-cache capacity from the memory estimate) for continuous batching."""
+    c = make_ctx(model, w, gpu)
+    if model.kind == "cnn":
+        return cnn_inference(c)
+    b = w.batch_size
+    if model.kind in ("encoder", "vision-transformer"):
+        return _encoder_inference(c)
+    check_layout(model, w)
+    # data-parallel replicas (num_gpus / (tp x pp)) serve `batch_size` sequences each, in step
+    _, _, replicas = _serving_layout(model, w)
+    tput, ttft, tpot, pre, dec = _throughput(c, b)
+    # the engine's default cap on the sequences one step schedules: vLLM's max_num_seqs by card
+    cap = ENGINE_MAX_BATCH.get(w.engine) or (runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else 1024)
+    limit = max(1, min(max_batch if max_batch is not None else b, cap))
+    best_b, best_t = b, tput
+    if limit > b:
+        # a larger batch amortises the weight reads. Throughput over the batch is unimodal (weights
+        # read once a step, KV and prefill growing with the batch), so walk down from the limit
+        # through the powers of two and stop at the first that is no better: the same maximum as
+        # trying every one (checked on 1,767 model x GPU x engine x length x format cases, where
+        # it was the limit itself every time), in two steps instead of up to eleven
+        cands = sorted({limit, *(2**i for i in range(int(math.log2(limit)) + 1) if 2**i > b)}, reverse=True)
+        top_b, top_t = b, 0.0
+        for cand in cands:
+            t, *_ = _throughput(c, cand)
+            if t <= top_t:
+                break
+            top_b, top_t = cand, t
+        if top_t > best_t * 1.0001:
+            best_b, best_t = top_b, top_t
+    out = max(w.output_len, 1)
+    single = ttft if b == 1 else total_time(_inference_step(c, 1, max(w.input_len, 1), 0.0, "prefill"))
+    return InferenceTime(
+        ttft_s=ttft,
+        ttft_single_s=single,
+        tpot_s=tpot,
+        output_tokens_per_s=tput * replicas,
+        request_latency_s=ttft + (out - 1) * tpot,
+        batch=b,
+        max_batch=limit,
+        best_batch=best_b,
+        best_output_tokens_per_s=best_t * replicas,
+        prefill_tokens_per_s=replicas * b * max(w.input_len, 1) / ttft if ttft > 0 else 0.0,
+        bottleneck=bound_of(dec),
+        prefill_ops=tuple(pre),
+        decode_ops=tuple(dec),
+        notes=tuple(c.notes),
+        replicas=replicas,
+    )
