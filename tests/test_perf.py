@@ -39,7 +39,7 @@ def _w(**kw: Any) -> Workload:
 
 def test_training_anchor_llm_foundry_a100(catalog: Catalog) -> None:
     """LF-026 (mosaicml/llm-foundry benchmarks): MPT-30B, 8x A100 80GB, FSDP, act ckpt, 916 tok/s/GPU."""
-    from gpuplan.planner.validation_perf import model_from_prose
+    from gpuplan.planner.validation_prose_speed import model_from_prose
 
     m = model_from_prose("MPT-30b (d_model=7168; n_layers=48; n_heads=56; vocab=50368; expansion=4)", 2048)
     w = make_workload({"model": "mpt", "task": "pretrain", "num_gpus": 8, "zero": 3, "batch_size": 3,

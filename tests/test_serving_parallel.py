@@ -196,7 +196,7 @@ def test_vllm_launch_for_attention_dp(tmp_path: Any, run_cli: RunCli) -> None:
 def test_enforce_eager_issues_every_op_from_the_host(catalog: Catalog) -> None:
     """vLLM --enforce-eager (and vLLM before its CUDA-graph runner): decode pays eager PyTorch's
     per-op host time where a graph replays the kernels back to back."""
-    from gpuplan.planner.validation_perf import _vllm_before_graphs
+    from gpuplan.planner.validation_prose_speed import _vllm_before_graphs
 
     m, gpu = load_model("llama-2-70b"), catalog.get("A100 PCIe 80GB")
     keys: dict[str, Any] = {"num_gpus": 4, "tp": 4, "batch_size": 1, "input_len": 7, "output_len": 256}

@@ -1,4 +1,5 @@
-"""Validation: rows are read from their prose, compared on what they measured, and summarised."""
+"""Validation: rows are read from their prose (the converter a user's file goes through), compared on
+what they measured, and summarised. The bundled rows' explicit columns: tests/test_validation_columns.py."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.planner.validation import Row, bundled_rows, file_rows, row_workload, run_rows, summary
-from gpuplan.planner.validation_perf import speed_workload
+from gpuplan.planner.validation import bundled_rows, file_rows, run_rows, summary
+from gpuplan.planner.validation_columns import Row
+from gpuplan.planner.validation_prose import resolve_gpu, resolve_model, row_workload
+from gpuplan.planner.validation_prose_speed import speed_workload
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.models import load_model
 
@@ -219,18 +222,14 @@ def test_bad_files(tmp_path: Path) -> None:
     ],
 )
 def test_gpu_names_in_rows(catalog: Catalog, gpu: str, name: str) -> None:
-    from gpuplan.planner.validation import _resolve_gpu
-
-    assert _resolve_gpu(gpu, catalog).name == name
+    assert resolve_gpu(gpu, catalog).name == name
 
 
 def test_model_names_in_rows() -> None:
-    from gpuplan.planner.validation import _resolve_model
-
-    assert _resolve_model("Llama 3.1 8B").name == "llama-3.1-8b"
-    assert _resolve_model("bigscience/mt0-xxl (mT5-XXL enc-dec)").name == "mt0-xxl"
+    assert resolve_model("Llama 3.1 8B").name == "llama-3.1-8b"
+    assert resolve_model("bigscience/mt0-xxl (mT5-XXL enc-dec)").name == "mt0-xxl"
     with pytest.raises(InvalidSettingError, match="not a bundled preset"):
-        _resolve_model("CompVis/stable-diffusion-v1-4 (UNet)")
+        resolve_model("CompVis/stable-diffusion-v1-4 (UNet)")
 
 
 @pytest.mark.parametrize(
