@@ -29,7 +29,6 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field, model_validator
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -37,6 +36,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
 from gpuplan.interfaces import api
+from gpuplan.interfaces.web_schemas import ErrorOut, ModelIn, PlanIn, WorkloadIn
 from gpuplan.results.base import plain
 from gpuplan.safeio import one_line
 from gpuplan.specs.context import Context
@@ -93,49 +93,6 @@ SECURITY_HEADERS: Final = (
 
 
 # --- request bodies ------------------------------------------------------------------------------
-
-
-class WorkloadIn(Workload):
-    """A workload as JSON: DESIGN.md's keys (as in the YAML file), plus `config`, the content of a
-    model's config.json, for a model that is neither a preset nor on the hub."""
-
-    config: dict[str, Any] | None = Field(
-        None,
-        description="A model's config.json as a JSON object; it replaces the preset or hub id in 'model', "
-        "which then only names it.",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _name_pasted_model(cls, data: Any) -> Any:
-        """A pasted config names the model itself when `model` is not given."""
-        if isinstance(data, dict) and isinstance(data.get("config"), dict) and not data.get("model"):
-            name = data["config"].get("_name_or_path")
-            data = {**data, "model": name if isinstance(name, str) and name.strip() else "custom model"}
-        return data
-
-
-class PlanIn(WorkloadIn):
-    """A workload plus the plan's own options (those of `gpuplan plan`)."""
-
-    gpus: list[str] | None = Field(None, max_length=200, description="Only these GPUs (catalog names or aliases).")
-    top: int | None = Field(None, ge=1, le=10_000, description="Show only the best N options.")
-    spot: bool = Field(False, description="Price with spot/preemptible offers instead of on-demand.")
-    carbon_g_per_kwh: float | None = Field(None, ge=0, le=5_000, description="Grid carbon intensity for CO2.")
-    allow_cross_node_tp: bool = Field(False, description="Let tensor parallelism cross nodes (cluster plans).")
-
-
-class ModelIn(BaseModel):
-    """A config.json to inspect: parameters, shapes, KV cache and FLOPs, as `gpuplan model --json`."""
-
-    model_config = {"extra": "forbid"}
-    config: dict[str, Any] = Field(description="A model's config.json as a JSON object.")
-    name: str | None = Field(None, max_length=200, description="A display name (default: its _name_or_path).")
-    seq_len: int | None = Field(None, ge=1, le=10_000_000, description="Context for FLOPs per token.")
-
-
-class ErrorOut(BaseModel):
-    detail: str = Field(description="What is wrong with the request, in one line, with a suggestion.")
 
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
@@ -257,61 +214,51 @@ def _return_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def create_app(
-    catalog_files: Sequence[str | Path] = (),
-    price_file: str | Path | None = None,
-    trusted_hosts: Iterable[str] | None = None,
-    *,
-    compute_threads: int = COMPUTE_THREADS,
-    max_queued: int = MAX_QUEUED,
-    request_budget_s: float = REQUEST_BUDGET_S,
-    body_timeout_s: float = BODY_TIMEOUT_S,
-) -> FastAPI:
-    """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
-    `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
-    # read once: a malformed user catalog or price file fails here, at start-up, in one line (exit
-    # 2), not on every request; every request then plans with this one context
-    ctx = Context.of(catalog_files, price_file).check()
-    heavy_limiter = anyio.CapacityLimiter(compute_threads)
-    waiting = [0]  # computing requests in the server (running or queued)
+class _Pool:
+    """The bounded compute pool: estimates, fits and plans run in `threads` worker threads, never
+    on the event loop (the cheap endpoints stay answerable however many plans are queued); past
+    `threads + max_queued` requests a new one gets 503, and one that waits and runs longer than
+    `budget_s` gets 503 too."""
 
-    async def heavy(fn: Callable[[], JSONResponse], *, large: bool = False) -> JSONResponse:
-        """Run `fn` (an estimate, fit, plan...) in the bounded compute pool, never on the loop: the
-        cheap endpoints stay answerable however many plans are queued."""
-        if waiting[0] >= compute_threads + max_queued:
-            raise _Busy(f"The server is busy ({waiting[0]:,} requests computing or queued); retry in a few seconds.")
-        waiting[0] += 1
+    def __init__(self, threads: int, max_queued: int, budget_s: float) -> None:
+        self.limiter = anyio.CapacityLimiter(threads)
+        self.capacity = threads + max_queued
+        self.budget_s = budget_s
+        self.waiting = 0  # computing requests in the server (running or queued)
+
+    async def run(self, fn: Callable[[], JSONResponse], *, large: bool = False) -> JSONResponse:
+        if self.waiting >= self.capacity:
+            raise _Busy(f"The server is busy ({self.waiting:,} requests computing or queued); retry in a few seconds.")
+        self.waiting += 1
         try:
-            with anyio.fail_after(request_budget_s):
-                result = await anyio.to_thread.run_sync(fn, limiter=heavy_limiter, abandon_on_cancel=True)
+            with anyio.fail_after(self.budget_s):
+                result = await anyio.to_thread.run_sync(fn, limiter=self.limiter, abandon_on_cancel=True)
         except TimeoutError:
-            raise _Busy(
-                f"The request took over {request_budget_s:g} s in a busy server; retry, or narrow it."
-            ) from None
+            raise _Busy(f"The request took over {self.budget_s:g} s in a busy server; retry, or narrow it.") from None
         finally:
-            waiting[0] -= 1
-        if large and waiting[0] == 0:
-            await anyio.to_thread.run_sync(_return_memory, limiter=heavy_limiter)
+            self.waiting -= 1
+        if large and self.waiting == 0:
+            await anyio.to_thread.run_sync(_return_memory, limiter=self.limiter)
         return result
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await anyio.to_thread.run_sync(relative)  # the one costly reference answer, computed before serving
-        yield
 
-    app = FastAPI(
-        lifespan=lifespan,
-        title="gpuplan",
-        version=__version__,
-        summary="What can I run, on which GPU, how fast and at what cost.",
-        description="The JSON API of gpuplan's web app: the same library as the `gpuplan` command, "
-        "whose `--json` output each endpoint returns. SI units: bytes, seconds, FLOP/s, USD.",
-        docs_url=None,  # FastAPI's docs pages load their scripts from a CDN: not offline; the schema is served
-        redoc_url=None,
-    )
-    app.add_middleware(GuardMiddleware, body_timeout_s=body_timeout_s)
-    if trusted_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(trusted_hosts))
+def _cached(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn`'s answer, computed once (under a lock: threads may ask at the same time), then kept:
+    the catalog and presets do not change while the server runs."""
+    lock = threading.Lock()
+    memo: list[Any] = []
+
+    def get() -> Any:
+        with lock:
+            if not memo:
+                memo.append(fn())
+            return memo[0]
+
+    return get
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Bad input is one line with 4xx; a bug is 500 with no trace in the answer."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -340,25 +287,13 @@ def create_app(
     async def _bug(_: Request, exc: Exception) -> JSONResponse:  # a bug, not bad input: no trace leaves
         return _error(500, f"gpuplan failed on this request ({type(exc).__name__}); please report it.")
 
-    # --- reference data (cached: the bundled catalog and presets do not change while it runs) ---
-    lock = threading.Lock()
 
-    def cached(fn: Callable[[], Any]) -> Callable[[], Any]:
-        memo: list[Any] = []
+def _catalog_routes(app: FastAPI, ctx: Context, pool: _Pool, relative: Callable[[], Any]) -> None:
+    """The catalog, the presets and the reference chart: answered on the event loop from what is
+    cached (a model lookup, which may read a config, goes to the pool)."""
+    gpu_records = _cached(lambda: [api.gpu_record(g) for g in ctx.catalog])
+    model_list = _cached(api.list_models)
 
-        def get() -> Any:
-            with lock:
-                if not memo:
-                    memo.append(fn())
-                return memo[0]
-
-        return get
-
-    gpu_records = cached(lambda: [api.gpu_record(g) for g in ctx.catalog])
-    model_list = cached(api.list_models)
-    relative = cached(lambda: api.chart_relative(ctx))
-
-    # --- cheap endpoints: answered on the event loop, never behind the compute pool ---------------
     @app.get("/api/health", tags=["meta"])
     async def health() -> JSONResponse:
         """Liveness: the version running."""
@@ -402,16 +337,25 @@ def create_app(
     async def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> JSONResponse:
         """A preset or hub id (`gpuplan model NAME --json`): parameters, shapes, KV cache, FLOPs."""
         try:
-            return await heavy(lambda: _answer(api.model_record(api.get_model(name, files=False), seq_len)))
+            return await pool.run(lambda: _answer(api.model_record(api.get_model(name, files=False), seq_len)))
         except UnknownNameError as exc:
             raise HTTPException(404, str(exc)) from None
 
-    # --- computing endpoints: the bounded pool, a queue limit and a time budget ------------------
+    @app.get("/api/charts/relative", tags=["charts"])
+    async def chart_relative() -> JSONResponse:
+        """Each GPU's speed relative to the H100 SXM on three reference workloads (`gpuplan chart relative`)."""
+        return _answer(dict(relative()))
+
+
+def _compute_routes(app: FastAPI, ctx: Context, pool: _Pool) -> None:
+    """The endpoints that compute: through the bounded pool, with its queue limit and time budget."""
 
     @app.post("/api/model", tags=["models"], responses=ERRORS)
     async def inspect_model(body: ModelIn) -> JSONResponse:
         """A pasted config.json read as `gpuplan model --json` reads a file."""
-        return await heavy(lambda: _answer(api.model_record(api.model_from_json(body.config, body.name), body.seq_len)))
+        return await pool.run(
+            lambda: _answer(api.model_record(api.model_from_json(body.config, body.name), body.seq_len))
+        )
 
     @app.post("/api/estimate", tags=["plan"], responses=ERRORS)
     async def estimate(body: WorkloadIn) -> JSONResponse:
@@ -421,7 +365,7 @@ def create_app(
             w, spec = _workload(body)
             return _answer(api.estimate(w, ctx, model=spec))
 
-        return await heavy(run)
+        return await pool.run(run)
 
     @app.post("/api/fit", tags=["plan"], responses=ERRORS)
     async def fit(body: WorkloadIn) -> JSONResponse:
@@ -432,7 +376,7 @@ def create_app(
             w, spec = _workload(body)
             return _answer(api.fit(w, ctx, model=spec))
 
-        return await heavy(run)
+        return await pool.run(run)
 
     @app.post("/api/plan", tags=["plan"], responses=ERRORS)
     async def plan(body: PlanIn) -> JSONResponse:
@@ -446,7 +390,7 @@ def create_app(
                 carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
             ))  # fmt: skip
 
-        return await heavy(run, large=body.cluster is not None)
+        return await pool.run(run, large=body.cluster is not None)
 
     @app.post("/api/roofline", tags=["plan"], responses=ERRORS)
     async def roofline(body: WorkloadIn) -> JSONResponse:
@@ -456,12 +400,48 @@ def create_app(
             w, spec = _workload(body)
             return _answer(api.roofline(w, ctx, model=spec))
 
-        return await heavy(run)
+        return await pool.run(run)
 
-    @app.get("/api/charts/relative", tags=["charts"])
-    async def chart_relative() -> JSONResponse:
-        """Each GPU's speed relative to the H100 SXM on three reference workloads (`gpuplan chart relative`)."""
-        return _answer(dict(relative()))
+
+def create_app(
+    catalog_files: Sequence[str | Path] = (),
+    price_file: str | Path | None = None,
+    trusted_hosts: Iterable[str] | None = None,
+    *,
+    compute_threads: int = COMPUTE_THREADS,
+    max_queued: int = MAX_QUEUED,
+    request_budget_s: float = REQUEST_BUDGET_S,
+    body_timeout_s: float = BODY_TIMEOUT_S,
+) -> FastAPI:
+    """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
+    `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
+    # read once: a malformed user catalog or price file fails here, at start-up, in one line (exit
+    # 2), not on every request; every request then plans with this one context
+    ctx = Context.of(catalog_files, price_file).check()
+    pool = _Pool(compute_threads, max_queued, request_budget_s)
+    relative = _cached(lambda: api.chart_relative(ctx))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(relative)  # the one costly reference answer, computed before serving
+        yield
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="gpuplan",
+        version=__version__,
+        summary="What can I run, on which GPU, how fast and at what cost.",
+        description="The JSON API of gpuplan's web app: the same library as the `gpuplan` command, "
+        "whose `--json` output each endpoint returns. SI units: bytes, seconds, FLOP/s, USD.",
+        docs_url=None,  # FastAPI's docs pages load their scripts from a CDN: not offline; the schema is served
+        redoc_url=None,
+    )
+    app.add_middleware(GuardMiddleware, body_timeout_s=body_timeout_s)
+    if trusted_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(trusted_hosts))
+    _install_error_handlers(app)
+    _catalog_routes(app, ctx, pool, relative)
+    _compute_routes(app, ctx, pool)
 
     @app.get("/", include_in_schema=False)
     async def index() -> Response:
