@@ -199,33 +199,38 @@ def _pipeline_pairs(rest: int, layers: int) -> list[tuple[int, int]]:
     ]
 
 
-def search_layouts(
-    model: ModelSpec,
-    w: Workload,
-    cluster: Cluster,
-    top: int = 5,
-    allow_cross_node_tp: bool = False,
-) -> SearchResult:
-    """The `top` fastest layouts of training workload `w` on `cluster` that fit in memory."""
+@dataclass
+class _Grid:
+    """The search's candidates: a profile and activations per shape (tp, cp, ep, micro-batch,
+    checkpointing, sequence parallelism), and per candidate layout its shape and its own axes."""
+
+    shape_keys: list[tuple[int, int, int, int, str, bool]] = field(default_factory=list)
+    prof_rows: list[MicroProfile] = field(default_factory=list)
+    act_rows: list[tuple[float, float, float]] = field(default_factory=list)
+    axes: dict[str, list[np.ndarray]] = field(
+        default_factory=lambda: {k: [] for k in ("shape", "pp", "vp", "dp", "m", "z")}
+    )
+
+
+def _check_searchable(model: ModelSpec, w: Workload) -> None:
     if not w.is_training:
         raise InvalidSettingError(
             "The layout search plans training jobs; for serving use `gpuplan plan` or `launch --format vllm`."
         )
     if model.kind not in ("decoder", "encoder", "encoder-decoder"):
         raise InvalidSettingError(f"The layout search covers transformers; {model.name} is a {model.kind}.")
-    t0 = time.perf_counter()
-    gpu = cluster.gpu
-    n = cluster.num_gpus
-    gb = w.global_batch or w.batch_size * w.grad_accum * n
-    layers = max(model.num_layers, 1)
-    rejected: Counter[str] = Counter()
-    cap = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
-    tp_cap = cluster.gpus_per_node if not allow_cross_node_tp else n
-    if gpu.nvlink_bandwidth_bytes_per_s > 0 and not allow_cross_node_tp:
-        tp_cap = min(tp_cap, gpu.nvlink_domain)
 
-    # a layout key the workload sets is held fixed (PINNABLE); the others are searched
-    pinned = {k: int(getattr(w, k)) for k in PINNABLE if k in w.model_fields_set}
+
+def _parallel_axes(
+    model: ModelSpec, w: Workload, cluster: Cluster, allow_cross_node_tp: bool, rejected: Counter[str]
+) -> tuple[dict[str, int], list[int], list[int], list[int]]:
+    """The held keys and the tp, cp and ep values the search tries (a key the workload sets is
+    held fixed: PINNABLE)."""
+    n = cluster.num_gpus
+    tp_cap = cluster.gpus_per_node if not allow_cross_node_tp else n
+    if cluster.gpu.nvlink_bandwidth_bytes_per_s > 0 and not allow_cross_node_tp:
+        tp_cap = min(tp_cap, cluster.gpu.nvlink_domain)
+    pinned: dict[str, int] = {k: int(getattr(w, k)) for k in PINNABLE if k in w.model_fields_set}
     tps = [t for t in ([pinned["tp"]] if "tp" in pinned else _pow2_upto(n)) if model.tp_splits_heads(t)]
     rejected["tp beyond the NVLink domain / node"] += sum(1 for t in tps if t > tp_cap)
     tps = [t for t in tps if t <= tp_cap]
@@ -237,25 +242,23 @@ def search_layouts(
     eps = [
         e for e in ([pinned["ep"]] if "ep" in pinned else _pow2_upto(n)) if model.is_moe and model.num_experts % e == 0
     ] or [1]
-    states = _state_bytes(model, w)
-    runtime_const = (
-        runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc) + (runtime.NCCL_BYTES if n > 1 else 0.0)
-    )
-    c_bytes = 4.0 if w.precision in ("fp32", "tf32") else 2.0
-    pure = w.master_weights == "none" or c_bytes == 4.0
-    expert = float(sum(g.total for g in model.groups if g.role == "expert"))
-    expert_share = expert / max(model.total_params, 1)
-    per_layer_params = (model.total_params - model.embedding_params) / layers
+    return pinned, tps, cps, eps
 
-    # per shape: its profile and activations; per layout: its shape's index and its own axes
-    prof_rows: list[MicroProfile] = []
-    act_rows: list[tuple[float, float, float]] = []
-    shape_keys: list[tuple[int, int, int, int, str, bool]] = []
-    axes: dict[str, list[np.ndarray]] = {k: [] for k in ("shape", "pp", "vp", "dp", "m", "z")}
+
+def _enumerate(
+    n: int,
+    gb: int,
+    layers: int,
+    pinned: dict[str, int],
+    axes: tuple[list[int], list[int], list[int]],
+    rejected: Counter[str],
+) -> tuple[list[_Cells], int]:
+    """Every (tp, cp, ep) x (micro-batch, pipeline pair, ZeRO stage) that passes the rules, as masks
+    (cheap), and the number of candidate layouts they make (counted against MAX_SEARCH_LAYOUTS
+    before any profile is built)."""
+    tps, cps, eps = axes
     zeros = np.array(ZERO_STAGES, dtype=np.float64)
     mbs = np.arange(1, MAX_MICRO_BATCH + 1, dtype=np.float64)
-    # first the enumeration (masks only, cheap), counted against MAX_SEARCH_LAYOUTS; then the
-    # profiles of the shapes it kept
     kept: list[_Cells] = []
     weighed = 0  # candidate layouts (each shape x pipeline pair x ZeRO stage that passed the rules)
     for tp, cp in itertools.product(tps, cps):
@@ -292,96 +295,149 @@ def search_layouts(
             # each passing cell is weighed once per (sequence parallelism, checkpointing) shape
             weighed += int(ok.sum()) * (2 if tp > 1 else 1) * len(CHECKPOINTING)
             kept.append((tp, cp, ep, ok, mb_g, pp_g, vp_g, dp_g, m_g, z_g))
-    if weighed > MAX_SEARCH_LAYOUTS:
-        raise InvalidSettingError(
-            f"The layout search for {model.name} on {cluster.label} weighs {weighed:,} candidate layouts, over its "
-            f"limit of {MAX_SEARCH_LAYOUTS:,}. Narrow it: fewer nodes, no cross-node tensor parallelism "
-            "(allow_cross_node_tp), or fix tp, pp, cp or ep in the workload (e.g. tp: 8)."
-        )
+    return kept, weighed
+
+
+def _profile(model: ModelSpec, w: Workload, cluster: Cluster, kept: list[_Cells]) -> _Grid:
+    """One operator profile and activation split per shape the kept cells use, and each cell's axes."""
+    g = _Grid()
     for tp, cp, ep, ok, mb_g, pp_g, vp_g, dp_g, m_g, z_g in kept:
         for mb in np.unique(mb_g[ok]).astype(int):
             sel = ok & (mb_g == mb)
             for sp in (False, True) if tp > 1 else (False,):
-                shape = _shape(w, tp, cp, ep, int(mb), "none", sp)
-                mo = training_ops(model, shape, gpu)
+                mo = training_ops(model, _shape(w, tp, cp, ep, int(mb), "none", sp), cluster.gpu)
                 for ckpt in CHECKPOINTING:
-                    prof_rows.append(with_checkpointing(mo, ckpt))
+                    g.prof_rows.append(with_checkpointing(mo, ckpt))
                     acts = {
                         x.name: x.bytes for x in activation_lines(model, _shape(w, tp, cp, ep, int(mb), ckpt, sp))[0]
                     }
-                    act_rows.append(
+                    g.act_rows.append(
                         (
                             acts.get("activations", 0.0),
                             acts.get("embedding and final norm", 0.0) + acts.get("logits and loss", 0.0),
                             acts.get("recomputed layer", 0.0),
                         )
                     )
-                    shape_keys.append((tp, cp, ep, int(mb), ckpt, sp))
+                    g.shape_keys.append((tp, cp, ep, int(mb), ckpt, sp))
                     k = int(sel.sum())
-                    axes["shape"].append(np.full(k, len(shape_keys) - 1))
-                    axes["pp"].append(pp_g[sel])
-                    axes["vp"].append(vp_g[sel])
-                    axes["dp"].append(dp_g[sel])
-                    axes["m"].append(m_g[sel])
-                    axes["z"].append(z_g[sel])
+                    g.axes["shape"].append(np.full(k, len(g.shape_keys) - 1))
+                    for name, arr in (("pp", pp_g), ("vp", vp_g), ("dp", dp_g), ("m", m_g), ("z", z_g)):
+                        g.axes[name].append(arr[sel])
+    return g
+
+
+def _screen_memory(
+    model: ModelSpec, w: Workload, cluster: Cluster, acts_a: np.ndarray, lay: dict[str, np.ndarray]
+) -> np.ndarray:
+    """Per-GPU memory of every candidate at once: the memory model's pieces (states by ZeRO stage,
+    buffers, activations in flight, runtime) split by the layout, the screen before the full estimate."""
+    gpu, n = cluster.gpu, cluster.num_gpus
+    layers = max(model.num_layers, 1)
+    pp_s, vp_s, dp_s, m_s, z_s, tp_s, cp_s, ep_s = (lay[k] for k in ("pp", "vp", "dp", "m", "z", "tp", "cp", "ep"))
+    c_bytes = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+    pure = w.master_weights == "none" or c_bytes == 4.0
+    expert_share = float(sum(g.total for g in model.groups if g.role == "expert")) / max(model.total_params, 1)
+    per_layer_params = (model.total_params - model.embedding_params) / layers
+    a_layers, a_once, a_rec = acts_a[:, 0], acts_a[:, 1], acts_a[:, 2]
+    # the fullest pipeline rank's share of the layers (1/pp unless the split is uneven)
+    share = stage_share(layers, pp_s, vp_s)
+    in_flight = np.minimum(pp_s, m_s) * share * np.where(vp_s > 1, 1 + (pp_s - 1) / (pp_s * vp_s), 1.0)
+    act = a_layers * in_flight + a_once + a_rec
+    ep_factor = 1.0 - expert_share + expert_share / ep_s
+    dpc = dp_s * cp_s
+    mp = tp_s / share
+    mem_states = np.zeros_like(pp_s)
+    grads = np.zeros_like(pp_s)
+    for name, (b0, stage) in _state_bytes(model, w).items():
+        b = np.full_like(pp_s, b0)
+        if name.startswith("gradients") and not pure:
+            # mixed precision keeps fp32 gradients without ZeRO, 16-bit ones with it (memory.py)
+            b = np.where(z_s >= 1, b0 * c_bytes / 4.0, b0)
+        local = np.where(z_s >= stage, b / (mp * dpc), b * ep_factor / mp)
+        mem_states += local
+        if name.startswith("gradients"):
+            grads = local
+    buffers = np.where((z_s == 0) & (dpc > 1), grads, 0.0)
+    buffers += np.where(z_s >= 3, 2 * per_layer_params * c_bytes / tp_s, 0.0)
+    buffers += np.where(
+        (z_s >= 1) & (z_s <= 2), np.minimum(_ZERO_BUCKET_ELEMENTS, model.total_params / mp) * c_bytes, 0.0
+    )
+    runtime_const = (
+        runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc) + (runtime.NCCL_BYTES if n > 1 else 0.0)
+    )
+    mem: np.ndarray = (mem_states + buffers + act) * (1 + runtime.ALLOCATOR_SLACK_FRACTION) + runtime_const
+    return mem
+
+
+def _rank(
+    model: ModelSpec, w: Workload, cluster: Cluster, g: _Grid, gb: int, top: int, rejected: Counter[str]
+) -> tuple[list[LayoutResult], int, int]:
+    """Every candidate's step time and screened memory at once; then the fastest that fit, confirmed
+    by the full memory and time estimates. Returns (best, evaluated, fitting)."""
+    gpu, n = cluster.gpu, cluster.num_gpus
+    sh = np.concatenate(g.axes["shape"])
+    lay = {k: np.concatenate(g.axes[k]) for k in ("pp", "vp", "dp", "m", "z")}
+    keys = np.array([k[:4] for k in g.shape_keys], dtype=np.float64)
+    lay |= {"tp": keys[sh, 0], "cp": keys[sh, 1], "ep": keys[sh, 2]}
+    fields = {
+        f.name: np.array([getattr(r, f.name) for r in g.prof_rows], dtype=np.float64)[sh]
+        for f in dataclasses.fields(MicroProfile)
+    }
+    parts = compose(
+        MicroProfile(**fields), cluster, lay["tp"], lay["cp"], lay["ep"], lay["pp"], lay["vp"], lay["dp"], lay["z"],
+        lay["m"], w.sharding,
+    )  # fmt: skip
+    mem = _screen_memory(model, w, cluster, np.array(g.act_rows, dtype=np.float64)[sh], lay)
+    fits = mem <= gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    evaluated, fitting = len(lay["pp"]), int(fits.sum())
+    best: list[LayoutResult] = []
+    order = np.argsort(np.where(fits, parts.step, np.inf), kind="stable")
+    for rank in order[: min(CONFIRM, fitting)]:
+        tp, cp, ep, mb, ckpt, sp = g.shape_keys[int(sh[rank])]
+        pp, vp, z, m = (int(lay[k][rank]) for k in ("pp", "vp", "z", "m"))
+        layout = Layout(tp, pp, vp, cp, ep, n // (tp * cp * pp), z, mb, m, ckpt, sp)
+        wl = w.with_(gpu=gpu.name, num_gpus=n, global_batch=gb, grad_accum=1, cluster=None, **layout.keys())
+        memory = estimate_memory(model, wl, gpu)
+        if not memory.fits:
+            rejected["over memory on the full estimate"] += 1
+            continue
+        t = estimate_training_time(model, wl, gpu, cluster)
+        comm = t.exposed_comm_s / t.step_time_s
+        best.append(LayoutResult(layout, wl, t, memory, float(mem[rank]), comm, t.bubble_s / t.step_time_s))
+        if len(best) >= top:
+            break
+    best.sort(key=lambda r: r.time.step_time_s)
+    return best, evaluated, fitting
+
+
+def search_layouts(
+    model: ModelSpec,
+    w: Workload,
+    cluster: Cluster,
+    top: int = 5,
+    allow_cross_node_tp: bool = False,
+) -> SearchResult:
+    """The `top` fastest layouts of training workload `w` on `cluster` that fit in memory: the
+    candidates enumerated as masks and counted first, then one operator profile per shape, every
+    layout's step and memory screened at once (numpy), and the fastest confirmed in full."""
+    _check_searchable(model, w)
+    t0 = time.perf_counter()
+    n = cluster.num_gpus
+    gb = w.global_batch or w.batch_size * w.grad_accum * n
+    rejected: Counter[str] = Counter()
+    pinned, tps, cps, eps = _parallel_axes(model, w, cluster, allow_cross_node_tp, rejected)
+    kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, (tps, cps, eps), rejected)
+    if weighed > MAX_SEARCH_LAYOUTS:
+        raise InvalidSettingError(
+            f"The layout search for {model.name} on {cluster.label} weighs {weighed:,} candidate layouts, over its "
+            f"limit of {MAX_SEARCH_LAYOUTS:,}. Narrow it: fewer nodes, no cross-node tensor parallelism "
+            "(allow_cross_node_tp), or fix tp, pp, cp or ep in the workload (e.g. tp: 8)."
+        )
+    g = _profile(model, w, cluster, kept)
     best: list[LayoutResult] = []
     evaluated = fitting = 0
-    if shape_keys:
-        sh = np.concatenate(axes["shape"])
-        pp_s, vp_s, dp_s, m_s, z_s = (np.concatenate(axes[k]) for k in ("pp", "vp", "dp", "m", "z"))
-        keys = np.array([k[:4] for k in shape_keys], dtype=np.float64)
-        tp_s, cp_s, ep_s = keys[sh, 0], keys[sh, 1], keys[sh, 2]
-        fields = {
-            f.name: np.array([getattr(r, f.name) for r in prof_rows], dtype=np.float64)[sh]
-            for f in dataclasses.fields(MicroProfile)
-        }
-        prof = MicroProfile(**fields)
-        parts = compose(prof, cluster, tp_s, cp_s, ep_s, pp_s, vp_s, dp_s, z_s, m_s, w.sharding)
-        # --- memory screen: the memory model's pieces split by the layout ---
-        acts_a = np.array(act_rows, dtype=np.float64)[sh]
-        a_layers, a_once, a_rec = acts_a[:, 0], acts_a[:, 1], acts_a[:, 2]
-        # the fullest pipeline rank's share of the layers (1/pp unless the split is uneven)
-        share = stage_share(layers, pp_s, vp_s)
-        in_flight = np.minimum(pp_s, m_s) * share * np.where(vp_s > 1, 1 + (pp_s - 1) / (pp_s * vp_s), 1.0)
-        act = a_layers * in_flight + a_once + a_rec
-        ep_factor = 1.0 - expert_share + expert_share / ep_s
-        dpc = dp_s * cp_s
-        mp = tp_s / share
-        mem_states = np.zeros_like(pp_s)
-        grads = np.zeros_like(pp_s)
-        for name, (b0, stage) in states.items():
-            b = np.full_like(pp_s, b0)
-            if name.startswith("gradients") and not pure:
-                # mixed precision keeps fp32 gradients without ZeRO, 16-bit ones with it (memory.py)
-                b = np.where(z_s >= 1, b0 * c_bytes / 4.0, b0)
-            local = np.where(z_s >= stage, b / (mp * dpc), b * ep_factor / mp)
-            mem_states += local
-            if name.startswith("gradients"):
-                grads = local
-        buffers = np.where((z_s == 0) & (dpc > 1), grads, 0.0)
-        buffers += np.where(z_s >= 3, 2 * per_layer_params * c_bytes / tp_s, 0.0)
-        buffers += np.where(
-            (z_s >= 1) & (z_s <= 2), np.minimum(_ZERO_BUCKET_ELEMENTS, model.total_params / mp) * c_bytes, 0.0
-        )
-        mem = (mem_states + buffers + act) * (1 + runtime.ALLOCATOR_SLACK_FRACTION) + runtime_const
-        fits = mem <= cap
-        evaluated, fitting = len(pp_s), int(fits.sum())
-        order = np.argsort(np.where(fits, parts.step, np.inf), kind="stable")
-        for rank in order[: min(CONFIRM, fitting)]:
-            tp, cp, ep, mb, ckpt, sp = shape_keys[int(sh[rank])]
-            pp, vp, z, m = int(pp_s[rank]), int(vp_s[rank]), int(z_s[rank]), int(m_s[rank])
-            lay = Layout(tp, pp, vp, cp, ep, n // (tp * cp * pp), z, mb, m, ckpt, sp)
-            wl = w.with_(gpu=gpu.name, num_gpus=n, global_batch=gb, grad_accum=1, cluster=None, **lay.keys())
-            memory = estimate_memory(model, wl, gpu)
-            if not memory.fits:
-                rejected["over memory on the full estimate"] += 1
-                continue
-            t = estimate_training_time(model, wl, gpu, cluster)
-            comm = t.exposed_comm_s / t.step_time_s
-            best.append(LayoutResult(lay, wl, t, memory, float(mem[rank]), comm, t.bubble_s / t.step_time_s))
-            if len(best) >= top:
-                break
-        best.sort(key=lambda r: r.time.step_time_s)
+    if g.shape_keys:
+        best, evaluated, fitting = _rank(model, w, cluster, g, gb, top, rejected)
     notes = cluster.warnings()
     if pinned:
         notes.append("held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items()))
@@ -394,7 +450,7 @@ def search_layouts(
         global_batch=gb,
         evaluated=evaluated,
         fitting=fitting,
-        shapes=len(shape_keys),
+        shapes=len(g.shape_keys),
         seconds=time.perf_counter() - t0,
         best=best,
         rejected=rejected,
