@@ -29,7 +29,7 @@ from gpuplan.estimators.activations import (
 from gpuplan.estimators.lora import adapter_params, lora_targets
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO, optimizer_state_bytes
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec, ParamGroup
+from gpuplan.specs.model import ModelSpec, ParamGroup, family_of
 from gpuplan.specs.precision import checkpoint_format, kept_unquantised, storage_format
 from gpuplan.specs.workload import Workload
 
@@ -226,31 +226,6 @@ def _has_lm_head(model: ModelSpec) -> bool:
     return any(g.role == "head" and g.linear is not None and g.linear[1] == model.vocab_size for g in model.groups)
 
 
-# families whose RMSNorm upcasts to fp32 in eager PyTorch (transformers LlamaRMSNorm and kin)
-_RMSNORM_TYPES: Final = (
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "qwen3_moe",
-    "gemma",
-    "gemma2",
-    "phi3",
-    "gemma3",
-    "gemma3_text",
-    "olmo2",
-    "granite",
-    "deepseek_v2",
-    "deepseek_v3",
-    "llama4",
-    "llama4_text",
-    "t5",
-    "mt5",
-)
-
-
 def _autocast(w: Workload) -> bool:
     """PyTorch AMP: fp32 parameters with 16-bit autocast (mixed precision without ZeRO)."""
     return w.precision in ("fp16", "bf16", "fp8") and w.master_weights == "fp32" and w.zero == 0
@@ -259,7 +234,8 @@ def _autocast(w: Workload) -> bool:
 def _norm_bytes(model: ModelSpec, w: Workload, b: float) -> float:
     if w.compile or b >= 4:
         return b
-    if model.model_type in _RMSNORM_TYPES:
+    fam = family_of(model.model_type)
+    if fam is not None and fam.norm_upcasts:  # its RMSNorm upcasts to fp32 in eager PyTorch (LlamaRMSNorm and kin)
         return 4.0 + b
     return 4.0 if _autocast(w) else b
 
@@ -795,11 +771,12 @@ def _inference(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate
         ctx = seq if shapes[-1].window is None else min(seq, int(shapes[-1].window))
         work += b * model.num_heads / w.tp * seq * ctx * (4.0 + c)
     logits = b * model.vocab_size * (c + 4.0) / w.tp if _has_lm_head(model) else 0.0
+    fam = family_of(model.model_type)
     kv_note = (
         f"{b} x {n_in}+{n_out} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
         + (
             ", chunked local layers capped"
-            if model.model_type.startswith("llama4")
+            if fam is not None and fam.kv == "chunked"
             else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
         )
         + ")"
