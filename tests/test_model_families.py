@@ -505,13 +505,15 @@ def test_default_lora_targets_of_the_new_families(preset: str, leaves: set[str])
 def test_every_transformer_family_has_lora_defaults_and_an_fsdp_wrap_class() -> None:
     """A family the reader supports must also work with `task: lora` (PEFT's default targets, or
     q/v where PEFT has none) and get FSDP's transformer auto-wrap class in launch files; a CNN has
-    neither (LoRA adapts attention, FSDP wraps ResNet by size)."""
-    from gpuplan.estimators.lora import DEFAULT_TARGETS
-    from gpuplan.interfaces.launch import LAYER_CLASS
+    neither (LoRA adapts attention, FSDP wraps ResNet by size). Both are columns of the family
+    table (tests/test_families.py checks the rest of it)."""
+    from gpuplan.estimators.lora import default_targets
+    from gpuplan.specs.model import family_of
 
     families = set(SUPPORTED_MODEL_TYPES) - {"resnet"}
-    assert families <= set(DEFAULT_TARGETS), sorted(families - set(DEFAULT_TARGETS))
-    assert families <= set(LAYER_CLASS), sorted(families - set(LAYER_CLASS))
+    assert not [t for t in families if not default_targets(t)]
+    assert not [t for t in families if not (f := family_of(t)) or not f.fsdp_layer]
     # PEFT 0.21's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING["llama4"]
-    assert DEFAULT_TARGETS["llama4"] == ("q_proj", "v_proj")
-    assert LAYER_CLASS["llama4"] == "Llama4TextDecoderLayer"  # transformers' _no_split_modules
+    assert default_targets("llama4") == ("q_proj", "v_proj")
+    llama4 = family_of("llama4")
+    assert llama4 is not None and llama4.fsdp_layer == "Llama4TextDecoderLayer"  # transformers' _no_split_modules

@@ -26,7 +26,7 @@ from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_va
 from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, gres_name, implied_cluster
 from gpuplan.specs.gpu import Catalog
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.models import find_preset
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
@@ -42,65 +42,6 @@ DEFAULT_TIME_S: Final = 4 * 3600
 # Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
 SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
 
-# transformers decoder-layer classes for FSDP's transformer auto-wrap, by config model_type
-# (transformers' modeling_*.py class names).
-LAYER_CLASS: Final = {
-    "llama": "LlamaDecoderLayer",
-    "mistral": "MistralDecoderLayer",
-    "mixtral": "MixtralDecoderLayer",
-    "qwen2": "Qwen2DecoderLayer",
-    "qwen2_moe": "Qwen2MoeDecoderLayer",
-    "qwen3": "Qwen3DecoderLayer",
-    "qwen3_moe": "Qwen3MoeDecoderLayer",
-    "gemma": "GemmaDecoderLayer",
-    "gemma2": "Gemma2DecoderLayer",
-    "gemma3_text": "Gemma3DecoderLayer",
-    "gemma3": "Gemma3DecoderLayer",
-    "opt": "OPTDecoderLayer",
-    "phi": "PhiDecoderLayer",
-    "olmo2": "Olmo2DecoderLayer",
-    "starcoder2": "Starcoder2DecoderLayer",
-    "gpt_bigcode": "GPTBigCodeBlock",
-    "nemotron": "NemotronDecoderLayer",
-    "granite": "GraniteDecoderLayer",
-    "cohere": "CohereDecoderLayer",
-    "phi3": "Phi3DecoderLayer",
-    "falcon": "FalconDecoderLayer",
-    "gpt2": "GPT2Block",
-    "gpt_neox": "GPTNeoXLayer",
-    "gptj": "GPTJBlock",
-    "mpt": "MptBlock",
-    "bloom": "BloomBlock",
-    "deepseek_v2": "DeepseekV2DecoderLayer",
-    "deepseek_v3": "DeepseekV3DecoderLayer",
-    "gpt_oss": "GptOssDecoderLayer",
-    "llama4": "Llama4TextDecoderLayer",
-    "llama4_text": "Llama4TextDecoderLayer",
-    "RefinedWeb": "FalconDecoderLayer",  # old Falcon configs load as transformers' Falcon
-    "RefinedWebModel": "FalconDecoderLayer",
-    "vit": "ViTLayer",
-    "t5": "T5Block",
-    "mt5": "MT5Block",
-    "bert": "BertLayer",
-    "roberta": "RobertaLayer",
-}
-# Llama-style blocks (SwiGLU, RMSNorm, rotary, no biases); DeepSeek's MLA adds its own flags
-LLAMA_LIKE: Final = frozenset(
-    [
-        "llama",
-        "mistral",
-        "mixtral",
-        "qwen2",
-        "qwen2_moe",
-        "qwen3",
-        "qwen3_moe",
-        "llama4",
-        "llama4_text",
-        "deepseek_v2",
-        "deepseek_v3",
-    ]
-)
-QK_LAYERNORM: Final = frozenset({"qwen3", "qwen3_moe"})
 # SkyPilot accelerator names (skypilot-catalog v6 AcceleratorName column, the names
 # `sky show-gpus` lists), by gpuplan catalog name.
 SKYPILOT_NAMES: Final = {
@@ -233,9 +174,10 @@ def _megatron_shape_args(m: ModelSpec) -> list[str]:
         a += ["--group-query-attention", f"--num-query-groups {m.num_kv_heads}"]
     if m.attention_type == "mla":
         a += _mla_args(m.config)
-    if m.model_type in QK_LAYERNORM:
+    fam = family_of(m.model_type)  # its Megatron flags: the family table (specs/model/families.py)
+    if fam is not None and fam.megatron.qk_layernorm:
         a.append("--qk-layernorm")  # Qwen3: RMSNorm over each head's q and k
-    if m.model_type in ("llama4", "llama4_text"):
+    if fam is not None and fam.megatron.qk_l2_norm:
         text = m.config.get("text_config", m.config) if m.model_type == "llama4" else m.config
         if isinstance(text, dict) and text.get("use_qk_norm", True):
             a.append("--qk-l2-norm")  # Llama 4: weightless L2 norm of q and k on the RoPE layers
@@ -349,7 +291,8 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         f"--global-batch-size {w.batch_size * w.micro_batches * w.dp}",
     ]
     a += _megatron_shape_args(m)
-    if m.model_type in LLAMA_LIKE:
+    fam = family_of(m.model_type)
+    if fam is not None and fam.megatron.llama:
         # Llama-style blocks: SwiGLU MLP, RMSNorm, rotary positions, no biases, untied head
         a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
         if not m.tie_word_embeddings:
@@ -519,7 +462,8 @@ def _fsdp_section(lp: LaunchPlan) -> dict[str, Any]:
         "fsdp_use_orig_params": True,
         "fsdp_activation_checkpointing": w.activation_checkpointing != "none",
     }
-    layer = LAYER_CLASS.get(m.model_type)
+    fam = family_of(m.model_type)  # its transformers layer class: the family table (specs/model/families.py)
+    layer = fam.fsdp_layer if fam is not None else None
     if layer:
         sec["fsdp_auto_wrap_policy"] = "TRANSFORMER_BASED_WRAP"
         sec["fsdp_transformer_layer_cls_to_wrap"] = layer

@@ -208,10 +208,10 @@ def _quantise(model: Any, torch: Any, fmt: str, compute_dtype: Any, device: str)
 
 
 def _default_targets(w: Workload) -> list[str] | None:
-    from gpuplan.estimators.lora import DEFAULT_TARGETS
+    from gpuplan.estimators.lora import default_targets
 
     model_type = config_dict(w, False).get("model_type")
-    names = DEFAULT_TARGETS.get(model_type) if isinstance(model_type, str) else None
+    names = default_targets(model_type) if isinstance(model_type, str) else ()
     return list(names) if names else None
 
 

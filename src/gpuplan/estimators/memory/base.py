@@ -17,7 +17,7 @@ from gpuplan.estimators.activations import (
 )
 from gpuplan.estimators.lora import lora_targets
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec, ParamGroup
+from gpuplan.specs.model import ModelSpec, ParamGroup, family_of
 from gpuplan.specs.precision import checkpoint_format, kept_unquantised, storage_format
 from gpuplan.specs.workload import Workload
 
@@ -214,31 +214,6 @@ def has_lm_head(model: ModelSpec) -> bool:
     return any(g.role == "head" and g.linear is not None and g.linear[1] == model.vocab_size for g in model.groups)
 
 
-# families whose RMSNorm upcasts to fp32 in eager PyTorch (transformers LlamaRMSNorm and kin)
-RMSNORM_TYPES: Final = (
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "qwen3_moe",
-    "gemma",
-    "gemma2",
-    "phi3",
-    "gemma3",
-    "gemma3_text",
-    "olmo2",
-    "granite",
-    "deepseek_v2",
-    "deepseek_v3",
-    "llama4",
-    "llama4_text",
-    "t5",
-    "mt5",
-)
-
-
 def autocast(w: Workload) -> bool:
     """PyTorch AMP: fp32 parameters with 16-bit autocast (mixed precision without ZeRO)."""
     return w.precision in ("fp16", "bf16", "fp8") and w.master_weights == "fp32" and w.zero == 0
@@ -247,7 +222,8 @@ def autocast(w: Workload) -> bool:
 def norm_bytes(model: ModelSpec, w: Workload, b: float) -> float:
     if w.compile or b >= 4:
         return b
-    if model.model_type in RMSNORM_TYPES:
+    fam = family_of(model.model_type)
+    if fam is not None and fam.norm_upcasts:  # its RMSNorm upcasts to fp32 in eager PyTorch (LlamaRMSNorm and kin)
         return 4.0 + b
     return 4.0 if autocast(w) else b
 

@@ -25,7 +25,7 @@ from gpuplan.estimators.memory.base import (
     weight_bytes,
 )
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.precision import storage_format
 from gpuplan.specs.workload import Workload
 
@@ -91,11 +91,12 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         ctx = seq if shapes[-1].window is None else min(seq, int(shapes[-1].window))
         work += b * model.num_heads / w.tp * seq * ctx * (4.0 + c)
     logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
+    fam = family_of(model.model_type)
     kv_note = (
         f"{b} x {n_in}+{n_out} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
         + (
             ", chunked local layers capped"
-            if model.model_type.startswith("llama4")
+            if fam is not None and fam.kv == "chunked"
             else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
         )
         + ")"
