@@ -37,6 +37,7 @@ def test_measured_shares_and_names_are_sourced(catalog: Catalog) -> None:
     assert (a100.mamf_bf16, a100.mamf_fp8, a100.skypilot_name) == (271.2 / 312, None, "A100-80GB")
     assert catalog.get("A100 PCIe 40GB").skypilot_name == "A100"
     assert catalog.get("RTX 6000 Ada").skypilot_name == "RTX6000-Ada"
+    assert catalog.get("AMD Instinct MI300X").skypilot_name == "MI300X"  # `sky show-gpus -a` lists it
     mi250x = catalog.get("MI250X")
     assert mi250x.mamf_bf16 == 147.0 / 191.5 and "f0cca2fa" in mi250x.sources["mamf_bf16"].url
     se = catalog.get("RTX PRO 6000 Server")
@@ -68,7 +69,7 @@ def test_every_bundled_fact_is_in_range_and_cited(catalog: Catalog) -> None:
                 assert re.fullmatch(SKYPILOT_NAME_PATTERN, value), (g.name, value)
             else:
                 assert 0 < value <= 1, (g.name, f, value)
-    assert stated >= 30  # 21 SkyPilot names, 10 16-bit shares, 4 8-bit, 1 FP4, 1 bandwidth
+    assert stated >= 30  # 22 SkyPilot names, 10 16-bit shares, 4 8-bit, 1 FP4, 1 bandwidth
 
 
 def test_gpus_json_keeps_its_keys(catalog: Catalog) -> None:
