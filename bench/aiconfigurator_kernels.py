@@ -2,9 +2,10 @@
 
 ai-dynamo/aiconfigurator ships, per system, TensorRT-LLM kernel timings measured on the card
 (`aic-core/src/aiconfigurator_core/systems/data/<system>/gemm/trtllm/<version>/gemm_perf.parquet`,
-`.../attention/trtllm/<version>/generation_attention_perf.parquet`). `estimators/efficiency.py`
-cites three figures from them; this script recomputes those figures and the same ones for every
-other system in the checkout, for comparison:
+`.../attention/trtllm/<version>/generation_attention_perf.parquet`). The RTX PRO 6000 Server
+Edition's catalog row (`mamf_*`, `memory_bandwidth_share`) and `estimators/efficiency.py` cite
+figures from them; this script recomputes those figures and the same ones for every other system in
+the checkout, for comparison:
 
 - the best GEMM of the m, n, k >= 4096 shapes per dtype, as a share of the catalog's dense peak;
 - memory-bound GEMVs (m <= 8) over >= 512 MB of weights: median bandwidth as a share of the

@@ -179,7 +179,16 @@ def test_measured_kernel_efficiencies_for_rtx_pro_server_and_geforce(catalog: Ca
                        "output_len": 2048, "weight_dtype": "nvfp4", "kv_dtype": "fp8",
                        "engine": "tensorrt-llm"})  # fmt: skip
     now = estimate_inference_time(m, w, se)
-    generic = estimate_inference_time(m, w, replace(se, name="generic GB202", compute_capability="10.0"))
+    unmeasured = replace(
+        se,
+        name="generic GB202",
+        compute_capability="10.0",
+        mamf_bf16=None,
+        mamf_fp8=None,
+        mamf_fp4=None,
+        memory_bandwidth_share=None,
+    )
+    generic = estimate_inference_time(m, w, unmeasured)
     assert 1.15 < generic.tpot_s / now.tpot_s < 1.45
 
 

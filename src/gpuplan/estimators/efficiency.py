@@ -1,9 +1,10 @@
 """How much of a GPU's datasheet peak real kernels reach: named constants with their sources.
 
 The performance model is a roofline per operator: time = max(FLOPs / (peak x eta_compute),
-bytes / (bandwidth x eta_memory)). The etas live here. Each is either a measurement (the best
-matmul a GPU was seen to run, a device copy) or a derivation that the validation rows calibrate;
-each says which.
+bytes / (bandwidth x eta_memory)). The etas live here, but for the ones measured on one card,
+which its catalog row states beside its peaks (mamf_bf16, mamf_fp8, mamf_fp4,
+memory_bandwidth_share). Each is either a measurement (the best matmul a GPU was seen to run, a
+device copy) or a derivation that the validation rows calibrate; each says which.
 """
 
 from __future__ import annotations
@@ -14,33 +15,15 @@ from typing import Final
 from gpuplan.specs.gpu import GPU
 
 # --- best achievable dense matmul, as a share of the datasheet peak -----------------------------
-# "Maximum Achievable Matmul FLOPS" (MAMF): torch.mm swept over shapes, mean of 100 iterations of
-# the best shape (stas00/ml-engineering compute/accelerator/README.md @744d01e1, MAMF table;
-# MI250X from the v1 table @f0cca2fa). (16-bit share, fp8 share or None, source)
+# Measured per card, these shares sit in the catalog rows beside the peaks they divide
+# (data/gpus/*.toml: mamf_bf16, mamf_fp8, mamf_fp4, each with its source): "Maximum Achievable
+# Matmul FLOPS" (MAMF: torch.mm swept over shapes, mean of 100 iterations of the best shape;
+# stas00/ml-engineering compute/accelerator/README.md @744d01e1, MAMF table, MI250X from the v1
+# table @f0cca2fa) for A100, H100 SXM, H200, B200, MI300X and MI250X, and TensorRT-LLM's GEMMs for
+# the RTX PRO 6000 Server Edition (see below). A user's catalog row may state its own.
 _MAMF_SRC: Final = "MAMF table, stas00/ml-engineering compute/accelerator/README.md@744d01e1"
-_MAMF_BY_NAME: Final[dict[str, tuple[float, float | None, str]]] = {
-    "A100 SXM4 40GB": (271.2 / 312, None, f"A100 SXM bf16 271.2/312; {_MAMF_SRC}"),
-    "A100 SXM4 80GB": (271.2 / 312, None, f"A100 SXM bf16 271.2/312; {_MAMF_SRC}"),
-    "A100 PCIe 40GB": (252.9 / 312, None, f"A100 PCIe bf16 252.9/312; {_MAMF_SRC}"),
-    "A100 PCIe 80GB": (252.9 / 312, None, f"A100 PCIe bf16 252.9/312; {_MAMF_SRC}"),
-    "H100 SXM5 80GB": (794.5 / 989, 1402.6 / 1979, f"H100 SXM bf16 794.5/989, fp8 1402.6/1979; {_MAMF_SRC}"),
-    "H200 SXM 141GB": (
-        790 / 989,
-        1453.4 / 1979,
-        f"H200 bf16 8192^3 ~790/989 (gpuplan issue 4), fp8 1453.4/1979; {_MAMF_SRC}",
-    ),
-    "B200": (1745.0 / 2250, 3432.5 / 4500, f"B200 bf16 1745/2250, fp8 3432.5/4500; {_MAMF_SRC}"),
-    "AMD Instinct MI300X": (668.4 / 1300, None, f"MI300X bf16 668.4/1300 (TunableOp); {_MAMF_SRC}"),
-    "AMD Instinct MI250X": (147.0 / 191.5, None, "MI250X bf16 147.0/191.5 per GCD; MAMF v1 table @f0cca2fa"),
-    # TensorRT-LLM's own GEMMs on the card, not torch.mm: see the RTX PRO 6000 note below
-    "RTX PRO 6000 Server": (
-        436.0 / 467.8,
-        828.0 / 935.6,
-        "RTX PRO 6000 SE, TRT-LLM GEMMs: bf16 436/467.8, fp8 828/935.6 (aiconfigurator@095f58a5)",
-    ),
-}
 
-# Cards with no published MAMF take their family's value: Hopper PCIe/NVL run lower clocks under
+# Cards whose row states no MAMF take their family's value: Hopper PCIe/NVL run lower clocks under
 # their power cap (the A100 PCIe/SXM MAMF ratio 252.9/271.2 = 0.93 applied to H100 SXM); consumer
 # and workstation cards are power- and clock-limited like a PCIe A100: its 0.81 less the same 7%
 # (derived, 0.75); pre-Ampere tensor cores 0.70 (derived).
@@ -58,22 +41,17 @@ _MAMF_BY_ARCH: Final[dict[str, tuple[float, float | None, str]]] = {
 _MAMF_DEFAULT: Final = (0.70, None, "derived default")
 
 # The RTX PRO 6000 Blackwell Server Edition (GB202, sm_120: warp-level mma.sync tensor cores, not
-# B200's tcgen05) gets much nearer its peak than the B200-derived Blackwell value above. NVIDIA's
-# aiconfigurator measured TensorRT-LLM 1.3.0rc20's GEMMs on that card (ai-dynamo/aiconfigurator
-# @095f58a5, systems/data/rtx_pro_6000_server/gemm/trtllm/1.3.0rc20/gemm_perf.parquet): the best of
-# its m, n, k >= 4096 shapes runs bf16 at 436, fp8 at 828 and NVFP4 at 1,537 dense TFLOP/s, 0.93 /
+# B200's tcgen05) gets much nearer its peak than the B200-derived Blackwell value above, and its
+# catalog row states it (mamf_bf16, mamf_fp8, mamf_fp4). NVIDIA's aiconfigurator measured
+# TensorRT-LLM 1.3.0rc20's GEMMs on that card (ai-dynamo/aiconfigurator @095f58a5,
+# systems/data/rtx_pro_6000_server/gemm/trtllm/1.3.0rc20/gemm_perf.parquet): the best of its
+# m, n, k >= 4096 shapes runs bf16 at 436, fp8 at 828 and NVFP4 at 1,537 dense TFLOP/s, 0.93 /
 # 0.89 / 0.82 of 467.8 / 935.6 / 1,871.2 (the same tables give B200 0.75 / 0.70 / 0.51 and H100
 # 0.84 / 0.76, in line with MAMF above). torch.mm on the same card agrees for bf16: 417.3 TFLOP/s
 # at 8192^3, 0.89 (zzc0721/torch-performance-test-data issue #162). Not taken for the other GB202
 # cards: the Workstation Edition's peak is quoted at 2617 MHz and torch.mm reached 0.70 of it
 # (issue #160), the Server Edition's at the 2430 MHz it holds.
 # `python bench/aiconfigurator_kernels.py CHECKOUT` recomputes these shares for every system there.
-_FP4_BY_NAME: Final[dict[str, tuple[float, str]]] = {
-    "RTX PRO 6000 Server": (
-        1537.0 / 1871.2,
-        "RTX PRO 6000 SE, TRT-LLM NVFP4 GEMM 1537/1871.2 (aiconfigurator@095f58a5)",
-    ),
-}
 
 # GeForce RTX cards (since Turing; not the TITANs) run 16-bit matmuls with FP32 accumulation, what
 # mixed precision uses, at half their FP16-accumulate tensor rate: a product limit, not a power or
@@ -191,14 +169,14 @@ ATTN_BWD_FLOP_RATIO: Final = 2.5
 # MLC and TensorRT-LLM decode rows).
 COPY_BW_EFF: Final = 0.85
 KERNEL_BW_EFF: Final = 0.80
-# Cards whose memory-bound kernels were measured far from that: the RTX PRO 6000 Blackwell Server
-# Edition streams 0.93-0.94 of its datasheet 1,597 GB/s in TensorRT-LLM's kernels
+# A card whose memory-bound kernels were measured far from that states its own share in its
+# catalog row (memory_bandwidth_share): the RTX PRO 6000 Blackwell Server Edition streams 0.93-0.94
+# of its datasheet 1,597 GB/s in TensorRT-LLM's kernels
 # (aiconfigurator@095f58a5, rtx_pro_6000_server: GEMVs of m <= 8 over >= 512 MB of bf16 weights,
 # median 1,492 GB/s; decode attention over >= 1 GB of KV cache, median 1,506 GB/s). The same
 # tables give H100 0.85, H200 0.85, B200 0.79 and L40S 0.84 for the GEMVs, near KERNEL_BW_EFF.
 # (Their fastest GEMV, 1,603 GB/s, passes the datasheet: aiconfigurator's system file gives the
 # card 1,792 GB/s, the Workstation Edition's figure. Either way this is what its kernels reach.)
-KERNEL_BW_BY_NAME: Final[dict[str, float]] = {"RTX PRO 6000 Server": 1492.0 / 1597.0}
 
 # --- kernel launch --------------------------------------------------------------------------------
 # Back-to-back kernels cost about 1.6-2.6 us each on L40/A100/H200 (te42kyfo/gpu-benches@1c36d509,
@@ -248,6 +226,29 @@ class GemmEfficiency:
     source: str
 
 
+def _cited(gpu: GPU, field: str) -> str:
+    """A catalog row's value named with its source, for GemmEfficiency.source."""
+    s = gpu.sources.get(field)
+    return f"{gpu.name} {field} ({s.title}: {s.where})" if s else f"{gpu.name} {field} ({gpu.origin})"
+
+
+def _mamf(gpu: GPU) -> tuple[float, float | None, str]:
+    """(16-bit share, 8-bit share or None, source) of the best large matmul: what the catalog row
+    states, else GeForce's half-rate rule, the architecture's value or the default. An 8-bit share the
+    row leaves out comes from its own 16-bit one where it states that (gemm_efficiency scales it)."""
+    default = (
+        (_GEFORCE_HALF_RATE if _geforce_half_rate(gpu) else None)
+        or _MAMF_BY_ARCH.get(gpu.architecture)
+        or _MAMF_DEFAULT
+    )
+    if gpu.mamf_bf16 is not None:
+        src = _cited(gpu, "mamf_bf16")
+        return gpu.mamf_bf16, gpu.mamf_fp8, src if gpu.mamf_fp8 is None else f"{src}; {_cited(gpu, 'mamf_fp8')}"
+    if gpu.mamf_fp8 is not None:
+        return default[0], gpu.mamf_fp8, f"{default[2]}; {_cited(gpu, 'mamf_fp8')}"
+    return default
+
+
 def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEfficiency:
     """Best large-matmul efficiency for `gpu` when the work runs as `runs_as`: measured on the card
     itself where a calibration file gives it (`gpuplan bench`), else the engine's own kernels where
@@ -264,17 +265,13 @@ def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEf
         if share is not None:
             k = sustained_share(gpu)
             return GemmEfficiency(share * k, f"{_AIC_SRC} ({engine}, {gpu.name}); x {k:g} sustained")
-    e16, e8, src = (
-        _MAMF_BY_NAME.get(gpu.name)
-        or (_GEFORCE_HALF_RATE if _geforce_half_rate(gpu) else None)
-        or _MAMF_BY_ARCH.get(gpu.architecture)
-        or _MAMF_DEFAULT
-    )
+    e16, e8, src = _mamf(gpu)
     k = sustained_share(gpu)
     src = f"{src}; x {k:g} sustained"
     if runs_as == "fp4":
-        fp4, fp4_src = _FP4_BY_NAME.get(gpu.name, (FP4_MAMF_SHARE, _FP4_SRC))
-        return GemmEfficiency(fp4 * k, f"{fp4_src}; x {k:g} sustained")
+        if gpu.mamf_fp4 is not None:
+            return GemmEfficiency(gpu.mamf_fp4 * k, f"{_cited(gpu, 'mamf_fp4')}; x {k:g} sustained")
+        return GemmEfficiency(FP4_MAMF_SHARE * k, f"{_FP4_SRC}; x {k:g} sustained")
     if runs_as in EIGHT_BIT:
         if e8 is not None:
             return GemmEfficiency(e8 * k, src)
@@ -285,10 +282,10 @@ def gemm_efficiency(gpu: GPU, runs_as: str, engine: str | None = None) -> GemmEf
 def bandwidth_efficiency(gpu: GPU) -> float:
     """Share of the datasheet memory bandwidth a streaming kernel reaches: measured on the card
     (`gpuplan bench`'s copy) where a calibration file gives it, else the card's measured kernels
-    (KERNEL_BW_BY_NAME), else KERNEL_BW_EFF."""
+    (its catalog row's memory_bandwidth_share), else KERNEL_BW_EFF."""
     if gpu.measured_bandwidth_bytes_per_s:
         return min(gpu.measured_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s, 1.0)
-    return KERNEL_BW_BY_NAME.get(gpu.name, KERNEL_BW_EFF)
+    return KERNEL_BW_EFF if gpu.memory_bandwidth_share is None else gpu.memory_bandwidth_share
 
 
 def size_factor(dim: float, half: float = GEMM_HALF_DIM) -> float:

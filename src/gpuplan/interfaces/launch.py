@@ -25,7 +25,7 @@ from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_infere
 from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
 from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, gres_name, implied_cluster
-from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.gpu import Catalog, bundled_catalog
 from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.models import find_preset
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
@@ -42,33 +42,6 @@ DEFAULT_TIME_S: Final = 4 * 3600
 # Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
 SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
 
-# SkyPilot accelerator names (skypilot-catalog v6 AcceleratorName column, the names
-# `sky show-gpus` lists), by gpuplan catalog name.
-SKYPILOT_NAMES: Final = {
-    "H100 SXM5 80GB": "H100",
-    "H100 PCIe 80GB": "H100",
-    "H200 SXM 141GB": "H200",
-    "B200": "B200",
-    "A100 SXM4 80GB": "A100-80GB",
-    "A100 PCIe 80GB": "A100-80GB",
-    "A100 SXM4 40GB": "A100",
-    "A100 PCIe 40GB": "A100",
-    "L40S": "L40S",
-    "L40": "L40",
-    "L4": "L4",
-    "A40": "A40",
-    "A10": "A10",
-    "A10G": "A10G",
-    "T4": "T4",
-    "V100 SXM2 16GB": "V100",
-    "V100 SXM2 32GB": "V100-32GB",
-    "V100 PCIe 16GB": "V100",
-    "GeForce RTX 4090": "RTX4090",
-    "GeForce RTX 3090": "RTX3090",
-    "RTX A6000": "RTXA6000",
-    "RTX 6000 Ada": "RTX6000-Ada",
-    "MI300X": "MI300X",
-}
 # vLLM --quantization for a weight format (vllm/model_executor/layers/quantization: fp8 quantises
 # a 16-bit checkpoint on the fly; awq/gptq need such a checkpoint; bitsandbytes for nf4/int8;
 # torchao loads a torchao-quantised checkpoint, TorchAOConfig).
@@ -576,11 +549,12 @@ def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None,
 
 def skypilot(lp: LaunchPlan) -> str:
     cl = lp.cluster
-    name = SKYPILOT_NAMES.get(cl.gpu.name)
+    name = cl.gpu.skypilot_name  # the catalog row's (data/gpus/*.toml), sourced like its other values
     if name is None:
         raise InvalidSettingError(
             f"SkyPilot lists no accelerator for {clip(cl.gpu.name)}; pick one of "
-            f"{', '.join(sorted(set(SKYPILOT_NAMES.values())))}."
+            f"{', '.join(sorted({g.skypilot_name for g in bundled_catalog() if g.skypilot_name}))}, "
+            "or give the GPU's catalog row a skypilot_name."
         )
     run = ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)']
     run.append(shell_line(_torchrun_argv(lp, sky=True) + _script(lp)))

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuplan.errors import CatalogError, InvalidSettingError, UnknownGPUError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, check_numbers, clip, clip_repr, has_controls, read_capped, value_problem
@@ -60,6 +60,9 @@ _MEM_MIN, _MEM_MAX = 0.1, 100_000  # GB or GiB: 100 MB to 100 TB
 GBPS_MIN, GBPS_MAX = 1, 1_000_000  # memory bandwidth, GB/s: 1 GB/s to 1 PB/s (a calibration's too)
 TFLOPS_MIN, TFLOPS_MAX = 0.001, 10_000_000  # 1 GFLOPS to 10 EFLOPS, dense (a calibration's too)
 _COUNT_MAX: Final = 100_000  # RT cores, video engines, MIG slices, display outputs
+# SkyPilot accelerator names as `sky show-gpus` prints them ("H100", "A100-80GB", "Gaudi HL-205"): letters,
+# digits, ".", "_", "-" and inner spaces; never ":", which separates the name from the count in a task.
+SKYPILOT_NAME_PATTERN: Final = r"^[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?$"
 
 
 class _Row(BaseModel):
@@ -102,8 +105,26 @@ class _Row(BaseModel):
     nvdec: int = Field(ge=0, le=_COUNT_MAX)
     launch_year: int = Field(ge=2010, le=2030)
     geforce_eula: bool
+    # Per-card facts, optional: the shares of this row's peaks and bandwidth that real kernels were
+    # measured to reach, in (0, 1] (absent: the defaults by architecture in estimators/efficiency.py),
+    # and the card's accelerator name in SkyPilot.
+    mamf_bf16: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # 16-bit (and TF32) matmul
+    mamf_fp8: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # 8-bit (fp8, int8) matmul
+    mamf_fp4: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # FP4 matmul
+    memory_bandwidth_share: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # memory-bound
+    skypilot_name: str | None = None
     notes: str = ""
     sources: dict[str, str]
+
+    @field_validator("skypilot_name")
+    @classmethod
+    def _skypilot_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(SKYPILOT_NAME_PATTERN, v):
+            raise ValueError(
+                "must be a SkyPilot accelerator name as `sky show-gpus` prints it: letters, digits, '.', '_', '-' "
+                "and inner spaces, at most 64 characters, no ':'"
+            )
+        return v
 
     @model_validator(mode="after")
     def _one_memory_unit(self) -> _Row:
@@ -115,6 +136,9 @@ class _Row(BaseModel):
 # Fields that carry a value and so need a source.
 _UNSOURCED: Final = frozenset({"name", "aliases", "notes", "sources"})
 _VALUE_FIELDS: Final = tuple(f for f in _Row.model_fields if f not in _UNSOURCED)
+# The per-card facts above: sourced like every value, but not (yet) among the keys of `gpus --json`,
+# whose source lists (source_summary) leave them out so that the record stays as it was.
+CARD_FACT_FIELDS: Final = ("mamf_bf16", "mamf_fp8", "mamf_fp4", "memory_bandwidth_share", "skypilot_name")
 
 
 @dataclass(frozen=True)
@@ -175,6 +199,12 @@ class GPU:
     # measured on this very card by `gpuplan bench` (a calibration file); empty / None: not measured
     measured_matmul_flop_per_s: Mapping[str, float] = field(default_factory=dict)  # precision -> best
     measured_bandwidth_bytes_per_s: float | None = None  # device memory, copy kernel (read + write)
+    # per-card facts the catalog row states (None: not stated; efficiency.py's defaults apply)
+    mamf_bf16: float | None = None  # best 16-bit matmul, share of peak_flop_per_s["bf16"]
+    mamf_fp8: float | None = None  # best 8-bit matmul, share of peak_flop_per_s["fp8"]
+    mamf_fp4: float | None = None  # best FP4 matmul, share of fp4_flop_per_s
+    memory_bandwidth_share: float | None = None  # memory-bound kernels, share of memory_bandwidth_bytes_per_s
+    skypilot_name: str | None = None  # the accelerator name SkyPilot tasks ask for
 
     @property
     def cc(self) -> tuple[int, int] | None:
@@ -248,6 +278,11 @@ def _row_to_gpu(row: _Row, sources: Mapping[str, Source], origin: str) -> GPU:
         notes=row.notes,
         sources=sources,
         origin=origin,
+        mamf_bf16=row.mamf_bf16,
+        mamf_fp8=row.mamf_fp8,
+        mamf_fp4=row.mamf_fp4,
+        memory_bandwidth_share=row.memory_bandwidth_share,
+        skypilot_name=row.skypilot_name,
     )
 
 
@@ -406,6 +441,8 @@ def source_summary(gpu: GPU) -> list[dict[str, Any]]:
     """The distinct sources of a GPU's values, each with the fields it supports."""
     by_key: dict[str, dict[str, Any]] = {}
     for f, s in gpu.sources.items():
+        if f in CARD_FACT_FIELDS:
+            continue
         entry = by_key.setdefault(
             s.key,
             {
