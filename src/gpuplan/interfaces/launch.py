@@ -14,31 +14,22 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
-from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
+from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.safeio import clip
-from gpuplan.specs.cluster import Cluster, gres_name, implied_cluster
-from gpuplan.specs.gpu import Catalog, bundled_catalog
+from gpuplan.specs.cluster import Cluster, gres_name
+from gpuplan.specs.gpu import bundled_catalog
 from gpuplan.specs.model import ModelSpec, family_of
-from gpuplan.specs.models import find_preset
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
 
 FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm")
 RDZV_PORT: Final = 29500
-# Slurm --time: the estimate's pessimistic end (the validation band's slow side) x 1.15, plus
-# 15 minutes for start-up, data loading and checkpoints (a margin, not a measurement).
-TIME_MARGIN: Final = 1.15
-TIME_SETUP_S: Final = 15 * 60
-NO_BAND_MARGIN: Final = 1.25  # the slow end when no validation band covers the job (a margin)
-DEFAULT_TIME_S: Final = 4 * 3600
 # Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
 SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
 
@@ -60,20 +51,6 @@ MEGATRON_ATTENTION: Final = {"flash": "flash", "fa3": "fused", "eager": "unfused
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
-    model: ModelSpec
-    model_id: str  # what the engines load: a hub id or a local path
-    w: Workload  # with the layout's keys
-    cluster: Cluster
-    layout_label: str
-    training: TrainingTime | None
-    inference: InferenceTime | None
-    memory: MemoryEstimate
-    script: str
-    script_args: tuple[str, ...]
-
-
 class _Dumper(yaml.SafeDumper):
     """Safe YAML with multi-line strings (SkyPilot's setup/run scripts) as literal blocks."""
 
@@ -88,11 +65,6 @@ _Dumper.add_representer(str, _str)
 
 def _yaml(obj: dict[str, Any]) -> str:
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False)
-
-
-def model_id(model: ModelSpec, name: str) -> str:
-    p = find_preset(name)
-    return p.hf_id if p is not None and p.hf_id else name
 
 
 def _slug(text: str) -> str:
@@ -489,24 +461,9 @@ def fsdp(lp: LaunchPlan) -> str:
     return "# " + "\n# ".join(_header(lp)) + "\n" + _yaml(cfg)
 
 
-def _job_seconds(lp: LaunchPlan) -> tuple[float, str]:
-    t = lp.training
-    if t is not None and t.time_to_train_s is not None:
-        from gpuplan.estimators import uncertainty
-
-        band = uncertainty.band(uncertainty.kind_of("training", lp.model.kind, lp.cluster.gpu.architecture))
-        high = band.range(t.time_to_train_s, time=True)[1] if band else t.time_to_train_s * NO_BAND_MARGIN
-        secs = high * TIME_MARGIN + TIME_SETUP_S
-        return (
-            secs,
-            f"estimate {t.time_to_train_s / 3600:,.1f} h; slow end {high / 3600:,.1f} h x {TIME_MARGIN} + 15 min",
-        )
-    return DEFAULT_TIME_S, "no `tokens` to estimate from: 4 h default"
-
-
 def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None, time_limit: str | None = None) -> str:
     cl = lp.cluster
-    secs, why = _job_seconds(lp)
+    secs, why = lp.time_limit_s, lp.time_limit_note
     limit = sbatch_value(time_limit, "--time") if time_limit is not None else fmt_time(secs)
     if partition is not None:
         sbatch_value(partition, "--partition")
@@ -595,8 +552,7 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
         argv.append("--enforce-eager")
     argv.append(f"--dtype={'float16' if w.precision == 'fp16' else 'bfloat16'}")
     # a pre-quantised checkpoint (config.json's quantization_config) is detected by vLLM itself
-    iw = inference_weights(lp.model, w)
-    q = None if iw.from_checkpoint else VLLM_QUANT.get(iw.fmt)
+    q = None if lp.weights_from_checkpoint else VLLM_QUANT.get(lp.weight_format)
     if q:
         argv.append(f"--quantization={q}")
     kv = VLLM_KV.get(w.effective_kv_dtype)
@@ -615,53 +571,6 @@ def vllm(lp: LaunchPlan) -> str:
         else ""
     )
     return f"{head}\n{multi}{_shell_join(vllm_argv(lp))}\n"
-
-
-def plan_launch(
-    model: ModelSpec,
-    name: str,
-    w: Workload,
-    cluster: Cluster | None,
-    catalog: Catalog,
-    script: str = "train.py",
-    script_args: tuple[str, ...] = (),
-    search: bool = True,
-) -> LaunchPlan:
-    """The launch plan: the workload's own layout when it sets one, else the best searched layout
-    (training on a cluster or several GPUs) or the fewest GPUs that hold an inference job."""
-    from gpuplan.planner.layouts import Layout, search_layouts
-
-    if w.gpu is None and cluster is None:
-        raise InvalidSettingError("A launch file needs a GPU: set gpu: NAME (and num_gpus) or cluster: NODESxGPUS:GPU.")
-    if cluster is None:
-        gpu = catalog.get(w.gpu or "")
-        cluster = implied_cluster(gpu, w.num_gpus)
-    layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
-    fixed = bool(layout_keys & w.model_fields_set)
-    label: str
-    if w.is_training and search and not fixed and cluster.num_gpus > 1:
-        res = search_layouts(model, w, cluster, top=1)
-        if not res.best:
-            raise InvalidSettingError(f"No layout of {model.name} fits on {cluster.label}: " + "; ".join(res.notes))
-        best = res.best[0]
-        w, label = best.workload, best.layout.label
-    else:
-        w = w.with_(gpu=cluster.gpu.name, num_gpus=cluster.num_gpus)
-        if w.is_training:
-            label = Layout(
-                w.tp, w.pp, w.vp, w.cp, w.ep, w.dp, w.zero, w.batch_size, w.micro_batches,
-                w.activation_checkpointing, w.sequence_parallel,
-            ).label  # fmt: skip
-        else:
-            label = f"TP{w.tp} PP{w.pp}"
-            if w.dp > 1:
-                label += f" DP{w.dp}" + (f" EP{w.ep} (attention data parallel)" if w.ep > 1 else " (replicas)")
-            elif w.ep > 1:
-                label += f" EP{w.ep}"
-    mem = estimate_memory(model, w, cluster.gpu)
-    training = estimate_training_time(model, w, cluster.gpu, cluster) if w.is_training else None
-    inference = None if w.is_training else estimate_inference_time(model, w, cluster.gpu)
-    return LaunchPlan(model, model_id(model, name), w, cluster, label, training, inference, mem, script, script_args)
 
 
 def render(lp: LaunchPlan, fmt: str, **slurm_opts: str | None) -> str:

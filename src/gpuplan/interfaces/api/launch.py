@@ -63,7 +63,8 @@ def launch(
 ) -> LaunchFile:
     """`gpuplan launch`: the launch file for a workload (a `Workload`, a YAML path or a model name;
     or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`."""
-    from gpuplan.interfaces.launch import FORMATS, plan_launch, render
+    from gpuplan.interfaces.launch import FORMATS, render
+    from gpuplan.planner.launch_plan import plan_launch
 
     if fmt not in FORMATS:
         hint = did_you_mean(fmt, FORMATS)

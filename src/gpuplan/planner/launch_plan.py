@@ -1,0 +1,113 @@
+"""The plan behind a launch file: the layout (the workload's own, or the best one the layout search
+finds on the cluster), its memory and time estimates, the Slurm time limit they give, and the
+weight format the serving engine loads. interfaces/launch.py renders it into each format's file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import uncertainty
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
+from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.planner.layouts import Layout, search_layouts
+from gpuplan.specs.cluster import Cluster, implied_cluster
+from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import find_preset
+from gpuplan.specs.workload import Workload
+
+# Slurm --time: the estimate's pessimistic end (the validation band's slow side) x 1.15, plus
+# 15 minutes for start-up, data loading and checkpoints (a margin, not a measurement).
+TIME_MARGIN: Final = 1.15
+TIME_SETUP_S: Final = 15 * 60
+NO_BAND_MARGIN: Final = 1.25  # the slow end when no validation band covers the job (a margin)
+DEFAULT_TIME_S: Final = 4 * 3600
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    model: ModelSpec
+    model_id: str  # what the engines load: a hub id or a local path
+    w: Workload  # with the layout's keys
+    cluster: Cluster
+    layout_label: str
+    training: TrainingTime | None
+    inference: InferenceTime | None
+    memory: MemoryEstimate
+    script: str
+    script_args: tuple[str, ...]
+    time_limit_s: float  # a Slurm --time that covers the job's slow end, with a margin
+    time_limit_note: str  # how it was reached, for the script's header
+    weight_format: str  # the weights' storage format as the engine loads them (e.g. fp8, awq)
+    weights_from_checkpoint: bool  # pre-quantised: the engine reads the format from config.json
+
+
+def model_id(model: ModelSpec, name: str) -> str:
+    p = find_preset(name)
+    return p.hf_id if p is not None and p.hf_id else name
+
+
+def job_seconds(model: ModelSpec, cluster: Cluster, t: TrainingTime | None) -> tuple[float, str]:
+    """A time limit for the job: the slow end of its validation range x TIME_MARGIN + TIME_SETUP_S,
+    and how it was reached; DEFAULT_TIME_S when there are no `tokens` to estimate from."""
+    if t is not None and t.time_to_train_s is not None:
+        band = uncertainty.band(uncertainty.kind_of("training", model.kind, cluster.gpu.architecture))
+        high = band.range(t.time_to_train_s, time=True)[1] if band else t.time_to_train_s * NO_BAND_MARGIN
+        secs = high * TIME_MARGIN + TIME_SETUP_S
+        return (
+            secs,
+            f"estimate {t.time_to_train_s / 3600:,.1f} h; slow end {high / 3600:,.1f} h x {TIME_MARGIN} + 15 min",
+        )
+    return DEFAULT_TIME_S, "no `tokens` to estimate from: 4 h default"
+
+
+def plan_launch(
+    model: ModelSpec,
+    name: str,
+    w: Workload,
+    cluster: Cluster | None,
+    catalog: Catalog,
+    script: str = "train.py",
+    script_args: tuple[str, ...] = (),
+    search: bool = True,
+) -> LaunchPlan:
+    """The launch plan: the workload's own layout when it sets one, else the best searched layout
+    (training on a cluster or several GPUs) or the fewest GPUs that hold an inference job."""
+    if w.gpu is None and cluster is None:
+        raise InvalidSettingError("A launch file needs a GPU: set gpu: NAME (and num_gpus) or cluster: NODESxGPUS:GPU.")
+    if cluster is None:
+        gpu = catalog.get(w.gpu or "")
+        cluster = implied_cluster(gpu, w.num_gpus)
+    layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
+    fixed = bool(layout_keys & w.model_fields_set)
+    label: str
+    if w.is_training and search and not fixed and cluster.num_gpus > 1:
+        res = search_layouts(model, w, cluster, top=1)
+        if not res.best:
+            raise InvalidSettingError(f"No layout of {model.name} fits on {cluster.label}: " + "; ".join(res.notes))
+        best = res.best[0]
+        w, label = best.workload, best.layout.label
+    else:
+        w = w.with_(gpu=cluster.gpu.name, num_gpus=cluster.num_gpus)
+        if w.is_training:
+            label = Layout(
+                w.tp, w.pp, w.vp, w.cp, w.ep, w.dp, w.zero, w.batch_size, w.micro_batches,
+                w.activation_checkpointing, w.sequence_parallel,
+            ).label  # fmt: skip
+        else:
+            label = f"TP{w.tp} PP{w.pp}"
+            if w.dp > 1:
+                label += f" DP{w.dp}" + (f" EP{w.ep} (attention data parallel)" if w.ep > 1 else " (replicas)")
+            elif w.ep > 1:
+                label += f" EP{w.ep}"
+    mem = estimate_memory(model, w, cluster.gpu)
+    training = estimate_training_time(model, w, cluster.gpu, cluster) if w.is_training else None
+    inference = None if w.is_training else estimate_inference_time(model, w, cluster.gpu)
+    secs, note = job_seconds(model, cluster, training)
+    iw = inference_weights(model, w)
+    return LaunchPlan(
+        model, model_id(model, name), w, cluster, label, training, inference, mem, script, script_args,
+        secs, note, iw.fmt, iw.from_checkpoint,
+    )  # fmt: skip
