@@ -182,7 +182,7 @@ def test_a_users_file_replaces_rows_and_is_checked(catalog: Catalog, tmp_path: P
 
 
 def test_api_rent_vs_buy_4090() -> None:
-    rec = api.rent_vs_buy("4090", 200, 3, rent_usd_per_hour=0.69)
+    rec = api.rent_vs_buy("4090", 200, 3, rent_usd_per_hour=0.69).to_dict()
     assert rec["gpu"] == "GeForce RTX 4090" and rec["purchase"]["usd"] == 1599
     # own = 1599 x 0.5 + 36 x 51.248 + 450 W x 1.58 x 0.12385 $/kWh x 7,200 h = 799.5 + 1844.94 + 634.00
     assert rec["own"]["total_usd"] == pytest.approx(3278.45, abs=0.01)
@@ -197,7 +197,7 @@ def test_api_rent_vs_buy_4090() -> None:
 
 
 def test_api_settings_and_overrides() -> None:
-    rec = api.rent_vs_buy("l40", 100, 2, price_usd=9000.0, pue=1.0, usd_per_kwh=0.3, resale_fraction=0.0)
+    rec = api.rent_vs_buy("l40", 100, 2, price_usd=9000.0, pue=1.0, usd_per_kwh=0.3, resale_fraction=0.0).to_dict()
     assert rec["purchase"] == {"usd": 9000.0, "kind": "user", "date": None, "source": "--price"}
     assert rec["settings"]["pue"] == 1.0 and rec["settings"]["resale_fraction"] == 0.0
     assert rec["basis"]["pue"] == "set by the caller" and "EIA" not in rec["basis"]["usd_per_kwh"]
@@ -304,7 +304,7 @@ def test_fuzz_only_gpuplan_errors(
             pue=pue,
             hosting_usd_per_month=hosting,
             resale_fraction=resale,
-        )
+        ).to_dict()
     except GpuplanError:
         return
     json.dumps(rec, allow_nan=False)  # JSON-ready: no NaN or infinity slips through
@@ -327,6 +327,6 @@ def test_vanishing_use_or_horizon_gives_no_overflowing_figure() -> None:
     that would overflow are reported as absent, like a zero denominator."""
     with pytest.raises(GpuplanError, match="'years' parameter must be at least"):
         api.rent_vs_buy("4090", 0.0, 2.2250738585072014e-308, price_usd=4.0)
-    rec = api.rent_vs_buy("4090", 5e-324, 3.0, price_usd=4.0)
+    rec = api.rent_vs_buy("4090", 5e-324, 3.0, price_usd=4.0).to_dict()
     json.dumps(rec, allow_nan=False)
     assert rec["own"]["usd_per_used_hour"] is None

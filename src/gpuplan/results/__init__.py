@@ -20,6 +20,7 @@ from gpuplan.results.estimate import (
     Uncertainty,
     Verdict,
 )
+from gpuplan.results.ownership import OwnBreakdown, Owning, OwnSettings, Purchase, RentOffer, RentVsBuy
 from gpuplan.results.plan import (
     ClusterInfo,
     GraphicsOption,
@@ -54,8 +55,14 @@ __all__ = [
     "Memory",
     "MemoryLine",
     "OpTime",
+    "OwnBreakdown",
+    "OwnSettings",
+    "Owning",
     "Plan",
     "PlanOption",
+    "Purchase",
+    "RentOffer",
+    "RentVsBuy",
     "Result",
     "SearchStats",
     "ServingMemory",

@@ -18,6 +18,7 @@ from gpuplan.interfaces.cli.common import (
     emit_json,
     finite,
 )
+from gpuplan.results import RentOffer, RentVsBuy
 from gpuplan.specs.context import Context
 
 
@@ -75,87 +76,106 @@ def rent_vs_buy(
     if as_json:
         emit_json(rec)
         return
-
-    def usd(v: float) -> str:
-        return f"-${-v:,.0f}" if v < 0 else (f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}")
-
-    def per_hour(v: float | None) -> str:
-        return "—" if v is None else f"${v:,.3f}"
-
-    def nice(v: float) -> str:
-        return f"{v:g}"
-
-    h, n, own, s, bought = rec["hours_per_month"], rec["years"], rec["own"], rec["settings"], rec["purchase"]
-    years_txt = f"{nice(n)} year" + ("" if n == 1 else "s")
     c = console()
-    t = Table(title=escape(f"Owning one {rec['gpu']} for {years_txt}, used {nice(h)} GPU-hours a month"))
-    for col in ("term", "USD", "why"):
-        t.add_column(col, justify="right" if col == "USD" else "left")
-    b = own["breakdown"]
-    bought_why = "--price" if bought["kind"] == "user" else f"{bought['kind']} price of {bought['date']} (source below)"
-    t.add_row("purchase", usd(b["purchase_usd"]), escape(bought_why))
-    t.add_row(
-        "host share",
-        usd(b["hosting_usd"]),
-        escape(f"${s['hosting_usd_per_month']:,.2f} a month: {rec['basis']['hosting_usd_per_month']}"),
-    )
-    t.add_row(
-        "electricity",
-        usd(b["electricity_usd"]),
-        escape(
-            f"{own['energy_kwh']:,.0f} kWh: {s['board_power_w']:g} W x PUE {s['pue']:g} x ${s['usd_per_kwh']:.4f}/kWh "
-            f"over {own['used_hours']:,.0f} GPU-hours"
-        ),
-    )
-    t.add_row(
-        f"resale after {years_txt}",
-        usd(b["resale_usd"]),
-        escape(f"{s['resale_fraction']:.0%} of the price: {rec['basis']['resale_fraction']}"),
-    )
-    t.add_row(
-        "total",
-        usd(own["total_usd"]),
-        f"{usd(own['usd_per_year'])} a year · {per_hour(own['usd_per_used_hour'])} per used GPU-hour",
-    )
-    c.print(t)
-
-    r = Table(title=escape(f"Against renting the same {nice(h)} GPU-hours a month"))
-    for col in ("option", "per GPU-hour", "per year", f"{years_txt}", "break-even use", "payback", "cheaper"):
-        r.add_column(col, justify="left" if col in ("option", "cheaper") else "right")
-    r.add_row("own", per_hour(own["usd_per_used_hour"]), usd(own["usd_per_year"]), usd(own["total_usd"]), "", "", "")
-    sources: list[str] = []
-    for kind, label in (("on_demand", "rent on demand"), ("spot", "rent on spot")):
-        o = rec["rent"][kind]
-        if o is None:
-            r.add_row(label, "no price listed", "", "", "", "", "")
-            continue
-        be = o["break_even_hours_per_month"]
-        if be is None:
-            be_txt = "never (rent < electricity)"
-        elif not o["break_even_reachable"]:
-            be_txt = f"{be:,.0f} h/month: never"
-        else:
-            be_txt = f"{be:,.0f} h/month ({o['break_even_share_of_month']:.0%})"
-        pb = o["payback_months"]
-        r.add_row(
-            label,
-            per_hour(o["usd_per_hour"]),
-            usd(o["usd_per_year"]),
-            usd(o["total_usd"]),
-            be_txt,
-            "never" if pb is None else f"{pb:,.1f} months",
-            o["cheaper"],
-        )
-        sources.append(f"{label}: {o['price_source']}")
-    c.print(r)
-    if bought["kind"] != "user":
-        sources.insert(0, f"purchase price: {bought['source']}")
+    c.print(_owning_table(rec))
+    c.print(_renting_table(rec))
+    sources = [f"{label}: {o.price_source}" for label, o in _rent_rows(rec) if o is not None]
+    if rec.purchase.kind != "user":
+        sources.insert(0, f"purchase price: {rec.purchase.source}")
     for line in sources:
         c.print(escape(line))
     c.print(
         escape(
             "break-even use: GPU-hours a month (share of an average month) above which buying is cheaper over the "
-            f"horizon; payback: months at {nice(h)} h/month until the rent saved repays the price less resale."
+            f"horizon; payback: months at {_nice(rec.hours_per_month)} h/month until the rent saved repays the price "
+            "less resale."
         )
     )
-    c.print(escape(f"Not counted: {rec['basis']['not_counted']}."))
+    c.print(escape(f"Not counted: {rec.basis['not_counted']}."))
+
+
+def _usd(v: float) -> str:
+    return f"-${-v:,.0f}" if v < 0 else (f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}")
+
+
+def _per_hour(v: float | None) -> str:
+    return "—" if v is None else f"${v:,.3f}"
+
+
+def _nice(v: float) -> str:
+    return f"{v:g}"
+
+
+def _years(n: float) -> str:
+    return f"{_nice(n)} year" + ("" if n == 1 else "s")
+
+
+def _owning_table(rec: RentVsBuy) -> Table:
+    own, s, bought, b = rec.own, rec.settings, rec.purchase, rec.own.breakdown
+    t = Table(
+        title=escape(
+            f"Owning one {rec.gpu} for {_years(rec.years)}, used {_nice(rec.hours_per_month)} GPU-hours a month"
+        )
+    )
+    for col in ("term", "USD", "why"):
+        t.add_column(col, justify="right" if col == "USD" else "left")
+    bought_why = "--price" if bought.kind == "user" else f"{bought.kind} price of {bought.date} (source below)"
+    t.add_row("purchase", _usd(b.purchase_usd), escape(bought_why))
+    t.add_row(
+        "host share",
+        _usd(b.hosting_usd),
+        escape(f"${s.hosting_usd_per_month:,.2f} a month: {rec.basis['hosting_usd_per_month']}"),
+    )
+    t.add_row(
+        "electricity",
+        _usd(b.electricity_usd),
+        escape(
+            f"{own.energy_kwh:,.0f} kWh: {s.board_power_w:g} W x PUE {s.pue:g} x ${s.usd_per_kwh:.4f}/kWh "
+            f"over {own.used_hours:,.0f} GPU-hours"
+        ),
+    )
+    t.add_row(
+        f"resale after {_years(rec.years)}",
+        _usd(b.resale_usd),
+        escape(f"{s.resale_fraction:.0%} of the price: {rec.basis['resale_fraction']}"),
+    )
+    t.add_row(
+        "total",
+        _usd(own.total_usd),
+        f"{_usd(own.usd_per_year)} a year · {_per_hour(own.usd_per_used_hour)} per used GPU-hour",
+    )
+    return t
+
+
+def _rent_rows(rec: RentVsBuy) -> list[tuple[str, RentOffer | None]]:
+    return [("rent on demand", rec.rent.get("on_demand")), ("rent on spot", rec.rent.get("spot"))]
+
+
+def _renting_table(rec: RentVsBuy) -> Table:
+    own = rec.own
+    r = Table(title=escape(f"Against renting the same {_nice(rec.hours_per_month)} GPU-hours a month"))
+    for col in ("option", "per GPU-hour", "per year", f"{_years(rec.years)}", "break-even use", "payback", "cheaper"):
+        r.add_column(col, justify="left" if col in ("option", "cheaper") else "right")
+    r.add_row("own", _per_hour(own.usd_per_used_hour), _usd(own.usd_per_year), _usd(own.total_usd), "", "", "")
+    for label, o in _rent_rows(rec):
+        if o is None:
+            r.add_row(label, "no price listed", "", "", "", "", "")
+            continue
+        be = o.break_even_hours_per_month
+        if be is None:
+            be_txt = "never (rent < electricity)"
+        elif not o.break_even_reachable:
+            be_txt = f"{be:,.0f} h/month: never"
+        else:
+            be_txt = f"{be:,.0f} h/month ({o.break_even_share_of_month:.0%})"
+        pb = o.payback_months
+        r.add_row(
+            label,
+            _per_hour(o.usd_per_hour),
+            _usd(o.usd_per_year),
+            _usd(o.total_usd),
+            be_txt,
+            "never" if pb is None else f"{pb:,.1f} months",
+            o.cheaper,
+        )
+    return r
