@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -294,17 +294,7 @@ def submit(
         missing = [j.name for j in ld.lab.jobs if j.command is None and any(o.fits for o in ld.options[j.name])]
         if missing:
             raise InvalidSettingError(f"job {missing[0]!r} has no 'command' to run; add one to the lab file.")
-    by_name = {j.name: j for j in ld.lab.jobs}
-    gn = lab_gres(ld.lab)
-    scripts: list[tuple[dict[str, Any], str]] = []
-    for a in rec["jobs"]:  # every script rendered (and checked) before anything is written
-        job = by_name[a["name"]]
-        hours = a["hours_alone_on_gpu"]
-        text = sbatch_script(job, a["gpu"], gn[a["gpu"]], a["num_gpus"], hours, None if per_type_partitions else "gpu")
-        entry: dict[str, Any] = {"name": job.name, "gpu": a["gpu"], "gres": f"gpu:{gn[a['gpu']]}:{a['num_gpus']}",
-                                 "estimate_s": hours * 3600, "script": str(folder / f"{job.name}.sbatch"),
-                                 "job_id": None}  # fmt: skip
-        scripts.append((entry, text))
+    scripts = _render_scripts(ld, rec, folder, per_type_partitions)
     _out_folder(folder, force)
     for entry, text in scripts:
         _write_new(folder, Path(entry["script"]).name, text, force)
@@ -333,41 +323,66 @@ def submit(
     for entry in out:
         entry["sbatch"] = "in flight"
         save()
-        try:
-            done = subprocess.run([sbatch, "--parsable", Path(entry["script"]).name], cwd=folder, capture_output=True,
-                                  text=True, check=False, timeout=SLURM_CALL_TIMEOUT_S)  # fmt: skip
-        except subprocess.TimeoutExpired:
-            entry["sbatch"] = "no answer"
-            entry["error"] = [f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s; the job may or may not be queued"]
-            save()
-            raise GpuplanError(
-                f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s for job {entry['name']!r} (is slurmctld up?); "
-                f"stopped there. What was submitted before it is recorded in {clip_repr(str(state))}."
-            ) from None
-        except OSError as exc:  # sbatch vanished or cannot be executed: every later call would fail too
-            entry["sbatch"] = "failed"
-            entry["error"] = [clip(f"sbatch could not be run: {exc.strerror or exc}")]
-            save()
-            raise GpuplanError(
-                f"Cannot run {clip_repr(sbatch)}: {exc.strerror or exc}; stopped at job {entry['name']!r}. "
-                f"What was submitted before it is recorded in {clip_repr(str(state))}."
-            ) from None
-        answer = (done.stdout or "").strip().splitlines()
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout or "").strip().splitlines()
-            entry["sbatch"] = "failed"
-            entry["error"] = [clip(lines[-1])] if lines else [f"sbatch failed (exit code {done.returncode})"]
-        else:
-            entry["sbatch"] = "submitted"
-            job_id = answer[0].split(";")[0].strip() if answer else ""
-            if _JOB_ID.match(job_id):
-                entry["job_id"] = job_id
-            else:  # queued (exit 0), but with no id to follow it by: said so, not guessed
-                entry["error"] = [f"sbatch printed no job id ({clip_repr(done.stdout or '')}); find the job by name"]
+        _sbatch_one(sbatch, folder, entry, state, save)
         save()
     result["complete"] = True
     save()
     return result
+
+
+def _render_scripts(
+    ld: Loaded, rec: Mapping[str, Any], folder: Path, per_type_partitions: bool
+) -> list[tuple[dict[str, Any], str]]:
+    """Every job's sbatch script and its record entry, all rendered (and checked) before anything
+    is written."""
+    by_name = {j.name: j for j in ld.lab.jobs}
+    gn = lab_gres(ld.lab)
+    scripts: list[tuple[dict[str, Any], str]] = []
+    for a in rec["jobs"]:
+        job = by_name[a["name"]]
+        hours = a["hours_alone_on_gpu"]
+        text = sbatch_script(job, a["gpu"], gn[a["gpu"]], a["num_gpus"], hours, None if per_type_partitions else "gpu")
+        entry: dict[str, Any] = {"name": job.name, "gpu": a["gpu"], "gres": f"gpu:{gn[a['gpu']]}:{a['num_gpus']}",
+                                 "estimate_s": hours * 3600, "script": str(folder / f"{job.name}.sbatch"),
+                                 "job_id": None}  # fmt: skip
+        scripts.append((entry, text))
+    return scripts
+
+
+def _sbatch_one(sbatch: str, folder: Path, entry: dict[str, Any], state: Path, save: Callable[[], None]) -> None:
+    """`sbatch` one script; its outcome (and job id) go into `entry`. A hung or missing sbatch stops
+    the submission with the record saved: what was sent before it stays recorded in `state`."""
+    try:
+        done = subprocess.run([sbatch, "--parsable", Path(entry["script"]).name], cwd=folder, capture_output=True,
+                              text=True, check=False, timeout=SLURM_CALL_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        entry["sbatch"] = "no answer"
+        entry["error"] = [f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s; the job may or may not be queued"]
+        save()
+        raise GpuplanError(
+            f"sbatch gave no answer in {SLURM_CALL_TIMEOUT_S:g} s for job {entry['name']!r} (is slurmctld up?); "
+            f"stopped there. What was submitted before it is recorded in {clip_repr(str(state))}."
+        ) from None
+    except OSError as exc:  # sbatch vanished or cannot be executed: every later call would fail too
+        entry["sbatch"] = "failed"
+        entry["error"] = [clip(f"sbatch could not be run: {exc.strerror or exc}")]
+        save()
+        raise GpuplanError(
+            f"Cannot run {clip_repr(sbatch)}: {exc.strerror or exc}; stopped at job {entry['name']!r}. "
+            f"What was submitted before it is recorded in {clip_repr(str(state))}."
+        ) from None
+    answer = (done.stdout or "").strip().splitlines()
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout or "").strip().splitlines()
+        entry["sbatch"] = "failed"
+        entry["error"] = [clip(lines[-1])] if lines else [f"sbatch failed (exit code {done.returncode})"]
+    else:
+        entry["sbatch"] = "submitted"
+        job_id = answer[0].split(";")[0].strip() if answer else ""
+        if _JOB_ID.match(job_id):
+            entry["job_id"] = job_id
+        else:  # queued (exit 0), but with no id to follow it by: said so, not guessed
+            entry["error"] = [f"sbatch printed no job id ({clip_repr(done.stdout or '')}); find the job by name"]
 
 
 def _record(data: Any, name: str) -> tuple[list[dict[str, Any]], bool]:
