@@ -93,16 +93,8 @@ def _list(data: Mapping[str, Any], key: str, origin: str) -> list[Any]:
     return value
 
 
-def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
-    """Validate a lab mapping (the parsed YAML)."""
-    if not isinstance(data, Mapping):
-        raise InvalidSettingError(f"{origin} must hold a mapping with 'nodes', 'members' and 'jobs'.")
-    unknown = set(data) - {"nodes", "members", "jobs"}
-    if unknown:
-        key = sorted(unknown)[0]
-        hint = did_you_mean(key, ["nodes", "members", "jobs"])
-        raise InvalidSettingError(f"{origin}: unknown key {key!r}.{hint} A lab file has nodes, members and jobs.")
-
+def _nodes(data: Mapping[str, Any], catalog: Catalog, origin: str) -> tuple[list[Node], dict[str, GPU]]:
+    """The lab's nodes and the catalog GPUs they hold (names unique, 1-64 of a GPU a node)."""
     nodes: list[Node] = []
     gpus: dict[str, GPU] = {}
     for i, raw in enumerate(_list(data, "nodes", origin)):
@@ -121,7 +113,11 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
         nodes.append(Node(name, counts))
     if len({n.name for n in nodes}) != len(nodes):
         raise InvalidSettingError(f"{origin}: node names must be unique.")
+    return nodes, gpus
 
+
+def _members(data: Mapping[str, Any], origin: str) -> list[Member]:
+    """The members with their fair shares and monthly budgets (names unique)."""
     members: list[Member] = []
     for i, raw in enumerate(_list(data, "members", origin)):
         if not isinstance(raw, Mapping):
@@ -156,41 +152,58 @@ def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         raise InvalidSettingError(f"{origin}: member names must be unique.")
+    return members
 
-    jobs: list[Job] = []
-    for i, raw in enumerate(_list(data, "jobs", origin)):
-        if not isinstance(raw, Mapping):
-            raise InvalidSettingError(f"{origin}: job {i + 1} must be a mapping of workload keys plus name and owner.")
-        name = _name(raw.get("name"), "job")
-        owner = raw.get("owner")
-        if owner not in names:
-            hint = did_you_mean(str(owner), names)
-            raise InvalidSettingError(f"{origin}: job {name!r}: owner {owner!r} is not a member.{hint}")
-        keys = {k: v for k, v in raw.items() if k not in JOB_KEYS}
-        if "gpu" in keys or "cluster" in keys:
-            raise InvalidSettingError(
-                f"{origin}: job {name!r}: leave out 'gpu'/'cluster': the allocation chooses among the lab's GPU types."
-            )
-        try:
-            w = make_workload(keys)
-        except InvalidSettingError as exc:
-            raise InvalidSettingError(f"{origin}: job {name!r}: {exc}") from None
-        if w.is_graphics:
-            raise InvalidSettingError(f"{origin}: job {name!r}: lab mode schedules training and inference jobs.")
-        if w.is_training and w.train_tokens is None:
-            raise InvalidSettingError(
-                f"{origin}: job {name!r} needs its size: 'tokens' (or 'epochs' with 'dataset_tokens')."
-            )
-        if not w.is_training and w.tokens is None:
-            raise InvalidSettingError(f"{origin}: job {name!r}: an inference job needs 'tokens' (tokens to generate).")
-        command = raw.get("command")
-        if command is not None and (not isinstance(command, str) or not command.strip()):
-            raise InvalidSettingError(f"{origin}: job {name!r}: 'command' must be a shell command line.")
-        if isinstance(command, str):
-            refuse_directives(command, f"{origin}: job {name!r}")
-        submitted = raw.get("submitted", i)
-        finite(submitted, f"{origin}: job {name!r}: 'submitted' (its queue position)")  # NaN would scramble the order
-        jobs.append(Job(name, str(owner), w, command.strip() if command else None, int(i)))
+
+def _job(raw: Any, i: int, names: list[str], origin: str) -> Job:
+    """One job of the queue: a workload (no GPU: the allocation picks it), its owner and command."""
+    if not isinstance(raw, Mapping):
+        raise InvalidSettingError(f"{origin}: job {i + 1} must be a mapping of workload keys plus name and owner.")
+    name = _name(raw.get("name"), "job")
+    owner = raw.get("owner")
+    if owner not in names:
+        hint = did_you_mean(str(owner), names)
+        raise InvalidSettingError(f"{origin}: job {name!r}: owner {owner!r} is not a member.{hint}")
+    keys = {k: v for k, v in raw.items() if k not in JOB_KEYS}
+    if "gpu" in keys or "cluster" in keys:
+        raise InvalidSettingError(
+            f"{origin}: job {name!r}: leave out 'gpu'/'cluster': the allocation chooses among the lab's GPU types."
+        )
+    try:
+        w = make_workload(keys)
+    except InvalidSettingError as exc:
+        raise InvalidSettingError(f"{origin}: job {name!r}: {exc}") from None
+    if w.is_graphics:
+        raise InvalidSettingError(f"{origin}: job {name!r}: lab mode schedules training and inference jobs.")
+    if w.is_training and w.train_tokens is None:
+        raise InvalidSettingError(
+            f"{origin}: job {name!r} needs its size: 'tokens' (or 'epochs' with 'dataset_tokens')."
+        )
+    if not w.is_training and w.tokens is None:
+        raise InvalidSettingError(f"{origin}: job {name!r}: an inference job needs 'tokens' (tokens to generate).")
+    command = raw.get("command")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise InvalidSettingError(f"{origin}: job {name!r}: 'command' must be a shell command line.")
+    if isinstance(command, str):
+        refuse_directives(command, f"{origin}: job {name!r}")
+    submitted = raw.get("submitted", i)
+    finite(submitted, f"{origin}: job {name!r}: 'submitted' (its queue position)")  # NaN would scramble the order
+    return Job(name, str(owner), w, command.strip() if command else None, int(i))
+
+
+def parse_lab(data: Any, catalog: Catalog, origin: str = "lab file") -> Lab:
+    """Validate a lab mapping (the parsed YAML)."""
+    if not isinstance(data, Mapping):
+        raise InvalidSettingError(f"{origin} must hold a mapping with 'nodes', 'members' and 'jobs'.")
+    unknown = set(data) - {"nodes", "members", "jobs"}
+    if unknown:
+        key = sorted(unknown)[0]
+        hint = did_you_mean(key, ["nodes", "members", "jobs"])
+        raise InvalidSettingError(f"{origin}: unknown key {key!r}.{hint} A lab file has nodes, members and jobs.")
+    nodes, gpus = _nodes(data, catalog, origin)
+    members = _members(data, origin)
+    names = [m.name for m in members]
+    jobs = [_job(raw, i, names, origin) for i, raw in enumerate(_list(data, "jobs", origin))]
     if len({j.name for j in jobs}) != len(jobs):
         raise InvalidSettingError(f"{origin}: job names must be unique.")
     order = sorted(range(len(jobs)), key=lambda k: (float(_list(data, "jobs", origin)[k].get("submitted", k)), k))
