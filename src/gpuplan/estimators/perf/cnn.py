@@ -49,7 +49,9 @@ def cnn_training(c: Ctx) -> TrainingTime:
     bwd = [Op(o.name, "backward", 2 * o.flops, 2 * o.bytes, 2 * o.time_s, o.bound) for o in fwd]
     per_param = OPTIMIZER_BYTES.get(w.optimizer, 28.0)
     shard = w.dp if w.zero >= 1 else 1
-    opt = roof("optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * 0.8)
+    opt = roof(
+        "optimizer step", "optimizer", 0.0, model.total_params / shard * per_param, 1.0, c.bw * eff.KERNEL_BW_EFF
+    )  # a memory-bound elementwise step
     # the CPU issues ~3x the forward's kernels per micro-batch (forward, then dgrad and wgrad); at a
     # small batch the GPU finishes each sooner than eager PyTorch issues the next
     eager = is_eager(w, model)
