@@ -70,19 +70,15 @@ def _bnb_kernel(c: Ctx) -> str | None:
     return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
 
 
-def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
-    """One engine step: `batch` sequences each adding `new_tokens` tokens at context `ctx_len`
-    (prefill: new_tokens = prompt, ctx from 0; decode: new_tokens = 1 at ctx_len)."""
+def _linear_step_ops(
+    c: Ctx, batch: float, tokens: float, phase: str, ep: int, etp: int, dp: int
+) -> tuple[list[Op], float, float]:
+    """The step's linear layers (on this pipeline stage) in their stored formats, with bitsandbytes'
+    dequantisation where it applies; returns (ops, linear calls, quantised calls)."""
     model, w = c.model, c.w
     tp, pp = w.tp, w.pp
     wb, weight_only, other_b = _weight_bytes_per_element(c)
     bnb = _bnb_kernel(c)
-    if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
-        # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
-        # (a sequence is not split: fewer sequences than stages leave stages idle)
-        batch = max(batch / pp, min(batch, 1.0))
-    tokens = batch * new_tokens
-    ep, etp, dp = _serving_layout(model, w)
     ops: list[Op] = []
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
     for g in model.groups:
@@ -126,6 +122,15 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
             launches = count / model.num_experts if g.role == "expert" and model.num_experts else count
             op = Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
         ops.append(op)
+    return ops, calls, qcalls
+
+
+def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
+    """Attention over the KV cache (prefill: the prompt's square; decode: one query per sequence
+    over its context), eager attention's materialised scores, and each layer's elementwise work."""
+    model, w = c.model, c.w
+    tp, pp = w.tp, w.pp
+    ops: list[Op] = []
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     kernel = attn_kernel(c)
     for a_stack in stack_shapes(model):
@@ -159,6 +164,15 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
             ops.append(eager_scores_op(c, phase, qtok * keys * max(a_stack.heads, 1) / tp * layers, False))
         ew = elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
+    return ops
+
+
+def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op]:
+    """The step's collectives: tensor-parallel all-reduces, and the expert-parallel all-to-alls
+    across attention data-parallel replicas."""
+    model, w = c.model, c.w
+    tp, pp = w.tp, w.pp
+    ops: list[Op] = []
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations. Expert
     # parallelism inside one replica (dp = 1) keeps that: every GPU already holds all the tokens,
     # runs its own experts on them and the MoE output is all-reduced like a TP MLP's. Across
@@ -195,6 +209,25 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
                 "communication",
             )
         )
+    return ops
+
+
+def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
+    """One engine step: `batch` sequences each adding `new_tokens` tokens at context `ctx_len`
+    (prefill: new_tokens = prompt, ctx from 0; decode: new_tokens = 1 at ctx_len)."""
+    model, w = c.model, c.w
+    pp = w.pp
+    bnb = _bnb_kernel(c)
+    if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
+        # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
+        # (a sequence is not split: fewer sequences than stages leave stages idle)
+        batch = max(batch / pp, min(batch, 1.0))
+    tokens = batch * new_tokens
+    ep, etp, dp = _serving_layout(model, w)
+    ops, calls, qcalls = _linear_step_ops(c, batch, tokens, phase, ep, etp, dp)
+    ops += _attention_step_ops(c, batch, tokens, new_tokens, ctx_len, phase)
+    layers_total = sum(s.layers for s in stack_shapes(model)) / pp
+    ops += _comm_step_ops(c, tokens, ep, etp, dp)
     if pp > 1:
         # every stage runs its layers pp times a step: for the serving engines once per micro-batch
         # of batch / pp (all stages busy), for the llama.cpp layer split on the whole batch while
