@@ -208,7 +208,7 @@ def summary(results: Iterable[Result]) -> dict[str, dict[str, float]]:
     for r in results:
         key = r.category if r.unit != "fits" else f"{r.category} (fit verdicts)"
         if is_measured(r.category) and r.unit != "fits":
-            # our own runs: memory and time apart (issue 9's targets: 5% and 15%)
+            # our own runs: memory and time apart (their targets differ: 5% and 15% median error)
             key = f"{r.category} ({'memory' if r.unit == 'bytes' else 'time'})"
         groups.setdefault(key, []).append(abs(r.error))
     out: dict[str, dict[str, float]] = {}

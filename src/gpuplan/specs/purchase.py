@@ -21,7 +21,7 @@ from typing import Final
 
 from gpuplan.errors import InvalidSettingError, UnknownGPUError
 from gpuplan.safeio import clip, clip_repr
-from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.workload import read_user_text
 
 PURCHASE_COLUMNS: Final = ("gpu", "price_usd", "kind", "date", "source")
@@ -123,8 +123,3 @@ def purchase_prices(catalog: Catalog, user_file: Path | None = None) -> dict[str
         text = read_user_text(user_file, "purchase-price file", f"Columns: {', '.join(PURCHASE_COLUMNS)}.")
         table.update(parse_purchase_prices(text, catalog, user_file.name))
     return table
-
-
-def purchase_price(gpu: GPU, catalog: Catalog, user_file: Path | None = None) -> PurchasePrice | None:
-    """The price of one `gpu`, or None when neither the bundled table nor the user's file lists it."""
-    return purchase_prices(catalog, user_file).get(gpu.name)

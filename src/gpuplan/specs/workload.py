@@ -23,7 +23,6 @@ from gpuplan.specs.precision import storage_format
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
 LLM_TASKS: Final = (*TRAINING_TASKS, "inference")
 GRAPHICS_TASKS: Final = ("streaming", "vdi", "render", "ai-video")
-TASKS: Final = (*LLM_TASKS, *GRAPHICS_TASKS)
 
 # Optimizers and the bitsandbytes / torch variants users name; see estimators/optimizer.py.
 OPTIMIZERS: Final = (
@@ -62,11 +61,7 @@ _OPTIMIZER_ALIASES: Final = {
     "paged_lion_8bit": "paged-lion-8bit",
 }
 
-COMPUTE_DTYPES: Final = ("fp32", "tf32", "fp16", "bf16", "fp8")
 CHECKPOINTING: Final = ("none", "selective", "full")
-OFFLOAD: Final = ("none", "optimizer", "optimizer+params")
-ATTENTION_IMPLS: Final = ("flash", "fa3", "eager")
-LOSS_IMPLS: Final = ("upcast", "chunked", "fused")
 
 # Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
 DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
@@ -122,7 +117,7 @@ class Workload(BaseModel):
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
     sequence_parallel: bool = False  # Megatron sequence parallelism alongside tp
-    # --- parallelism beyond DESIGN.md's tp/pp (issue 5) -----------------------------------------
+    # --- parallelism beyond DESIGN.md's tp/pp -----------------------------------------------
     cp: int = Field(1, ge=1, le=1024)  # context parallelism: each sequence split over cp GPUs (ring attention)
     ep: int = Field(1, ge=1, le=1024)  # expert parallelism (MoE): experts split over ep data-parallel ranks
     # expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): each expert's GEMMs split
@@ -185,7 +180,7 @@ class Workload(BaseModel):
     cuda_lazy_loading: bool = True
     # serving view (vLLM): share of GPU memory the engine may use
     gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
-    # graphics workloads (issue 8): kept here so one file describes any job
+    # graphics workloads: kept here so one file describes any job
     resolution: str | None = None  # 720p | 1080p | 1440p | 4k
     fps: float | None = Field(None, ge=1, le=1000)  # frames per second
     streams: int | None = Field(None, ge=1, le=1_000_000)  # streaming / ai-video: concurrent streams
