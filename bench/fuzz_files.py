@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fuzz_files.py --cases 100000 [--workers 2] [--seed 1]
 
-The cases are tests/fuzz_files.py's (real documents mutated by hypothesis: NaN, infinity, huge
+The cases are tests/helpers/fuzz_files.py's (real documents mutated by hypothesis: NaN, infinity, huge
 integers, control characters, #SBATCH lines, deep nesting, alias bombs, cut and spliced text), the
 rule the same as in `make test`: each command answers (exit 0, strict JSON) or refuses in one
 bounded line with exit 2. Unlike the test, a broken rule does not stop the run: every failure is
@@ -31,7 +31,7 @@ def _chunk(job: tuple[str, int, int]) -> dict[str, Any]:
     from hypothesis import HealthCheck, Phase, given, seed, settings
     from hypothesis import strategies as st
 
-    from fuzz_files import KINDS, check_answer, draw_text, run
+    from helpers.fuzz_files import KINDS, check_answer, draw_text, run
 
     kind = KINDS[kind_name]
     times: list[float] = []
@@ -71,7 +71,7 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=2_000, help="cases per hypothesis run")
     ap.add_argument("--kinds", nargs="*", default=None, help="only these kinds (workload config catalog prices lab)")
     args = ap.parse_args()
-    from fuzz_files import KINDS
+    from helpers.fuzz_files import KINDS
 
     kinds = args.kinds or sorted(KINDS)
     per_kind = max(1, args.cases // len(kinds))

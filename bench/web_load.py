@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from web_server import fire, served
+from helpers.web_server import fire, served
 
 
 def bodies(endpoint: str, n: int) -> list[dict[str, Any]]:

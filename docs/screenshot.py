@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from playwright.sync_api import sync_playwright
 
-from web_server import served
+from helpers.web_server import served
 
 QUERY = "?model=llama-3.1-8b&task=lora&batch_size=2&tokens=5e7&gpu=A100+SXM4+80GB"
 

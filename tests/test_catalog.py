@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catalog_helpers import GB, TERA, check_datasheet
 from gpuplan.errors import CatalogError, UnknownGPUError
 from gpuplan.specs.gpu import _VALUE_FIELDS, GIB, Catalog, bundled_catalog, load_catalog, parse_catalog_text
+from helpers.catalog import GB, TERA, check_datasheet
 
 REQUIRED = [
     "H100 SXM5 80GB", "H100 PCIe 80GB", "H100 NVL 94GB", "H200 SXM 141GB", "B200",

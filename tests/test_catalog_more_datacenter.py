@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from catalog_helpers import GB, TERA, check_datasheet
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.precision import compute_peak
+from helpers.catalog import GB, TERA, check_datasheet
 
 NEW_ROWS = [
     "GH200 96GB", "GH200 144GB", "H200 NVL 141GB", "A30", "B300", "GB200", "GB300",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from catalog_helpers import GB, TERA, check_datasheet
 from gpuplan.specs.gpu import Catalog
+from helpers.catalog import GB, TERA, check_datasheet
 
 NEW_ROWS = [
     "RTX A4000", "RTX A4500", "RTX A5000", "RTX 2000 Ada", "RTX 4000 Ada", "RTX 4500 Ada", "RTX 5000 Ada",

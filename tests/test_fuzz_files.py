@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every kind of file a user hands gpuplan (tests/fuzz_files.py says how
+"""Property-based fuzzing of every kind of file a user hands gpuplan (tests/helpers/fuzz_files.py says how
 the hostile files are made): each command either answers or refuses in one bounded line with exit
 2, never a traceback. Examples per kind: GPUPLAN_FUZZ_FILE_EXAMPLES (default 500: ~2,500 cases in
 `make test`), derandomized so CI runs a fixed set; GPUPLAN_FUZZ_RANDOM=1 draws new ones.
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_files import KINDS, check_answer, draw_text, run
+from helpers.fuzz_files import KINDS, check_answer, draw_text, run
 
 EXAMPLES = int(os.environ.get("GPUPLAN_FUZZ_FILE_EXAMPLES", "500"))
 RANDOM = os.environ.get("GPUPLAN_FUZZ_RANDOM") == "1"

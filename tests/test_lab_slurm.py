@@ -1,6 +1,6 @@
 """Lab mode on a real Slurm with accounting (slurmctld + slurmd + slurmdbd + MariaDB, fake typed
-GPUs: tests/slurm/cluster-up.sh through slurm_helpers.accounting_cluster, shaped as
-slurm_helpers.ACCOUNTING_CLUSTER: 2 nodes of 8 a100, 1 node of 4 rtx3090, billed per GPU type).
+GPUs: tests/slurm/cluster-up.sh through helpers.slurm.accounting_cluster, shaped as
+helpers.slurm.ACCOUNTING_CLUSTER: 2 nodes of 8 a100, 1 node of 4 rtx3090, billed per GPU type).
 
 `gpuplan lab slurm-config`'s sacctmgr lines create the members; `gpuplan lab submit` sends the
 jobs through the real sbatch. Checked: each job lands on the GPU type the allocation chose, a job
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from gpuplan.interfaces import lab as lab_api
-from slurm_helpers import job_info, require_accounting, restart_slurmctld, sacctmgr, scancel, wait_for_job
+from helpers.slurm import job_info, require_accounting, restart_slurmctld, sacctmgr, scancel, wait_for_job
 
 RUNNING_OR_DONE = {"RUNNING", "COMPLETING", "COMPLETED"}
 QUEUED = {"PENDING", *RUNNING_OR_DONE}

@@ -286,10 +286,12 @@ def test_cluster_contradictions() -> None:
 # --- a real Slurm (tests/slurm/cluster-up.sh; CI starts it) -------------------------------------
 
 
+@pytest.mark.integration
+@pytest.mark.slurm
 def test_sbatch_scripts_are_accepted_by_slurm() -> None:
     """gpuplan's sbatch scripts pass a real slurmctld's checks: 64 nodes of 8 H100s, and a
     single-node A100 job; a script asking for a GPU type the site lacks is rejected."""
-    from slurm_helpers import require_slurm, sbatch_accepts
+    from helpers.slurm import require_slurm, sbatch_accepts
 
     require_slurm()
     text = api.launch(CLUSTER, "slurm", time_limit="2-00:00:00").text
@@ -300,12 +302,14 @@ def test_sbatch_scripts_are_accepted_by_slurm() -> None:
         sbatch_accepts(api.launch(CLUSTER, "slurm", gres="nosuchgpu").text)
 
 
+@pytest.mark.integration
+@pytest.mark.slurm
 def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated single-node script runs to completion under Slurm: srun starts torchrun, which
     starts one process per GPU of the node."""
     import sys
 
-    from slurm_helpers import require_slurm, sbatch_run
+    from helpers.slurm import require_slurm, sbatch_run
 
     require_slurm()
     script = tmp_path / "hello.py"
@@ -330,7 +334,7 @@ def test_single_node_sbatch_runs_torchrun(tmp_path: Path, monkeypatch: pytest.Mo
     ]
 
 
-# --- the tools' own parsers and config classes (tests/tool_schemas.py) -----------------------------
+# --- the tools' own parsers and config classes (tests/helpers/tool_schemas.py) -----------------------------
 
 _SHELL_VARS = {
     "$MASTER_ADDR": "10.0.0.1",
@@ -352,7 +356,7 @@ def _argv(text: str, start: str) -> list[str]:
 
 
 def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
-    from tool_schemas import (
+    from helpers.tool_schemas import (
         check_accelerate_yaml,
         check_deepspeed_json,
         check_skypilot_yaml,

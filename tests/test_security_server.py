@@ -1,7 +1,7 @@
 """The server stays up for everyone (issue 24): expensive requests run in a bounded pool with a
 queue limit and a time budget, cheap endpoints answer meanwhile, an oversized layout search is a
 422 naming what to narrow, silent or slow clients are disconnected, and a bad price or catalog file
-stops `serve` at start in one line. Runs a real `gpuplan serve` (tests/web_server.py) where the
+stops `serve` at start in one line. Runs a real `gpuplan serve` (tests/helpers/web_server.py) where the
 network matters, the app in-process elsewhere; about 40 s in all."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import uvicorn
 from gpuplan.interfaces import api, web
 from gpuplan.planner import layouts
 from gpuplan.specs.workload import make_workload
-from web_server import free_port, served
+from helpers.web_server import free_port, served
 
 BIG_PLAN = {"model": "deepseek-v3", "task": "pretrain", "cluster": "256x8:H100", "seq_len": 4096}
 HUGE_PLAN = {"model": "deepseek-v3", "task": "pretrain", "cluster": "8192x8:H100", "allow_cross_node_tp": True}

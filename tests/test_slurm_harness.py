@@ -1,10 +1,10 @@
-"""The local Slurm harness (tests/slurm/cluster-up.sh + slurm_helpers) accepts, runs and rejects
+"""The local Slurm harness (tests/slurm/cluster-up.sh + helpers/slurm.py) accepts, runs and rejects
 what a real Slurm would: the ground the sbatch-script tests stand on. Skipped without a Slurm,
 unless GPUPLAN_REQUIRE_SLURM=1 (CI), where a missing Slurm fails them.
 
 The accounting tests (the `accounting` fixture) check the accounting stage (slurmdbd: typed GPU
 TRES, billing weights, GrpTRESMins budgets, a slurmctld restart) on SLURM_CONF's cluster if it has
-accounting, else on one that the session starts as root (slurm_helpers.accounting_cluster).
+accounting, else on one that the session starts as root (helpers.slurm.accounting_cluster).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_helpers import (
+from helpers.slurm import (
     billing_weights,
     job_info,
     live_gpu_types,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tool_schemas import (
+from helpers.tool_schemas import (
     check_accelerate_yaml,
     check_deepspeed_json,
     check_skypilot_yaml,

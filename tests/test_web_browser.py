@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from gpuplan.specs.models import find_preset, preset_config
-from web_server import chromium, served
+from helpers.web_server import chromium, served
 
 GIB = 2**30
 TIMEOUT_MS = 60_000

@@ -8,7 +8,7 @@ import pytest
 
 from gpuplan.interfaces import api
 from gpuplan.specs.workload import make_workload
-from web_server import fire, served
+from helpers.web_server import fire, served
 
 CONCURRENT = 200
 

@@ -57,7 +57,7 @@ _BEGIN = "now+1hour"
 _FINAL_STATES = frozenset(
     {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
 )
-_SCRIPTS = Path(__file__).resolve().parent / "slurm"
+_SCRIPTS = Path(__file__).resolve().parents[1] / "slurm"
 _MADE_BY = "tests/slurm/cluster-up.sh"  # in the first line of every slurm.conf that script writes
 
 # The accounting cluster that accounting_cluster() starts (cluster-up.sh's environment, besides its

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from gpuplan.interfaces.cli import main
 from gpuplan.safeio import MAX_MESSAGE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "src" / "gpuplan" / "data"
 
 # --- values an attacker or a careless user puts where a number or a name belongs -----------------
