@@ -78,7 +78,7 @@ def test_malformed_yaml(tmp_path: Path, run_cli: RunCli) -> None:
 
 
 def test_check_is_gpuplans_own_estimate(tmp_path: Path) -> None:
-    rec = lab_api.check(write(tmp_path, SMALL))
+    rec = lab_api.check(write(tmp_path, SMALL)).to_dict()
     assert [i["gpu"] for i in rec["inventory"]] == ["A100 SXM4 80GB", "GeForce RTX 3090"]
     assert [i["gres"] for i in rec["inventory"]] == ["a100", "rtx3090"]
     big = next(j for j in rec["jobs"] if j["name"] == "big")
@@ -95,7 +95,7 @@ def test_check_is_gpuplans_own_estimate(tmp_path: Path) -> None:
 
 
 def test_a_job_too_big_for_every_node_is_refused_with_reasons() -> None:
-    rec = lab_api.check(EXAMPLE)
+    rec = lab_api.check(EXAMPLE).to_dict()
     huge = next(j for j in rec["jobs"] if j["name"] == "huge-70b")
     assert not huge["fits_anywhere"]
     assert all(o["num_gpus"] == 0 and o["tokens_per_s"] == 0 and "does not fit" in o["reason"] for o in huge["options"])
@@ -154,7 +154,7 @@ def schedule_is_feasible(rec: dict[str, Any], lab_file: Path) -> None:
 
 @pytest.mark.parametrize("policy", ["fair", "makespan"])
 def test_allocation_beats_both_baselines_on_the_example(policy: str) -> None:
-    rec = lab_api.allocate(EXAMPLE, policy)
+    rec = lab_api.allocate(EXAMPLE, policy).to_dict()
     schedule_is_feasible(rec, EXAMPLE)
     assert [r["name"] for r in rec["refused"]] == ["huge-70b"]
     assert len(rec["jobs"]) == 11
@@ -176,7 +176,7 @@ def test_cost_policy_rents_only_what_a_deadline_needs(tmp_path: Path, run_cli: R
     r3 = ld.options["big"][0].tokens_per_s
     work = 2e8
     assert work / r3 > 7200  # the 3090 alone misses the deadline
-    rec = lab_api.allocate(path, "cost")
+    rec = lab_api.allocate(path, "cost").to_dict()
     assert rec["cloud_usd"] > 0
     job = rec["jobs"][0]
     secs = job["seconds_by_type"]
@@ -253,13 +253,13 @@ def test_slurm_config_lines() -> None:
 def test_lab_gres_names_stay_apart(tmp_path: Path) -> None:
     data = json.loads(json.dumps(SMALL))
     data["nodes"] = [{"name": "a", "gpus": {"A100 SXM4 40GB": 2}}, {"name": "b", "gpus": {"A100 SXM4 80GB": 2}}]
-    rec = lab_api.check(write(tmp_path, data))
+    rec = lab_api.check(write(tmp_path, data)).to_dict()
     assert [i["gres"] for i in rec["inventory"]] == ["a100_40g", "a100_80g"]
 
 
 def test_submit_dry_run_writes_one_script_per_runnable_job(tmp_path: Path) -> None:
     rec = lab_api.submit(EXAMPLE, "fair", tmp_path / "out", dry_run=True)
-    alloc = lab_api.allocate(EXAMPLE, "fair")
+    alloc = lab_api.allocate(EXAMPLE, "fair").to_dict()
     assert [j["name"] for j in rec["jobs"]] == [j["name"] for j in alloc["jobs"]]
     assert [r["name"] for r in rec["refused"]] == ["huge-70b"]
     assert not (tmp_path / "out" / "huge-70b.sbatch").exists()

@@ -75,7 +75,7 @@ def lab_cluster(accounting_conf: Path, monkeypatch: pytest.MonkeyPatch, tmp_path
 
 def test_lab_jobs_land_where_the_plan_put_them_and_survive_a_restart(lab_cluster: dict[str, Any]) -> None:
     path, ids = lab_cluster["path"], lab_cluster["ids"]
-    plan = {j["name"]: j for j in lab_api.allocate(path, "fair")["jobs"]}
+    plan = {j["name"]: j for j in lab_api.allocate(path, "fair").to_dict()["jobs"]}
     rec = lab_api.submit(path, "fair", lab_cluster["out"])
     sent = {j["name"]: j for j in rec["jobs"]}
     ids += [j["job_id"] for j in rec["jobs"] if j["job_id"]]

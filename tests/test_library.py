@@ -136,7 +136,7 @@ def test_validate_and_lab_and_model(run_cli: RunCli) -> None:
     assert m.total_params == 8_030_261_248  # Meta's 8.03B; equals transformers on the meta device
     a = gpuplan.lab(EXAMPLES / "lab.yaml", "makespan")
     code, out, _ = run_cli("lab", "allocate", str(EXAMPLES / "lab.yaml"), "--policy", "makespan", "--json")
-    assert code == 0 and a == json.loads(out)
+    assert code == 0 and a.to_dict() == json.loads(out)
 
 
 def test_a_bad_workload_is_one_clear_error() -> None:

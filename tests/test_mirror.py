@@ -26,6 +26,7 @@ TESTED_BY: dict[str, str] = {
     "results/estimate": "test_results.py test_library.py test_golden.py",
     "results/plan": "test_results.py test_library.py test_golden.py",
     "results/ownership": "test_ownership.py test_golden.py",
+    "results/lab": "test_lab.py test_golden.py test_results.py",
     # specs
     "specs/__init__": f"why: {REEXPORTS}",
     "specs/calibration": "test_bench.py",

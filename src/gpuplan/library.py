@@ -31,6 +31,8 @@ from gpuplan.results import (
     FitResult,
     FitTable,
     GraphicsPlan,
+    LabAllocation,
+    LabCostAllocation,
     LaunchFile,
     LayoutPlan,
     Plan,
@@ -213,13 +215,13 @@ def lab(
     context: Context | None = None,
     burst: bool = True,
     spot: bool = False,
-) -> dict[str, Any]:
+) -> LabAllocation | LabCostAllocation:
     """Lab mode's allocation of a lab file (nodes, members, jobs) under a policy: `fair`,
     `makespan`, or `cost` (the least cloud spend that meets every deadline) (`gpuplan lab allocate`).
 
     >>> import gpuplan
     >>> a = gpuplan.lab("examples/lab.yaml", "fair")
-    >>> sorted(j["name"] for j in a["jobs"])[:2]
+    >>> sorted(j.name for j in a.jobs)[:2]
     ['bert-mlm', 'eval-7b']
     """
     from gpuplan.planner.lab_allocate import allocate

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.results import LabAllocation, LabCostAllocation
 
 
 def _pyplot() -> Any:
@@ -58,28 +59,26 @@ def relative_png(rec: dict[str, Any], path: Path) -> None:
     _save(plt, fig, path)
 
 
-def gantt_png(rec: dict[str, Any], path: Path) -> None:
+def gantt_png(rec: LabAllocation | LabCostAllocation, path: Path) -> None:
     """A lab allocation (`gpuplan lab allocate --json`) as a Gantt chart: a row per job, bars
     coloured by GPU type, their height the share of the job's time on that type."""
-    segs = rec.get("segments") or []
+    segs = rec.segments if isinstance(rec, LabAllocation) else []
     if not segs:
         raise InvalidSettingError("--png draws the fair and makespan policies' schedules (the cost policy has none).")
     plt = _pyplot()
     from matplotlib.patches import Patch
 
-    jobs = [j["name"] for j in rec["jobs"]]
-    types = sorted({s["gpu"] for s in segs})
+    jobs = [j.name for j in rec.jobs]
+    types = sorted({s.gpu for s in segs})
     cmap = plt.get_cmap("tab10")
     colours = {t: cmap(i % 10) for i, t in enumerate(types)}
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(jobs) + 1.6))
     for s in segs:
-        hours = (s["end_s"] - s["start_s"]) / 3600
-        ax.barh(jobs.index(s["job"]), hours, left=s["start_s"] / 3600, height=0.8 * s["share"], color=colours[s["gpu"]])
+        hours = (s.end_s - s.start_s) / 3600
+        ax.barh(jobs.index(s.job), hours, left=s.start_s / 3600, height=0.8 * s.share, color=colours[s.gpu])
     ax.set_yticks(range(len(jobs)), jobs)
     ax.invert_yaxis()
     ax.set_xlabel("hours from now")
-    ax.set_title(
-        f"gpuplan lab allocate --policy {rec['policy']}: bar height = share of the job's time on that GPU type"
-    )
+    ax.set_title(f"gpuplan lab allocate --policy {rec.policy}: bar height = share of the job's time on that GPU type")
     ax.legend([Patch(color=colours[t]) for t in types], types, loc="lower right", fontsize=8)
     _save(plt, fig, path, dpi=110)

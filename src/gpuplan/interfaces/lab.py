@@ -34,6 +34,7 @@ from gpuplan.planner.lab_allocate import (
     option_record,
     refused_of,
 )
+from gpuplan.results import LabAllocation
 from gpuplan.safeio import MAX_JSON_BYTES, clip, clip_repr, has_controls, load_json, read_capped, write_atomically
 from gpuplan.specs.context import Context
 from gpuplan.specs.lab import Job
@@ -294,18 +295,19 @@ def submit(
         missing = [j.name for j in ld.lab.jobs if j.command is None and any(o.fits for o in ld.options[j.name])]
         if missing:
             raise InvalidSettingError(f"job {missing[0]!r} has no 'command' to run; add one to the lab file.")
+    assert isinstance(rec, LabAllocation)  # fair or makespan: the cost policy was refused above
     scripts = _render_scripts(ld, rec, folder, per_type_partitions)
     _out_folder(folder, force)
     for entry, text in scripts:
         _write_new(folder, Path(entry["script"]).name, text, force)
     out = [entry for entry, _ in scripts]
     result: dict[str, Any] = {
-        "policy": rec["policy"],
+        "policy": rec.policy,
         "dry_run": dry_run,
         "folder": str(folder),
         "complete": dry_run,
         "jobs": out,
-        "refused": rec["refused"],
+        "refused": [r.to_dict() for r in rec.refused],
     }
     if dry_run:
         return result
@@ -331,18 +333,18 @@ def submit(
 
 
 def _render_scripts(
-    ld: Loaded, rec: Mapping[str, Any], folder: Path, per_type_partitions: bool
+    ld: Loaded, rec: LabAllocation, folder: Path, per_type_partitions: bool
 ) -> list[tuple[dict[str, Any], str]]:
     """Every job's sbatch script and its record entry, all rendered (and checked) before anything
     is written."""
     by_name = {j.name: j for j in ld.lab.jobs}
     gn = lab_gres(ld.lab)
     scripts: list[tuple[dict[str, Any], str]] = []
-    for a in rec["jobs"]:
-        job = by_name[a["name"]]
-        hours = a["hours_alone_on_gpu"]
-        text = sbatch_script(job, a["gpu"], gn[a["gpu"]], a["num_gpus"], hours, None if per_type_partitions else "gpu")
-        entry: dict[str, Any] = {"name": job.name, "gpu": a["gpu"], "gres": f"gpu:{gn[a['gpu']]}:{a['num_gpus']}",
+    for a in rec.jobs:
+        job = by_name[a.name]
+        hours = a.hours_alone_on_gpu or 0.0
+        text = sbatch_script(job, a.gpu, gn[a.gpu], a.num_gpus, hours, None if per_type_partitions else "gpu")
+        entry: dict[str, Any] = {"name": job.name, "gpu": a.gpu, "gres": f"gpu:{gn[a.gpu]}:{a.num_gpus}",
                                  "estimate_s": hours * 3600, "script": str(folder / f"{job.name}.sbatch"),
                                  "job_id": None}  # fmt: skip
         scripts.append((entry, text))

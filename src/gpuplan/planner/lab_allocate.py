@@ -9,11 +9,25 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.planner import lab as plan_lab
 from gpuplan.planner.lab import JobOption, Schedule
+from gpuplan.results import (
+    CloudBaseline,
+    CloudJob,
+    InventoryRow,
+    LabAllocation,
+    LabCheck,
+    LabCostAllocation,
+    LabJob,
+    LabJobCheck,
+    LabOption,
+    MemberUse,
+    Refused,
+    ScheduleFigures,
+    SegmentRecord,
+)
 from gpuplan.specs.cluster import gres_name
 from gpuplan.specs.context import Context
 from gpuplan.specs.lab import Job, Lab, read_lab_file
@@ -56,49 +70,49 @@ def load(path: str | Path, ctx: Context | None = None) -> Loaded:
 # --- check ---------------------------------------------------------------------------------------
 
 
-def option_record(o: JobOption) -> dict[str, Any]:
-    return {
-        "gpu": o.gpu,
-        "fits": o.fits,
-        "num_gpus": o.num_gpus,
-        "hours": o.hours,
-        "tokens_per_s": o.tokens_per_s,
-        "layout": o.layout,
-        "reason": o.reason,
-    }
+def option_record(o: JobOption) -> LabOption:
+    return LabOption(
+        gpu=o.gpu,
+        fits=o.fits,
+        num_gpus=o.num_gpus,
+        hours=o.hours,
+        tokens_per_s=o.tokens_per_s,
+        layout=dict(o.layout),
+        reason=o.reason,
+    )
 
 
-def check(path: str | Path, ctx: Context | None = None) -> dict[str, Any]:
+def check(path: str | Path, ctx: Context | None = None) -> LabCheck:
     """`gpuplan lab check`: per job, on each of the lab's GPU types, whether it fits, on how many
     GPUs, and the hours to finish alone (0 throughput where it does not fit)."""
     ld = load(path, ctx)
     inv = ld.lab.inventory()
     gn = lab_gres(ld.lab)
-    return {
-        "inventory": [{"gpu": t, "count": c, "gres": gn[t], "per_node": ld.lab.per_node(t)} for t, c in inv.items()],
-        "jobs": [
-            {
-                "name": j.name,
-                "owner": j.owner,
-                "model": ld.models[j.name].name,
-                "task": j.workload.task,
-                "tokens": plan_lab.work_tokens(j),
-                "fits_anywhere": any(o.fits for o in ld.options[j.name]),
-                "options": [option_record(o) for o in ld.options[j.name]],
-            }
+    return LabCheck(
+        inventory=[InventoryRow(gpu=t, count=c, gres=gn[t], per_node=ld.lab.per_node(t)) for t, c in inv.items()],
+        jobs=[
+            LabJobCheck(
+                name=j.name,
+                owner=j.owner,
+                model=ld.models[j.name].name,
+                task=j.workload.task,
+                tokens=plan_lab.work_tokens(j),
+                fits_anywhere=any(o.fits for o in ld.options[j.name]),
+                options=[option_record(o) for o in ld.options[j.name]],
+            )
             for j in ld.lab.jobs
         ],
-        "speed_weights": plan_lab.speed_weights(ld.lab, ld.options),
-    }
+        speed_weights=plan_lab.speed_weights(ld.lab, ld.options),
+    )
 
 
 # --- allocate ------------------------------------------------------------------------------------
 
 
-def refused_of(ld: Loaded) -> list[dict[str, Any]]:
+def refused_of(ld: Loaded) -> list[Refused]:
     """Jobs that fit on none of the lab's GPU types, with each type's reason."""
     return [
-        {"name": j.name, "owner": j.owner, "reasons": {o.gpu: o.reason for o in ld.options[j.name]}}
+        Refused(name=j.name, owner=j.owner, reasons={o.gpu: o.reason for o in ld.options[j.name]})
         for j in ld.lab.jobs
         if not any(o.fits for o in ld.options[j.name])
     ]
@@ -135,8 +149,8 @@ def _gpu_hours(sched: Schedule, jobs: Sequence[Job], weights: Mapping[str, float
     return {m: (v[0], v[1]) for m, v in out.items()}
 
 
-def _schedule_record(s: Schedule) -> dict[str, Any]:
-    return {"average_jct_s": s.average_jct_s, "makespan_s": s.makespan_s, "finish_s": s.finish_s}
+def _schedule_record(s: Schedule) -> ScheduleFigures:
+    return ScheduleFigures(average_jct_s=s.average_jct_s, makespan_s=s.makespan_s, finish_s=s.finish_s)
 
 
 def allocate(
@@ -145,14 +159,16 @@ def allocate(
     ctx: Context | None = None,
     burst: bool = True,
     spot: bool = False,
-) -> dict[str, Any]:
+) -> LabAllocation | LabCostAllocation:
     """`gpuplan lab allocate`: a heterogeneity-aware allocation (planner/lab.py) with each job's
     type, count and expected finish, each member's GPU-hours, and the gain over an equal split
     and over first-come-first-served."""
     return allocate_loaded(load(path, ctx), policy, burst, spot)
 
 
-def allocate_loaded(ld: Loaded, policy: str = "fair", burst: bool = True, spot: bool = False) -> dict[str, Any]:
+def allocate_loaded(
+    ld: Loaded, policy: str = "fair", burst: bool = True, spot: bool = False
+) -> LabAllocation | LabCostAllocation:
     """`allocate` of a lab already loaded (its throughput matrix computed)."""
     if policy not in plan_lab.POLICIES:
         raise InvalidSettingError(
@@ -168,63 +184,72 @@ def allocate_loaded(ld: Loaded, policy: str = "fair", burst: bool = True, spot: 
     jw = _job_weights(lab)
     equal = plan_lab.simulate(runnable, types, lab.inventory(), ld.options, "equal")
     fcfs = plan_lab.simulate(runnable, types, lab.inventory(), ld.options, "fcfs")
-    out: dict[str, Any] = {"policy": policy, "speed_weights": weights, "refused": refused}
     if policy == "cost":
-        return out | _cost(ld, types, equal, fcfs, burst, spot)
+        return _cost(ld, types, equal, fcfs, burst, spot, weights)
     ours = plan_lab.simulate(runnable, types, lab.inventory(), ld.options, policy, jw)
     jobs = []
     for j in runnable:
         main, n, shares = _main_type(ours, j.name)
         alone = next(o for o in ld.options[j.name] if o.gpu == main)
         jobs.append(
-            {
-                "name": j.name,
-                "owner": j.owner,
-                "gpu": main,
-                "num_gpus": n,
-                "time_shares": shares,
-                "expected_finish_s": ours.finish_s[j.name],
-                "hours_alone_on_gpu": alone.hours,
-                "deadline_s": j.workload.deadline,
-                "meets_deadline": None
+            LabJob(
+                name=j.name,
+                owner=j.owner,
+                gpu=main,
+                num_gpus=n,
+                time_shares=shares,
+                expected_finish_s=ours.finish_s[j.name],
+                hours_alone_on_gpu=alone.hours,
+                deadline_s=j.workload.deadline,
+                meets_deadline=None
                 if j.workload.deadline is None
                 else bool(ours.finish_s[j.name] <= j.workload.deadline),
-            }
+            )
         )
     metric = "makespan_s" if policy == "makespan" else "average_jct_s"
-    out |= {
-        "jobs": jobs,
-        "members": _members(lab, ours, weights),
-        "schedule": _schedule_record(ours),
-        "equal_split": _schedule_record(equal),
-        "fcfs": _schedule_record(fcfs),
-        "metric": metric,
-        "gain_vs_equal_split": getattr(equal, metric) / getattr(ours, metric),
-        "gain_vs_fcfs": getattr(fcfs, metric) / getattr(ours, metric),
-        "segments": [s.__dict__ for s in ours.segments],
-    }
-    return out
+    return LabAllocation(
+        policy=policy,
+        speed_weights=weights,
+        refused=refused,
+        jobs=jobs,
+        members=_members(lab, ours, weights),
+        schedule=_schedule_record(ours),
+        equal_split=_schedule_record(equal),
+        fcfs=_schedule_record(fcfs),
+        metric=metric,
+        gain_vs_equal_split=getattr(equal, metric) / getattr(ours, metric),
+        gain_vs_fcfs=getattr(fcfs, metric) / getattr(ours, metric),
+        segments=[SegmentRecord(**s.__dict__) for s in ours.segments],
+    )
 
 
-def _members(lab: Lab, sched: Schedule, weights: Mapping[str, float]) -> list[dict[str, Any]]:
+def _members(lab: Lab, sched: Schedule, weights: Mapping[str, float]) -> list[MemberUse]:
     used = _gpu_hours(sched, lab.jobs, weights)
     rows = []
     for m in lab.members:
         raw, norm = used.get(m.name, (0.0, 0.0))
         rows.append(
-            {
-                "name": m.name,
-                "share": m.share,
-                "gpu_hours": raw,
-                "normalised_gpu_hours": norm,
-                "budget_gpu_hours_per_month": m.gpu_hours_per_month,
-                "over_budget": None if m.gpu_hours_per_month is None else bool(norm > m.gpu_hours_per_month),
-            }
+            MemberUse(
+                name=m.name,
+                share=m.share,
+                gpu_hours=raw,
+                normalised_gpu_hours=norm,
+                budget_gpu_hours_per_month=m.gpu_hours_per_month,
+                over_budget=None if m.gpu_hours_per_month is None else bool(norm > m.gpu_hours_per_month),
+            )
         )
     return rows
 
 
-def _cost(ld: Loaded, types: Sequence[str], equal: Schedule, fcfs: Schedule, burst: bool, spot: bool) -> dict[str, Any]:
+def _cost(
+    ld: Loaded,
+    types: Sequence[str],
+    equal: Schedule,
+    fcfs: Schedule,
+    burst: bool,
+    spot: bool,
+    weights: dict[str, float],
+) -> LabCostAllocation:
     """The cost policy: the least cloud spend that meets every deadline (horizon: 30 days). With
     bursting, a job too big for the lab runs on rented GPUs (up to 8 per instance) instead of
     being refused."""
@@ -270,25 +295,33 @@ def _cost(ld: Loaded, types: Sequence[str], equal: Schedule, fcfs: Schedule, bur
             else cloud[main.removeprefix("cloud:")][1][j.name].num_gpus
         )
         jobs.append(
-            {
-                "name": j.name,
-                "owner": j.owner,
-                "gpu": main,
-                "num_gpus": n,
-                "seconds_by_type": by,
-                "expected_finish_s": sum(by.values()),
-                "deadline_s": j.workload.deadline or plan_lab.HORIZON_S,
-            }
+            CloudJob(
+                name=j.name,
+                owner=j.owner,
+                gpu=main,
+                num_gpus=n,
+                seconds_by_type=by,
+                expected_finish_s=sum(by.values()),
+                deadline_s=j.workload.deadline or plan_lab.HORIZON_S,
+            )
         )
-    return {
-        "jobs": jobs,
-        "refused": [r for r in refused_of(ld) if r["name"] not in {j.name for j in runnable}],
-        "cloud_usd": usd,
-        "equal_split": {"cloud_usd": eq_usd, **_schedule_record(equal)},
-        "fcfs": {"cloud_usd": fcfs_usd, **_schedule_record(fcfs)},
-        "metric": "cloud_usd",
-        "gain_vs_equal_split": (eq_usd / usd) if usd > 0 else (None if eq_usd > 0 else 1.0),
-        "gain_vs_fcfs": (fcfs_usd / usd) if usd > 0 else (None if fcfs_usd > 0 else 1.0),
-        "horizon_s": plan_lab.HORIZON_S,
-        "spot": spot,
-    }
+
+    def cloud_baseline(s: Schedule, spend: float) -> CloudBaseline:
+        return CloudBaseline(
+            cloud_usd=spend, average_jct_s=s.average_jct_s, makespan_s=s.makespan_s, finish_s=s.finish_s
+        )
+
+    return LabCostAllocation(
+        policy="cost",
+        speed_weights=weights,
+        refused=[r for r in refused_of(ld) if r.name not in {j.name for j in runnable}],
+        jobs=jobs,
+        cloud_usd=usd,
+        equal_split=cloud_baseline(equal, eq_usd),
+        fcfs=cloud_baseline(fcfs, fcfs_usd),
+        metric="cloud_usd",
+        gain_vs_equal_split=(eq_usd / usd) if usd > 0 else (None if eq_usd > 0 else 1.0),
+        gain_vs_fcfs=(fcfs_usd / usd) if usd > 0 else (None if fcfs_usd > 0 else 1.0),
+        horizon_s=plan_lab.HORIZON_S,
+        spot=spot,
+    )

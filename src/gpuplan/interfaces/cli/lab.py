@@ -20,6 +20,7 @@ from gpuplan.interfaces.cli.common import (
     emit_json,
     fmt_dur,
 )
+from gpuplan.results import LabAllocation, LabCostAllocation, LabJob
 from gpuplan.safeio import clip
 from gpuplan.specs.context import Context
 
@@ -41,20 +42,20 @@ def lab_check(lab_file: LabFile, catalog: CatalogOpt = None, as_json: JsonOpt = 
         emit_json(rec)
         return
     c = console()
-    types = [i["gpu"] for i in rec["inventory"]]
-    inv = ", ".join(f"{i['count']}x {i['gpu']} ({i['gres']})" for i in rec["inventory"])
-    t = Table(title=f"{len(rec['jobs'])} jobs on {inv}")
+    types = [i.gpu for i in rec.inventory]
+    inv = ", ".join(f"{i.count}x {i.gpu} ({i.gres})" for i in rec.inventory)
+    t = Table(title=f"{len(rec.jobs)} jobs on {inv}")
     t.add_column("job")
     t.add_column("owner")
     for g in types:
         t.add_column(g)
-    for j in rec["jobs"]:
+    for j in rec.jobs:
         cells = []
-        for o in j["options"]:
-            cells.append(f"{o['num_gpus']} GPU · {o['hours']:,.1f} h" if o["fits"] else f"✗ {escape(o['reason'])}")
-        t.add_row(j["name"], j["owner"], *cells)
+        for o in j.options:
+            cells.append(f"{o.num_gpus} GPU · {o.hours or 0.0:,.1f} h" if o.fits else f"✗ {escape(o.reason)}")
+        t.add_row(j.name, j.owner, *cells)
     c.print(t)
-    w = rec["speed_weights"]
+    w = rec.speed_weights
     c.print("speed per GPU (slowest = 1): " + ", ".join(f"{g} {w[g]:.2f}" for g in types))
 
 
@@ -84,34 +85,31 @@ def lab_allocate(
     t = Table(title=f"gpuplan lab allocate --policy {policy}")
     for col in ("job", "owner", "GPU type", "GPUs", "time on it", "expected finish"):
         t.add_column(col)
-    for j in rec["jobs"]:
-        shares = j.get("time_shares") or {}
-        main = shares.get(j["gpu"])
-        t.add_row(j["name"], j["owner"], j["gpu"], str(j["num_gpus"]), "—" if main is None else f"{main:.0%}",
-                  fmt_dur(j["expected_finish_s"]))  # fmt: skip
+    for j in rec.jobs:
+        main = j.time_shares.get(j.gpu) if isinstance(j, LabJob) else None
+        t.add_row(j.name, j.owner, j.gpu, str(j.num_gpus), "—" if main is None else f"{main:.0%}",
+                  fmt_dur(j.expected_finish_s))  # fmt: skip
     c.print(t)
-    if "members" in rec:
+    if isinstance(rec, LabAllocation):
         m = Table(title="members (GPU-hours; normalised: 1 h on the slowest type = 1)")
         for col in ("member", "share", "GPU-hours", "normalised", "budget / month"):
             m.add_column(col)
-        for r in rec["members"]:
-            budget = "—" if r["budget_gpu_hours_per_month"] is None else f"{r['budget_gpu_hours_per_month']:,.0f}"
-            if r["over_budget"]:
+        for r in rec.members:
+            budget = "—" if r.budget_gpu_hours_per_month is None else f"{r.budget_gpu_hours_per_month:,.0f}"
+            if r.over_budget:
                 budget += " (over)"
-            m.add_row(
-                r["name"], f"{r['share']:g}", f"{r['gpu_hours']:,.1f}", f"{r['normalised_gpu_hours']:,.1f}", budget
-            )
+            m.add_row(r.name, f"{r.share:g}", f"{r.gpu_hours:,.1f}", f"{r.normalised_gpu_hours:,.1f}", budget)
         c.print(m)
-    for r in rec["refused"]:
-        c.print(f"refused {r['name']}: fits on no GPU type ({'; '.join(f'{g}: {x}' for g, x in r['reasons'].items())})")
-    if rec["metric"] == "cloud_usd":
-        c.print(f"cloud spend ${rec['cloud_usd']:,.2f}; an equal split would rent ${rec['equal_split']['cloud_usd']:,.2f} "
-                f"and first-come-first-served ${rec['fcfs']['cloud_usd']:,.2f} to meet the same deadlines")  # fmt: skip
+    for x in rec.refused:
+        c.print(f"refused {x.name}: fits on no GPU type ({'; '.join(f'{g}: {why}' for g, why in x.reasons.items())})")
+    if isinstance(rec, LabCostAllocation):
+        c.print(f"cloud spend ${rec.cloud_usd:,.2f}; an equal split would rent ${rec.equal_split.cloud_usd:,.2f} "
+                f"and first-come-first-served ${rec.fcfs.cloud_usd:,.2f} to meet the same deadlines")  # fmt: skip
     else:
-        what = "makespan" if rec["metric"] == "makespan_s" else "average job completion time"
-        ours, eq, ff = rec["schedule"][rec["metric"]], rec["equal_split"][rec["metric"]], rec["fcfs"][rec["metric"]]
-        c.print(f"{what}: {fmt_dur(ours)}; equal split {fmt_dur(eq)} ({rec['gain_vs_equal_split']:.2f}x better), "
-                f"first-come-first-served {fmt_dur(ff)} ({rec['gain_vs_fcfs']:.2f}x better)")  # fmt: skip
+        what = "makespan" if rec.metric == "makespan_s" else "average job completion time"
+        ours, eq, ff = (getattr(s, rec.metric) for s in (rec.schedule, rec.equal_split, rec.fcfs))
+        c.print(f"{what}: {fmt_dur(ours)}; equal split {fmt_dur(eq)} ({rec.gain_vs_equal_split:.2f}x better), "
+                f"first-come-first-served {fmt_dur(ff)} ({rec.gain_vs_fcfs:.2f}x better)")  # fmt: skip
     if png is not None:
         sys.stderr.write(f"gpuplan: wrote {png}\n")
 
