@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gpuplan.errors import CatalogError, UnknownGPUError
 from gpuplan.specs.gpu import _VALUE_FIELDS, GIB, Catalog, bundled_catalog, load_catalog, parse_catalog_text
-from helpers.catalog import GB, TERA, check_datasheet
+from helpers.catalog import GB, TERA, USER_CATALOG, check_datasheet
 
 REQUIRED = [
     "H100 SXM5 80GB", "H100 PCIe 80GB", "H100 NVL 94GB", "H200 SXM 141GB", "B200",
@@ -174,55 +174,14 @@ def test_lookup_never_crashes(query: str) -> None:
     assert found is None or found in list(cat)
 
 
-_USER_FILE = """
-[[gpu]]
-name = "Lab RTX 4090 (power-capped)"
-aliases = ["lab4090"]
-vendor = "NVIDIA"
-architecture = "Ada Lovelace"
-chip = "AD102"
-compute_capability = "8.9"
-form_factor = "PCIe"
-memory_GiB = 24
-memory_type = "GDDR6X"
-memory_bandwidth_GBps = 1008
-fp32_TFLOPS = 60
-tf32_TFLOPS = 60
-fp16_TFLOPS = 120
-bf16_TFLOPS = 120
-fp8_TFLOPS = 240
-tdp_W = 300
-nvlink_GBps = 0
-nvlink_domain = 1
-pcie_gen = 4
-multi_node = false
-mig_instances = 0
-display_outputs = 4
-vgpu = "none"
-rt_cores = 128
-rt_core_gen = 3
-nvenc = 2
-nvdec = 1
-launch_year = 2022
-geforce_eula = true
-[gpu.sources]
-"*" = "lab"
-[source.lab]
-title = "our own nvidia-smi and gpu-burn run"
-url = "lab wiki"
-where = "node n3"
-read = 2026-11-30
-"""
-
-
 def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
     f = tmp_path / "lab.toml"
-    f.write_text(_USER_FILE)
+    f.write_text(USER_CATALOG)
     cat = load_catalog([f], use_env=False)
     g = cat.get("LAB4090")
     assert g.tdp_watts == 300 and g.origin == str(f)
     # override a bundled row by name
-    f.write_text(_USER_FILE.replace('name = "Lab RTX 4090 (power-capped)"', 'name = "L4"').replace("lab4090", "l4x"))
+    f.write_text(USER_CATALOG.replace('name = "Lab RTX 4090 (power-capped)"', 'name = "L4"').replace("lab4090", "l4x"))
     cat2 = load_catalog([f], use_env=False)
     assert cat2.get("L4").tdp_watts == 300
     assert len(cat2) == len(load_catalog(use_env=False))
@@ -230,7 +189,7 @@ def test_user_file_adds_and_overrides(tmp_path: Path) -> None:
 
 def test_user_file_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "lab.toml"
-    f.write_text(_USER_FILE)
+    f.write_text(USER_CATALOG)
     monkeypatch.setenv("GPUPLAN_CATALOG", str(f))
     assert load_catalog().get("lab4090").name == "Lab RTX 4090 (power-capped)"
 
@@ -249,7 +208,7 @@ def test_user_file_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     ],
 )
 def test_malformed_user_file_is_one_clear_error(edit: object, message: str) -> None:
-    text = edit(_USER_FILE)  # type: ignore[operator]
+    text = edit(USER_CATALOG)  # type: ignore[operator]
     with pytest.raises(CatalogError, match=message) as info:
         parse_catalog_text(text, "lab.toml")
     assert "\n" not in str(info.value)
@@ -258,7 +217,7 @@ def test_malformed_user_file_is_one_clear_error(edit: object, message: str) -> N
 
 def test_alias_clash_is_reported(tmp_path: Path) -> None:
     f = tmp_path / "clash.toml"
-    f.write_text(_USER_FILE.replace('aliases = ["lab4090"]', 'aliases = ["h100"]'))
+    f.write_text(USER_CATALOG.replace('aliases = ["lab4090"]', 'aliases = ["h100"]'))
     with pytest.raises(CatalogError, match="already used by 'H100 SXM5 80GB'"):
         load_catalog([f], use_env=False)
 

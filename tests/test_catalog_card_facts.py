@@ -16,13 +16,13 @@ from conftest import RunCli
 from gpuplan.errors import CatalogError
 from gpuplan.estimators import efficiency as eff
 from gpuplan.specs.gpu import CARD_FACT_FIELDS, SKYPILOT_NAME_PATTERN, Catalog, parse_catalog_text, source_summary
-from test_catalog import _USER_FILE  # a valid user catalog file: one GPU, alias lab4090, every value from "lab"
+from helpers.catalog import USER_CATALOG
 
 
 def _user_row(**facts: str) -> str:
-    """_USER_FILE with `key = value` lines (TOML as written) added to its row."""
+    """USER_CATALOG with `key = value` lines (TOML as written) added to its row."""
     lines = "".join(f"{k} = {v}\n" for k, v in facts.items())
-    return _USER_FILE.replace("geforce_eula = true\n", f"geforce_eula = true\n{lines}")
+    return USER_CATALOG.replace("geforce_eula = true\n", f"geforce_eula = true\n{lines}")
 
 
 def test_measured_shares_and_names_are_sourced(catalog: Catalog) -> None:
@@ -133,7 +133,7 @@ def test_a_user_rows_skypilot_name_reaches_the_task(tmp_path: Path, run_cli: Run
     task = yaml.safe_load(out)  # the header lines are YAML comments
     assert task["resources"]["accelerators"] == "RTX4090:2"
     # without it: one line, which names the field to set
-    f.write_text(_USER_FILE)
+    f.write_text(USER_CATALOG)
     code, out, err = run_cli(*argv, "--catalog", str(f))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "SkyPilot lists no accelerator for Lab RTX 4090" in err and "skypilot_name" in err

@@ -152,10 +152,10 @@ def test_malformed_config_and_catalog_files(run_cli: RunCli, tmp_path: Path) -> 
 
 
 def test_user_catalog_on_the_command_line(run_cli: RunCli, tmp_path: Path) -> None:
-    from test_catalog import _USER_FILE
+    from helpers.catalog import USER_CATALOG
 
     f = tmp_path / "lab.toml"
-    f.write_text(_USER_FILE)
+    f.write_text(USER_CATALOG)
     code, out, err = run_cli("gpus", "show", "lab4090", "--catalog", str(f), "--json")
     assert code == 0, err
     assert json.loads(out)["tdp_watts"] == 300

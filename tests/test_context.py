@@ -14,10 +14,10 @@ from conftest import RunCli
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.web import create_app
 from gpuplan.specs.context import Context
+from helpers.catalog import USER_CATALOG
 from helpers.golden_cases import EXAMPLES
-from test_catalog import _USER_FILE
 
-LAB = "Lab RTX 4090 (power-capped)"  # defined only in _USER_FILE; its alias is lab4090
+LAB = "Lab RTX 4090 (power-capped)"  # defined only in USER_CATALOG; its alias is lab4090
 PRICE = 0.123  # USD per GPU-hour, only in the user's price file
 LORA = str(EXAMPLES / "lora-4090.yaml")
 CHAT = str(EXAMPLES / "chat-7b.yaml")
@@ -27,7 +27,7 @@ PRETRAIN = str(EXAMPLES / "pretrain-1b.yaml")
 @pytest.fixture
 def user_files(tmp_path: Path) -> tuple[Path, Path]:
     cat = tmp_path / "mycat.toml"
-    cat.write_text(_USER_FILE)
+    cat.write_text(USER_CATALOG)
     prices = tmp_path / "myprices.csv"
     prices.write_text(f"gpu,provider,price_per_hour_usd,date_or_version,source\nlab4090,our lab,{PRICE},2026-12,own\n")
     return cat, prices

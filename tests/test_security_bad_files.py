@@ -297,11 +297,11 @@ def test_hostile_catalog_toml_through_the_cache(
 
 
 def test_catalog_gpu_name_with_control_characters_is_refused(run_cli: RunCli, tmp_path: Path) -> None:
-    from test_catalog import _USER_FILE  # a valid user catalog file with one GPU
+    from helpers.catalog import USER_CATALOG
 
     cat = tmp_path / "cat.toml"
     # TOML refuses a raw control character in a string, but not its escape
-    cat.write_text(_USER_FILE.replace('name = "Lab RTX 4090 (power-capped)"', 'name = "Lab\\u001b[2J4090"'))
+    cat.write_text(USER_CATALOG.replace('name = "Lab RTX 4090 (power-capped)"', 'name = "Lab\\u001b[2J4090"'))
     assert_one_line(*run_cli("gpus", "--catalog", str(cat)), "control characters", "\\x1b[2J")
 
 

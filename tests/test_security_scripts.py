@@ -128,10 +128,10 @@ def test_sbatch_option_values_are_refused_unless_one_word(tmp_path: Path, run_cl
 
 
 def _user_catalog(tmp_path: Path, name: str) -> Path:
-    from test_catalog import _USER_FILE  # a valid user catalog file with one GPU (alias lab4090)
+    from helpers.catalog import USER_CATALOG
 
     cat = tmp_path / f"cat-{len(list(tmp_path.glob('cat-*')))}.toml"
-    cat.write_text(_USER_FILE.replace('name = "Lab RTX 4090 (power-capped)"', f"name = {json.dumps(name)}"))
+    cat.write_text(USER_CATALOG.replace('name = "Lab RTX 4090 (power-capped)"', f"name = {json.dumps(name)}"))
     return cat
 
 
