@@ -66,7 +66,7 @@ def test_a_calibration_file_replaces_the_efficiencies(tmp_path: Path, run_cli: R
     assert eff.gemm_efficiency(h100, "fp8").value == eff.gemm_efficiency(api.catalog().get("H100"), "fp8").value
     assert api.catalog().get("H100").measured_matmul_flop_per_s == {}  # the bundled catalog is untouched
 
-    train = make_workload({"model": "llama-3.1-8b", "task": "pretrain", "gpu": "H100", "batch_size": 4,
+    train = make_workload({"model": "llama-3.2-3b", "task": "pretrain", "gpu": "H100", "batch_size": 4,
                            "activation_checkpointing": "full"})  # fmt: skip
     base, cal = api.estimate(train).to_dict(), api.estimate(train, Context.of([path])).to_dict()
     # compute-bound GEMMs at 0.5 of peak instead of the built-in ~0.7: the step is slower by about that ratio

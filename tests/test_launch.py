@@ -118,7 +118,7 @@ def test_megatron_pipeline_splits(tmp_path: Path) -> None:
 
     def flags(keys: dict[str, object]) -> list[str]:
         job = _write(tmp_path, "pp.yaml", {"task": "pretrain", "gpu": "H100", "seq_len": 4096, **keys})
-        return shlex.split(api.launch(job, "torchrun").text.replace("\\\n", " "), comments=True)
+        return shlex.split(api.launch(job, "torchrun", force=True).text.replace("\\\n", " "), comments=True)
 
     even = flags({"model": "llama-3.1-70b", "num_gpus": 64, "tp": 8, "pp": 4, "vp": 5, "global_batch": 64})
     assert even[even.index("--num-layers-per-virtual-pipeline-stage") + 1] == "4"  # 80 / (4 x 5)
@@ -148,7 +148,7 @@ def test_megatron_gets_the_moe_and_attention_shapes(tmp_path: Path) -> None:
     def flags(model: str, ep: int = 8) -> tuple[dict[str, str], list[str]]:
         job = _write(tmp_path, f"{model}.yaml", {"model": model, "task": "pretrain", "gpu": "H100", "num_gpus": 32,
                                                  "tp": 2, "pp": 2, "ep": ep, "seq_len": 4096, "global_batch": 256})  # fmt: skip
-        argv = shlex.split(api.launch(job, "torchrun").text.replace("\\\n", " "), comments=True)
+        argv = shlex.split(api.launch(job, "torchrun", force=True).text.replace("\\\n", " "), comments=True)
         return dict(itertools.pairwise(argv)), argv
 
     # Qwen3-30B-A3B (config.json): 128 experts of width 768, top 8; head_dim 128 with hidden 2048 / 32 heads

@@ -484,10 +484,10 @@ def test_estimate_contract_training_and_inference(run_cli: RunCli) -> None:
     assert code == 0, err
     t = json.loads(out)["time"]
     assert {"ttft_s", "tpot_s", "output_tokens_per_s"} <= set(t)
-    # the band is where the truth lay for past rows of this kind: it need not straddle the estimate
-    # (TensorRT-LLM prefill on Hopper mostly ran slower than predicted), but it is ordered, and a
-    # time's band runs opposite to a rate's: truth = predicted x (1 + rate error)
-    assert t["ttft_s_low"] < t["ttft_s_high"] and t["uncertainty"]["basis"]
+    # the band is where the truth lay for past rows of this kind, widened to hold the estimate
+    # itself (TensorRT-LLM prefill on Hopper mostly ran slower than predicted); a time's band runs
+    # opposite to a rate's: truth = predicted x (1 + rate error)
+    assert t["ttft_s_low"] <= t["ttft_s"] <= t["ttft_s_high"] and t["uncertainty"]["basis"]
     b = uncertainty.band("prefill/Hopper")
     assert b is not None and t["ttft_s_high"] == pytest.approx(t["ttft_s"] * (1 + b.err_high))
     assert t["ttft_s_high"] > t["ttft_s"]  # prefill on Hopper: predicted faster than measured

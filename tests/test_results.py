@@ -94,6 +94,7 @@ def test_fit_result_keeps_best_precision_for_inference_only() -> None:
         "model": "m", "gpu": "g", "num_gpus": 1, "workload": {}, "memory": _memory(1.0, 2.0), "min_gpus": 1,
         "min_gpus_layout": {}, "largest_batch": 1, "longest_context": 1, "suggestions": [],
     }  # fmt: skip
+    base["verdict"] = Verdict.of(base["memory"], "g", 1)
     assert "best_precision" not in FitResult(**base, training=True).to_dict()
     inference = FitResult(**base).to_dict()
     assert inference["best_precision"] is None and "training" not in inference

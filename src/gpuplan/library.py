@@ -148,11 +148,14 @@ def launch(
     partition: str | None = None,
     gres: str | None = None,
     time_limit: str | None = None,
+    force: bool = False,
     **keys: Any,
 ) -> LaunchFile:
     """A launch file (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm) for the
     workload's layout, searched on the cluster unless the workload sets one (`gpuplan launch`).
     `source` may also be the path of a `gpuplan plan --json` document: its best option launches.
+    A job that does not fit raises `InvalidSettingError` with the shortfall and the best fix,
+    unless `force`.
 
     >>> import gpuplan
     >>> f = gpuplan.launch("examples/lora-4090.yaml", "torchrun")
@@ -163,10 +166,10 @@ def launch(
     """
     if isinstance(source, str | os.PathLike) and os.fspath(source).lower().endswith(".json"):
         return api.launch(
-            os.fspath(source), format, keys, cluster, script, script_args, context, partition, gres, time_limit
+            os.fspath(source), format, keys, cluster, script, script_args, context, partition, gres, time_limit, force
         )
     w = workload(source, **keys)
-    return api.launch(w, format, None, cluster, script, script_args, context, partition, gres, time_limit)
+    return api.launch(w, format, None, cluster, script, script_args, context, partition, gres, time_limit, force)
 
 
 def validate(

@@ -89,6 +89,16 @@ def cases() -> list[tuple[str, list[str]]]:
     out.append(
         ("launch-lora-4090-x2-fsdp.txt", ["launch", _ex("lora-4090"), "--format", "fsdp", "--set", "num_gpus=2"])
     )
+    # the answer first: a job that does not fit gets its verdict and verified fixes, and no launch file
+    ft = ["llama-3.1-8b", "--set", "task=finetune", "--set", "gpu=4090"]
+    out.append(("estimate-8b-finetune-4090.json", ["estimate", *ft, "--json"]))
+    out.append(("estimate-8b-finetune-4090.txt", ["estimate", *ft]))
+    out.append(("fit-8b-finetune-4090.txt", ["fit", *ft]))
+    out.append(("launch-8b-finetune-4090-refused.txt", ["launch", *ft, "--format", "slurm"]))
+    out.append(("launch-8b-finetune-4090-forced.txt", ["launch", *ft, "--format", "slurm", "--force"]))
+    out.append(
+        ("launch-serve-70b-b16-refused.txt", ["launch", _ex("serve-70b"), "--format", "vllm", "--set", "batch_size=16"])
+    )
     # graphics
     out.append(("plan-stream-4k.json", ["plan", _ex("stream-4k"), "--json"]))
     out.append(("plan-stream-4k.txt", ["plan", _ex("stream-4k")]))

@@ -141,7 +141,7 @@ class Suggestion:
     cost: str  # what it costs in speed or quality
 
 
-def _training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
+def training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     c: list[tuple[str, dict[str, Any], str]] = []
     if w.activation_checkpointing != "full":
         c.append(("full activation checkpointing", {"activation_checkpointing": "full"}, "about +33% compute"))
@@ -179,7 +179,7 @@ def _training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     return c
 
 
-def _inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
+def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     c: list[tuple[str, dict[str, Any], str]] = []
     if w.effective_kv_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         c.append(("fp8 KV cache", {"kv_dtype": "fp8"}, "small quality loss"))
@@ -199,7 +199,7 @@ def suggestions(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 6) -> list
     base = _estimate(model, w, gpu)
     base_bytes = base.on_card_bytes if base else float("inf")
     out: list[Suggestion] = []
-    cands = _training_candidates(w) if w.is_training else _inference_candidates(w)
+    cands = training_candidates(w) if w.is_training else inference_candidates(w)
     for label, change, cost in cands:
         try:
             cand = w.with_(**change)

@@ -162,8 +162,26 @@ class Energy(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
+class FixResult(Result):
+    """Workload changes that make the job fit, verified: the estimate run again with exactly
+    `changes` gives `per_gpu_bytes` of `capacity_bytes` on `num_gpus` x `gpu`, and `time_s`."""
+
+    label: str
+    changes: dict[str, Any]
+    per_gpu_bytes: float
+    headroom_bytes: float
+    gpu: str
+    num_gpus: int
+    time_s: float | None  # a training step, or one request (inference), after the change
+    time_what: str  # "step" or "request"
+    usd_per_hour: float | None  # all its GPUs, where a price is listed
+    cost: str  # what the change costs in speed, quality or money
+
+
+@dataclass(frozen=True, kw_only=True)
 class Verdict(Result):
-    """Does the job fit, by how much, and what binds: the answer before any number."""
+    """Does the job fit, by how much, what binds, and the smallest verified changes that make it
+    fit (`fixes`, the least change first; empty when it fits)."""
 
     fits: bool | None  # None: no GPU named
     gpu: str | None
@@ -172,10 +190,11 @@ class Verdict(Result):
     capacity_bytes: float | None
     headroom_bytes: float | None  # spare bytes per GPU when it fits
     short_by_bytes: float | None  # missing bytes per GPU when it does not
-    limit: str  # what binds: the phase whose memory peaks (e.g. "backward", "decode")
+    limit: str  # what binds: memory at the phase whose memory peaks (e.g. "backward", "decode")
+    fixes: list[FixResult]
 
     @classmethod
-    def of(cls, memory: Memory, gpu: str | None, num_gpus: int) -> Verdict:
+    def of(cls, memory: Memory, gpu: str | None, num_gpus: int, fixes: list[FixResult] | None = None) -> Verdict:
         room = memory.headroom_bytes
         return cls(
             fits=memory.fits,
@@ -186,13 +205,16 @@ class Verdict(Result):
             headroom_bytes=room if room is not None and room >= 0 else None,
             short_by_bytes=-room if room is not None and room < 0 else None,
             limit=f"memory at {memory.peak_phase}",
+            fixes=list(fixes or []),
         )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Estimate(Result):
-    """`gpuplan estimate`: memory, time, cost and energy of one workload on one GPU type."""
+    """`gpuplan estimate`: the verdict first, then memory, time, cost and energy of one workload on
+    one GPU type. A job that does not fit has no time, cost or energy: it would not run."""
 
+    verdict: Verdict
     workload: dict[str, Any]
     model: str
     gpu: str | None
@@ -203,10 +225,6 @@ class Estimate(Result):
     notes: list[str] | None = optional()
     cost: Cost | None = optional()
     energy: Energy | None = optional()
-
-    @property
-    def verdict(self) -> Verdict:
-        return Verdict.of(self.memory, self.gpu, self.num_gpus)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,6 +249,7 @@ class FitResult(Result):
     """`gpuplan fit` on one GPU: the breakdown, the inverse questions (fewest GPUs, largest batch,
     longest context) and changes that fit. `best_precision` is for inference jobs only."""
 
+    verdict: Verdict
     model: str
     gpu: str
     num_gpus: int
@@ -250,10 +269,6 @@ class FitResult(Result):
         if self.training:
             del out["best_precision"]
         return out
-
-    @property
-    def verdict(self) -> Verdict:
-        return Verdict.of(self.memory, self.gpu, self.num_gpus)
 
 
 @dataclass(frozen=True, kw_only=True)

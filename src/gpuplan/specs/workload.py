@@ -202,6 +202,14 @@ class Workload(BaseModel):
     epochs: float | None = Field(None, gt=0, le=1e6)
     dataset_tokens: float | None = Field(None, ge=1, le=1e18)
 
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _numeric_gpu_alias(cls, v: Any) -> Any:
+        """`gpu: 4090` (YAML reads a number) names the card its alias names: "4090"."""
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**6:
+            return str(v)
+        return v
+
     @field_validator("optimizer", mode="before")
     @classmethod
     def _optimizer(cls, v: Any) -> str:

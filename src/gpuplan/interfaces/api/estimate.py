@@ -16,6 +16,7 @@ from gpuplan.interfaces.api.records import (
     memory_kind,
     memory_result,
     training_speed,
+    verdict_result,
 )
 from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
 from gpuplan.results import (
@@ -36,6 +37,11 @@ from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload
 
 NO_GPU_NOTE = "no GPU given: time, cost and energy need one (gpu: NAME)"
+# a job that does not fit has no time, cost or energy: it would not run (the verdict says what would)
+WOULD_NOT_RUN = (
+    "would not run: it needs more memory than {gpu} has (verdict.short_by_bytes per GPU); time, cost and "
+    "energy are left out; verdict.fixes lists verified changes that fit"
+)
 
 
 def estimate(
@@ -51,17 +57,21 @@ def estimate(
     w, cl = resolve_cluster(w, cat)
     gpu = gpu_for(w, cat)
     e = estimate_memory(model, w, gpu)
+    memory = memory_result(e)
     head = partial(
         Estimate,
+        verdict=verdict_result(model, w, gpu, memory, ctx),
         workload=w.model_dump(exclude_none=True),
         model=model.name,
         gpu=gpu.name if gpu else None,
         num_gpus=w.num_gpus,
         throughput_unit="images/s" if model.kind == "cnn" else "tokens/s",
-        memory=memory_result(e),
+        memory=memory,
     )
     if gpu is None:
         return head(time=None, notes=[NO_GPU_NOTE])
+    if not e.fits:
+        return head(time=None, notes=[WOULD_NOT_RUN.format(gpu=gpu.name)])
     price = prices(ctx).get(gpu.name)
     time: TrainingSpeed | InferenceSpeed
     ce: CostEnergy
@@ -94,10 +104,10 @@ def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None)
     model = model or load_model(w.model)
     w, _ = resolve_cluster(w, cat)
     gpu = gpu_for(w, cat)
-    return fit_table(w, ctx, model) if gpu is None else fit_one(w, model, gpu)
+    return fit_table(w, ctx, model) if gpu is None else fit_one(w, model, gpu, ctx)
 
 
-def fit_one(w: Workload, model: ModelSpec, gpu: GPU) -> FitResult:
+def fit_one(w: Workload, model: ModelSpec, gpu: GPU, ctx: Context | None = None) -> FitResult:
     """`fit` on one GPU: the breakdown and the inverse questions."""
     # imported here: only `fit` needs the inverse questions (keeps `gpuplan plan` start-up short)
     from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
@@ -105,12 +115,14 @@ def fit_one(w: Workload, model: ModelSpec, gpu: GPU) -> FitResult:
     e = estimate_memory(model, w, gpu)
     count = smallest_gpu_count(model, w, gpu)
     best = None if w.is_training else best_precision(model, w, gpu)
+    memory = memory_result(e)
     return FitResult(
+        verdict=verdict_result(model, w, gpu, memory, ctx),
         model=model.name,
         gpu=gpu.name,
         num_gpus=w.num_gpus,
         workload=w.model_dump(exclude_none=True),
-        memory=memory_result(e),
+        memory=memory,
         min_gpus=count.num_gpus,
         min_gpus_layout=count.layout,
         largest_batch=largest_batch(model, w, gpu),

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.interfaces.api.catalog import catalog
 from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
 from gpuplan.results import LaunchFile
 from gpuplan.safeio import clip, load_json
 from gpuplan.specs.context import Context
+from gpuplan.specs.gpu import GIB
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload, make_workload, read_user_text
 
@@ -60,6 +63,7 @@ def launch(
     partition: str | None = None,
     gres: str | None = None,
     time_limit: str | None = None,
+    force: bool = False,
 ) -> LaunchFile:
     """`gpuplan launch`: the launch file for a workload (a `Workload`, a YAML path or a model name;
     or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`."""
@@ -82,6 +86,8 @@ def launch(
     w, cl = resolve_cluster(w, cat, cluster)
     model = load_model(w.model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
+    if not lp.memory.fits and not force:
+        _refuse(model, lp.w, lp.memory, ctx)
     opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
     text = render(lp, fmt, **opts)
     return LaunchFile(
@@ -90,4 +96,25 @@ def launch(
         layout=lp.layout_label,
         workload=lp.w.model_dump(exclude_none=True),
         cluster=lp.cluster.label,
+    )
+
+
+def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context | None) -> None:
+    """A launch file for a job that would not run is refused, with the shortfall and the best fix."""
+    from gpuplan.planner.verdict import fixes
+
+    gpu = memory.gpu
+    assert gpu is not None and memory.capacity_bytes is not None
+    c = ctx if ctx is not None else Context()
+    short = (memory.per_gpu_bytes - memory.capacity_bytes) / GIB
+    found = fixes(model, w, gpu, c.catalog, c.prices(), limit=1)
+    best = ""
+    if found:
+        f = found[0]
+        sets = " ".join(f"--set {k}={v}" for k, v in f.changes.items())
+        best = f" Best fix: {f.label} ({sets}), {f.per_gpu_bytes / GIB:,.2f} GiB per GPU on {f.num_gpus} x {f.gpu}."
+    raise InvalidSettingError(
+        f"The job does not fit: {short:,.2f} GiB short per GPU on {w.num_gpus} x {gpu.name} "
+        f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run.{best} "
+        "`gpuplan fit` lists more fixes; --force writes the file anyway."
     )

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy
 from gpuplan.estimators.memory import MemoryEstimate
-from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime
+from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.results import (
     Cost,
     Energy,
+    FixResult,
     InferenceSpeed,
     Memory,
     MemoryLine,
@@ -19,7 +21,12 @@ from gpuplan.results import (
     ServingMemory,
     TrainingSpeed,
     Uncertainty,
+    Verdict,
 )
+from gpuplan.specs.context import Context
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.workload import Workload
 
 ENERGY_BASIS = "GPU board power = TDP x (0.2 + 0.8 x busy share), busy from the operators' bounds; GPU only"
 
@@ -192,3 +199,43 @@ def energy_result(ce: CostEnergy) -> Energy:
         co2_kg=ce.co2_kg,
         basis=ENERGY_BASIS,
     )
+
+
+def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) -> list[FixResult]:
+    """The verified fixes of a job that does not fit (planner/verdict.py), each with the time it
+    gives: a training step, or one request."""
+    from gpuplan.planner.verdict import fixes
+
+    c = ctx if ctx is not None else Context()
+    out = []
+    for f in fixes(model, w, gpu, c.catalog, c.prices()):
+        fgpu = c.catalog.get(f.gpu)
+        try:
+            if f.workload.is_training:
+                time: float | None = estimate_training_time(model, f.workload, fgpu).step_time_s
+            else:
+                time = estimate_inference_time(model, f.workload, fgpu).request_latency_s
+        except InvalidSettingError:
+            time = None
+        out.append(
+            FixResult(
+                label=f.label,
+                changes=f.changes,
+                per_gpu_bytes=f.per_gpu_bytes,
+                headroom_bytes=f.capacity_bytes - f.per_gpu_bytes,
+                gpu=f.gpu,
+                num_gpus=f.num_gpus,
+                time_s=time,
+                time_what="step" if f.workload.is_training else "request",
+                usd_per_hour=f.usd_per_hour,
+                cost=f.cost,
+            )
+        )
+    return out
+
+
+def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memory, ctx: Context | None) -> Verdict:
+    """The answer first: fits or not, by how much, what binds, and (when it does not) the fixes."""
+    if gpu is None:
+        return Verdict.of(memory, None, w.num_gpus)
+    return Verdict.of(memory, gpu.name, w.num_gpus, [] if memory.fits else fix_results(model, w, gpu, ctx))

@@ -33,6 +33,7 @@ from gpuplan.results import (
     InferenceSpeed,
     Memory,
     TrainingSpeed,
+    Verdict,
 )
 from gpuplan.specs.context import Context
 
@@ -48,6 +49,35 @@ def _workload_title(model: str, w: dict[str, Any], throughput_unit: str = "token
     else:
         what = f"{task}, batch {w.get('batch_size', 1)} × {w.get('seq_len', 2048)} tokens"
     return f"{model} · {what} · {w.get('precision', 'bf16')}"
+
+
+def _changes(changes: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in changes.items())
+
+
+def print_verdict(c: Console, v: Verdict) -> None:
+    """The answer first: fits or not, by how much, what binds, and the verified fixes."""
+    if v.fits is None or v.gpu is None:
+        return
+    where = f"{v.num_gpus}× {v.gpu}"
+    if v.fits:
+        c.print(f"[green]✓ Fits[/green] on {where} with {gib(v.headroom_bytes)} per GPU to spare ({v.limit} binds)")
+        return
+    c.print(
+        f"[red]✗ Does not fit[/red] on {where}: {gib(v.short_by_bytes)} short per GPU "
+        f"({gib(v.per_gpu_bytes)} needed, {gib(v.capacity_bytes)} usable; {v.limit} binds)"
+    )
+    if not v.fixes:
+        c.print("  No change gpuplan knows makes it fit on these GPUs or any larger one in the catalog.")
+        return
+    c.print("  What makes it fit (each verified by the estimate; the least change first):")
+    for i, f in enumerate(v.fixes, 1):
+        time = "" if f.time_s is None else f", {f.time_what} {fmt_dur(f.time_s)}"
+        price = "" if f.usd_per_hour is None else f", ${f.usd_per_hour:,.2f}/h"
+        c.print(
+            f"  {i}. {escape(f.label)}: {escape(_changes(f.changes))} → {gib(f.per_gpu_bytes)} per GPU on "
+            f"{f.num_gpus}× {escape(f.gpu)}{time}{price}"
+        )
 
 
 def _breakdown_table(mem: Memory, title: str) -> Table:
@@ -202,6 +232,7 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
 
 
 def _print_fit(c: Console, rec: FitResult) -> None:
+    print_verdict(c, rec.verdict)
     mem = rec.memory
     c.print(_breakdown_table(mem, f"{escape(_workload_title(rec.model, rec.workload))} on {rec.gpu} × {rec.num_gpus}"))
     c.print(_verdict(mem, rec.gpu, rec.num_gpus))
@@ -315,10 +346,14 @@ def estimate(
         emit_json(rec)
         return
     c = console()
+    print_verdict(c, rec.verdict)
     mem = rec.memory
     title = escape(_workload_title(rec.model, rec.workload, rec.throughput_unit))
     title += f" on {rec.gpu} × {rec.num_gpus}" if rec.gpu else ""
     c.print(_breakdown_table(mem, title))
     c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
     _print_memory_detail(c, mem)
+    if rec.verdict.fits is False:
+        c.print("Time, cost and energy are left out: the job would not run (apply a fix above, or use --json).")
+        return
     _print_time(c, rec)

@@ -121,13 +121,16 @@ def launch(
         str | None, typer.Option("--time", help="Slurm --time (default: the estimate with a margin).")
     ] = None,
     set_: SetOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write the file even for a job that does not fit (it would not run).")
+    ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
     keys = api.parse_set_options(set_ or [])
     rec = api.launch(
-        workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit
+        workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit, force
     )
     if as_json:
         emit_json(rec)

@@ -1,0 +1,117 @@
+"""The answer first (planner/verdict.py): a job that does not fit gets its shortfall and fixes,
+and every fix, applied exactly as stated, fits with the bytes it claims."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+import gpuplan
+from conftest import RunCli
+from gpuplan.errors import InvalidSettingError
+
+MODELS = ["llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "mistral-7b", "qwen2.5-14b", "llama-3.1-70b", "mixtral-8x7b"]
+GPUS = ["RTX 4090", "RTX 3090", "T4", "L4", "A10G", "L40S", "A100 40GB", "A100 80GB", "H100", "RTX 2080 Ti", "V100"]
+TASKS = ["pretrain", "finetune", "lora", "qlora", "inference"]
+
+
+def _random_workload(rng: random.Random) -> dict[str, Any]:
+    task = rng.choice(TASKS)
+    w: dict[str, Any] = {"model": rng.choice(MODELS), "task": task, "gpu": rng.choice(GPUS)}
+    w["num_gpus"] = rng.choice([1, 1, 1, 2, 4])
+    if task == "inference":
+        w |= {"batch_size": rng.choice([1, 4, 16, 64]), "input_len": rng.choice([512, 2048, 8192]),
+              "output_len": rng.choice([128, 512])}  # fmt: skip
+        if w["num_gpus"] > 1:
+            w["tp"] = w["num_gpus"]
+    else:
+        w |= {"batch_size": rng.choice([1, 2, 4, 8]), "seq_len": rng.choice([512, 2048, 4096]),
+              "activation_checkpointing": rng.choice(["none", "full"])}  # fmt: skip
+        if w["num_gpus"] > 1:
+            w["zero"] = rng.choice([0, 2, 3])
+    return w
+
+
+def test_every_fix_fits_as_claimed_on_200_random_jobs() -> None:
+    """200 jobs across tasks, models, GPUs and counts (seeded): for each that does not fit, every fix
+    applied exactly (its `changes`) fits, with the per-GPU bytes it states (within 1%), on the GPUs
+    it names; a job that fits has no fixes."""
+    rng = random.Random(20261204)
+    checked_fixes = not_fitting = 0
+    for _ in range(200):
+        keys = _random_workload(rng)
+        try:
+            r = gpuplan.estimate(keys)
+        except InvalidSettingError:
+            continue  # an impossible layout for this model (e.g. tp beyond its heads): refused in one line
+        v = r.verdict
+        assert v.fits == r.memory.fits
+        if v.fits:
+            assert v.fixes == [] and v.headroom_bytes is not None and v.short_by_bytes is None
+            continue
+        not_fitting += 1
+        assert v.short_by_bytes is not None and v.short_by_bytes > 0 and r.time is None and r.cost is None
+        for f in v.fixes:
+            fixed = gpuplan.estimate({**keys, **f.changes})
+            assert fixed.memory.fits, (keys, f.changes)
+            assert fixed.memory.per_gpu_bytes == pytest.approx(f.per_gpu_bytes, rel=0.01), (keys, f.changes)
+            assert (fixed.gpu, fixed.num_gpus) == (f.gpu, f.num_gpus)
+            assert fixed.verdict.fixes == []
+            checked_fixes += 1
+    assert not_fitting >= 40 and checked_fixes >= 80  # the sample exercises the fixes
+
+
+def test_fixes_rank_the_least_change_first() -> None:
+    r = gpuplan.estimate("llama-3.1-8b", task="finetune", gpu="4090")
+    labels = [f.label for f in r.verdict.fixes]
+    assert labels[0] == "QLoRA (NF4 base)"  # one card, adapters: less change than other hardware
+    assert r.verdict.fixes[0].changes == {"task": "qlora", "activation_checkpointing": "full"}
+    assert r.verdict.fixes[-1].num_gpus == 32  # 32 cards: the largest change, last
+
+
+def test_launch_refuses_a_job_that_does_not_fit_and_writes_it_after_the_fix(run_cli: RunCli) -> None:
+    ft = ["launch", "llama-3.1-8b", "--set", "task=finetune", "--set", "gpu=4090", "--format", "slurm"]
+    code, out, err = run_cli(*ft)
+    assert code == 2 and out == "" and "118.11 GiB short" in err and "--set task=qlora" in err
+    code, out, err = run_cli(*ft, "--set", "task=qlora", "--set", "activation_checkpointing=full")
+    assert code == 0 and "#SBATCH --gres=gpu:rtx4090:1" in out, err
+    code, out, _ = run_cli(*ft, "--force")
+    assert code == 0 and out.startswith("#!/bin/bash")
+
+
+def test_a_numeric_gpu_alias_reads_as_its_name(run_cli: RunCli, tmp_path: Any) -> None:
+    f = tmp_path / "job.yaml"
+    f.write_text("model: llama-3.2-1b\ntask: lora\ngpu: 4090\n")
+    code, out, err = run_cli("estimate", str(f), "--json")
+    assert code == 0, err
+    assert json.loads(out)["gpu"] == "GeForce RTX 4090"
+    code, out, err = run_cli("fit", "llama-3.2-1b", "--set", "gpu=3090", "--json")
+    assert code == 0 and json.loads(out)["gpu"] == "GeForce RTX 3090", err
+
+
+def test_every_band_contains_its_estimate() -> None:
+    """Across the 200 random jobs: every `x_low`/`x_high` pair (time, memory, throughput) holds x."""
+    rng = random.Random(7)
+    checked = 0
+
+    def walk(node: Any) -> None:
+        nonlocal checked
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, int | float) and f"{k}_low" in node and f"{k}_high" in node:
+                    assert node[f"{k}_low"] <= v <= node[f"{k}_high"], (k, node[f"{k}_low"], v, node[f"{k}_high"])
+                    checked += 1
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for _ in range(200):
+        try:
+            walk(gpuplan.estimate(_random_workload(rng)).to_dict())
+        except InvalidSettingError:
+            continue
+    assert checked > 300
