@@ -115,3 +115,27 @@ def test_every_band_contains_its_estimate() -> None:
         except InvalidSettingError:
             continue
     assert checked > 300
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "needs"),
+    [
+        (["fit", "llama-3.1-8b", "--gpu", "4090", "--seq-len", "4096", "--batch-size", "4"], "seq_len", "training"),
+        (["estimate", "llama-3.1-8b", "--set", "task=streaming"], "model", "language-model"),
+        (["estimate", "llama-3.1-8b", "--set", "task=finetune", "--set", "input_len=100"], "input_len", "inference"),
+        (["plan", "llama-3.1-8b", "--set", "task=finetune", "--set", "lora_rank=8"], "lora_rank", "adapter"),
+        (["fit", "llama-3.1-8b", "--set", "fps=60"], "fps", "graphics"),
+    ],
+)
+def test_a_key_the_task_ignores_is_one_clear_error(argv: list[str], key: str, needs: str, run_cli: RunCli) -> None:
+    code, out, err = run_cli(*argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"'{key}'" in err and needs in err and "Traceback" not in err
+
+
+def test_the_same_keys_with_their_task_are_fine(run_cli: RunCli) -> None:
+    code, _, err = run_cli("fit", "llama-3.1-8b", "--task", "lora", "--gpu", "4090", "--seq-len", "4096", "--json")
+    assert code == 0, err
+    with pytest.raises(InvalidSettingError, match="seq_len"):
+        gpuplan.workload({"model": "llama-3.1-8b", "seq_len": 4096})
+    assert gpuplan.workload({"model": "llama-3.1-8b", "task": "lora", "seq_len": 4096}).seq_len == 4096

@@ -41,7 +41,7 @@ from gpuplan.results import (
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
-from gpuplan.specs.workload import Workload, make_workload
+from gpuplan.specs.workload import Workload, check_keys_apply, make_workload
 
 WorkloadLike: TypeAlias = Workload | Mapping[str, Any] | str | os.PathLike[str]
 
@@ -74,7 +74,9 @@ def workload(source: WorkloadLike, **keys: Any) -> Workload:
     if isinstance(source, Workload):
         return source.with_(**keys) if keys else source
     if isinstance(source, Mapping):
-        return make_workload({**source, **keys})
+        w = make_workload({**source, **keys})
+        check_keys_apply(w)  # a key the task ignores is an error, not silence
+        return w
     if isinstance(source, str | os.PathLike):
         return api.build_workload(os.fspath(source), keys)
     raise InvalidSettingError(

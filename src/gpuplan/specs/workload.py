@@ -437,3 +437,45 @@ def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = N
     merged = dict(data)
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return make_workload(merged)
+
+
+# Keys that only some tasks read. A user who sets one for a task that ignores it gets one line
+# naming the task it needs, not an answer that silently left it out.
+TRAINING_ONLY: Final = frozenset(
+    {
+        "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
+        "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
+        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp",
+    }
+)  # fmt: skip
+ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
+INFERENCE_ONLY: Final = frozenset(
+    {"input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager"}
+)
+GRAPHICS_ONLY: Final = frozenset(
+    {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}
+)
+
+
+def check_keys_apply(w: Workload) -> None:
+    """Refuse a key the workload's task ignores (set by the user, not a default), in one line that
+    names the task that reads it. The task defaults to inference when none is given."""
+    given = w.model_fields_set
+    task = w.task + ("" if "task" in given else " (the default: no task was given)")
+    for key in sorted(given):
+        if key in TRAINING_ONLY and not w.is_training:
+            need = "training (pretrain, finetune, lora, qlora)"
+        elif key in ADAPTER_ONLY and w.task not in ("lora", "qlora"):
+            need = "adapter (lora, qlora)"
+        elif key in INFERENCE_ONLY and w.task != "inference":
+            need = "inference"
+        elif key in GRAPHICS_ONLY and not w.is_graphics:
+            need = f"graphics ({', '.join(GRAPHICS_TASKS)})"
+        elif key == "model" and w.task in ("streaming", "vdi", "render"):
+            need = "language-model and ai-video"
+        else:
+            continue
+        raise InvalidSettingError(
+            f"The '{key}' key is read only by {need} jobs; this workload's task is {task}. Set the task "
+            f"(task: ... or --task) or drop {key}."
+        )

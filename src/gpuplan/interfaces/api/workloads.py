@@ -9,21 +9,25 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.safeio import YamlSyntaxError, clip_repr, load_yaml
 from gpuplan.specs.cluster import Cluster, parse_cluster
 from gpuplan.specs.gpu import GPU, Catalog
-from gpuplan.specs.workload import Workload, make_workload, read_workload_file
+from gpuplan.specs.workload import Workload, check_keys_apply, make_workload, read_workload_file
 
 
 def build_workload(source: str | None, overrides: Mapping[str, Any] | None = None) -> Workload:
     """A workload from a YAML file, or from a model name plus keys (CLI flags win over the file)."""
     keys = {k: v for k, v in (overrides or {}).items() if v is not None}
     if source is not None and source.lower().endswith((".yaml", ".yml")):
-        return read_workload_file(source, keys)
+        w = read_workload_file(source, keys)
+        check_keys_apply(w)
+        return w
     if source is not None:
         keys["model"] = source  # a preset, a config.json (or its folder), or a hub id
     if "model" not in keys:
         raise InvalidSettingError(
             "Give a workload YAML file or a model name (e.g. gpuplan fit llama-3.1-8b --gpu 4090)."
         )
-    return make_workload(keys)
+    w = make_workload(keys)
+    check_keys_apply(w)
+    return w
 
 
 def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
