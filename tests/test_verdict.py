@@ -139,3 +139,11 @@ def test_the_same_keys_with_their_task_are_fine(run_cli: RunCli) -> None:
     with pytest.raises(InvalidSettingError, match="seq_len"):
         gpuplan.workload({"model": "llama-3.1-8b", "seq_len": 4096})
     assert gpuplan.workload({"model": "llama-3.1-8b", "task": "lora", "seq_len": 4096}).seq_len == 4096
+
+
+def test_a_context_past_the_model_limit_is_said_in_the_verdict() -> None:
+    r = gpuplan.estimate("llama-3.1-8b", gpu="B200", input_len=500_000)
+    assert any("131,072-token limit" in n for n in r.verdict.notes)
+    assert gpuplan.estimate("llama-3.1-8b", gpu="B200", input_len=4_000).verdict.notes == []
+    t = gpuplan.estimate("llama-3.2-1b", task="lora", gpu="H100", seq_len=200_000)
+    assert any("200,000-token sequence" in n for n in t.verdict.notes)

@@ -192,9 +192,17 @@ class Verdict(Result):
     short_by_bytes: float | None  # missing bytes per GPU when it does not
     limit: str  # what binds: memory at the phase whose memory peaks (e.g. "backward", "decode")
     fixes: list[FixResult]
+    notes: list[str]  # what else the answer depends on (e.g. a context past the model's limit)
 
     @classmethod
-    def of(cls, memory: Memory, gpu: str | None, num_gpus: int, fixes: list[FixResult] | None = None) -> Verdict:
+    def of(
+        cls,
+        memory: Memory,
+        gpu: str | None,
+        num_gpus: int,
+        fixes: list[FixResult] | None = None,
+        notes: list[str] | None = None,
+    ) -> Verdict:
         room = memory.headroom_bytes
         return cls(
             fits=memory.fits,
@@ -206,6 +214,7 @@ class Verdict(Result):
             short_by_bytes=-room if room is not None and room < 0 else None,
             limit=f"memory at {memory.peak_phase}",
             fixes=list(fixes or []),
+            notes=list(notes or []),
         )
 
 

@@ -236,6 +236,24 @@ def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) ->
 
 def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memory, ctx: Context | None) -> Verdict:
     """The answer first: fits or not, by how much, what binds, and (when it does not) the fixes."""
+    notes = context_notes(model, w)
     if gpu is None:
-        return Verdict.of(memory, None, w.num_gpus)
-    return Verdict.of(memory, gpu.name, w.num_gpus, [] if memory.fits else fix_results(model, w, gpu, ctx))
+        return Verdict.of(memory, None, w.num_gpus, notes=notes)
+    fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
+    return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
+
+
+def context_notes(model: ModelSpec, w: Workload) -> list[str]:
+    """A context past the model's position limit (config.json's max_position_embeddings, which
+    carries its RoPE scaling): the memory and time are computed, but the model was not made for it."""
+    limit = model.max_position_embeddings
+    if not limit or model.kind in ("cnn", "vision-transformer") or w.is_graphics:
+        return []
+    tokens = w.seq_len if w.is_training else w.input_len + w.output_len
+    if tokens <= limit:
+        return []
+    what = "sequence" if w.is_training else "prompt + output"
+    return [
+        f"a {tokens:,}-token {what} is past {model.name}'s {limit:,}-token limit (max_position_embeddings): "
+        "the figures hold for the memory and compute, but the model was not trained for it"
+    ]

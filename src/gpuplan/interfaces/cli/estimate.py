@@ -62,11 +62,15 @@ def print_verdict(c: Console, v: Verdict) -> None:
     where = f"{v.num_gpus}× {v.gpu}"
     if v.fits:
         c.print(f"[green]✓ Fits[/green] on {where} with {gib(v.headroom_bytes)} per GPU to spare ({v.limit} binds)")
+        for note in v.notes:
+            c.print(f"  [yellow]![/yellow] {escape(note)}")
         return
     c.print(
         f"[red]✗ Does not fit[/red] on {where}: {gib(v.short_by_bytes)} short per GPU "
         f"({gib(v.per_gpu_bytes)} needed, {gib(v.capacity_bytes)} usable; {v.limit} binds)"
     )
+    for note in v.notes:
+        c.print(f"  [yellow]![/yellow] {escape(note)}")
     if not v.fixes:
         c.print("  No change gpuplan knows makes it fit on these GPUs or any larger one in the catalog.")
         return
