@@ -245,7 +245,7 @@ def test_a_measured_report_is_validated_as_the_estimate_beside_each_run(tmp_path
         if w.is_training:
             expect["step_time_ms"] = est["time"]["step_time_s"] * 1e3
         else:
-            expect |= {"time_to_first_token_ms": est["time"]["ttft_s"] * 1e3,
+            expect |= {"time_to_first_token_ms": est["time"]["prefill_batch_s"] * 1e3,
                        "time_per_output_token_ms": est["time"]["tpot_s"] * 1e3}  # fmt: skip
         got = {r["metric"]: r["predicted"] for r in by_run[i]}
         assert got == pytest.approx(expect, rel=1e-9), (i, run["workload"])

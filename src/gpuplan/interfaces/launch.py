@@ -318,7 +318,7 @@ def _header_text(lp: LaunchPlan) -> list[str]:
     if lp.inference:
         i = lp.inference
         lines.append(
-            f"estimate: TTFT {i.ttft_s * 1e3:.0f} ms, {i.tpot_s * 1e3:.1f} ms/token, "
+            f"estimate: TTFT {i.ttft_single_s * 1e3:.0f} ms (one request), {i.tpot_s * 1e3:.1f} ms/token, "
             f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
         )
     return lines

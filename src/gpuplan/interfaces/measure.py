@@ -399,7 +399,7 @@ def _compare(w: Workload, rec: dict[str, Any], ctx: Context | None = None) -> di
         out["step_time_s"] = t.step_time_s
         pairs.append(("step_time_s", "step_time_s"))
     elif isinstance(t, InferenceSpeed):
-        out["ttft_s"], out["tpot_s"] = t.ttft_s, t.tpot_s  # the prefill of the whole batch, as timed
+        out["ttft_s"], out["tpot_s"] = t.prefill_batch_s, t.tpot_s  # the prefill of the whole batch, as timed
         pairs += [("ttft_s", "ttft_s"), ("tpot_s", "tpot_s")]
     out["error"] = {k: out[k] / rec[m_] - 1 for k, m_ in pairs if rec.get(m_) and out.get(k) is not None}
     return out

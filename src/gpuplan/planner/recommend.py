@@ -123,8 +123,9 @@ def _why_training(t: TrainingTime, gpu: GPU, n: int, layout: dict[str, Any]) -> 
 
 
 def _why_inference(it: InferenceTime, layout: dict[str, Any], service: bool) -> str:
-    ttft = it.ttft_single_s if service else it.ttft_s
-    s = f"TTFT {ttft * 1e3:,.0f} ms, {it.tpot_s * 1e3:,.1f} ms/token at batch {it.batch} ({it.bottleneck}-bound)"
+    # a service: one request's time to first token; a batch job: the whole batch's prefill
+    first = f"TTFT {it.ttft_single_s * 1e3:,.0f} ms" if service else f"batch prefill {it.ttft_s * 1e3:,.0f} ms"
+    s = f"{first}, {it.tpot_s * 1e3:,.1f} ms/token at batch {it.batch} ({it.bottleneck}-bound)"
     if layout.get("tp", 1) > 1:
         s += f", tensor-parallel over {layout['tp']}"
     if layout.get("pp", 1) > 1:

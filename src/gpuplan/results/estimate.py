@@ -114,12 +114,15 @@ class TrainingSpeed(Result):
 @dataclass(frozen=True, kw_only=True)
 class InferenceSpeed(Result):
     """Latency and throughput of a serving or batch-inference job, each with its validation range.
-    `ttft_s` is the whole batch's prefill; `ttft_single_request_s` one request's alone."""
+    `ttft_s` is one request's time to first token (its prompt's prefill alone, as a user waits);
+    `prefill_batch_s` the whole batch's prefill (every prompt at once: a one-pass model's answer)."""
 
     ttft_s: float
     ttft_s_low: float | None = band()
     ttft_s_high: float | None = band()
-    ttft_single_request_s: float
+    prefill_batch_s: float
+    prefill_batch_s_low: float | None = band()
+    prefill_batch_s_high: float | None = band()
     tpot_s: float
     tpot_s_low: float | None = band()
     tpot_s_high: float | None = band()

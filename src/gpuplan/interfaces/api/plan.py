@@ -192,7 +192,7 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
         licence_barred=o.licence_barred,
         usable=o.ok,
         mfu=o.training.mfu if o.training else None,
-        ttft_s=o.inference.ttft_s if o.inference else None,
+        ttft_s=o.inference.ttft_single_s if o.inference else None,  # one request's, as in estimate
         tpot_s=o.inference.tpot_s if o.inference else None,
     )
 

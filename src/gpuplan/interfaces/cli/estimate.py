@@ -279,10 +279,12 @@ def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> N
         if t.time_to_train_s is not None:
             tab.add_row(f"time to train {t.train_tokens:,.3g} tokens", with_range(t, "time_to_train_s", fmt_dur))
     elif images:
-        tab.add_row(f"batch of {t.batch} images", with_range(t, "ttft_s", fmt_dur))
+        tab.add_row(f"batch of {t.batch} images", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("images/s", with_range(t, "output_tokens_per_s", _rate))
     else:
-        tab.add_row("time to first token", with_range(t, "ttft_s", fmt_dur))
+        tab.add_row("time to first token (one request)", with_range(t, "ttft_s", fmt_dur))
+        if t.batch > 1:
+            tab.add_row(f"prefill of the batch ({t.batch} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("time per output token", with_range(t, "tpot_s", fmt_dur))
         per = f" per replica x {t.replicas}" if t.replicas > 1 else ""
         tab.add_row(f"output tokens/s at batch {t.batch}{per}", with_range(t, "output_tokens_per_s", _rate))

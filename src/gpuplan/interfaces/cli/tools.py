@@ -238,7 +238,7 @@ def measure(
         t.add_column(col)
     est = rec.get("estimate") or {}
     err = est.get("error", {})
-    rows = [("step time", "step_time_s", "step_time_s", fmt_dur), ("time to first token", "ttft_s", "ttft_s", fmt_dur),
+    rows = [("step time", "step_time_s", "step_time_s", fmt_dur), ("prefill of the batch", "ttft_s", "ttft_s", fmt_dur),
             ("time per output token", "tpot_s", "tpot_s", fmt_dur),
             ("peak allocated", "max_memory_allocated_bytes", "allocated_bytes", gib),
             ("peak reserved", "max_memory_reserved_bytes", "reserved_bytes", gib)]  # fmt: skip

@@ -160,7 +160,7 @@ function renderEstimate(e) {
     );
   } else if (t && images) {
     cards.push(
-      card("time.ttft_s", `batch of ${t.batch} images`, t.ttft_s, fmt.dur(t.ttft_s), band(t, "ttft_s", fmt.dur)),
+      card("time.prefill_batch_s", `batch of ${t.batch} images`, t.prefill_batch_s, fmt.dur(t.prefill_batch_s), band(t, "prefill_batch_s", fmt.dur)),
       card("time.output_tokens_per_s", "images/s (all)", t.output_tokens_per_s, fmt.rate(t.output_tokens_per_s, unit), `bottleneck: ${t.bottleneck}`),
     );
   } else if (t) {
