@@ -159,3 +159,28 @@ def test_one_meaning_of_ttft_in_estimate_and_plan() -> None:
     assert one["ttft_s"] == pytest.approx(e["ttft_s"], rel=1e-9)
     assert e["prefill_batch_s"] > e["ttft_s"]  # eight prompts at once take longer than one
     assert "ttft_single_request_s" not in e
+
+
+def test_have_plans_on_the_gpus_you_own_then_what_renting_adds(run_cli: RunCli) -> None:
+    code, out, err = run_cli("plan", "examples/course-lora-3b.yaml", "--have", "4x RTX 3090, 1x A100 40GB", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["have"] == {"GeForce RTX 3090": 4, "A100 SXM4 40GB": 1}
+    assert rec["options"] and all(o["num_gpus"] <= rec["have"][o["gpu"]] for o in rec["options"])
+    assert rec["rent_options"] and all(o["usd_per_hour"] and o["usable"] for o in rec["rent_options"])
+    assert all(o["num_gpus"] > rec["have"].get(o["gpu"], 0) for o in rec["rent_options"])
+    assert all(o["verdict"]["fits"] == o["fits"] for o in rec["options"])  # a verdict on every plan row
+    # the same through the library and the workload key
+    p = gpuplan.plan("examples/course-lora-3b.yaml", have={"3090": 2})
+    assert isinstance(p, gpuplan.Plan)
+    assert p.have == {"GeForce RTX 3090": 2} and max(o.num_gpus for o in p.options) == 2
+    q = gpuplan.plan({"model": "llama-3.2-1b", "task": "lora", "have": "1x L4"})
+    assert isinstance(q, gpuplan.Plan) and q.have == {"L4": 1}
+    # plain plans carry neither key
+    assert "have" not in gpuplan.plan("examples/chat-7b.yaml").to_dict()
+
+
+@pytest.mark.parametrize("bad", ["4 RTX 3090", "0x T4", "2x NoSuchGPU", ",", "9999x T4"])
+def test_a_bad_have_is_one_line(bad: str, run_cli: RunCli) -> None:
+    code, out, err = run_cli("plan", "examples/chat-7b.yaml", "--have", bad)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err

@@ -125,18 +125,22 @@ def plan(
     carbon_g_per_kwh: float | None = None,
     cluster: str | None = None,
     allow_cross_node_tp: bool = False,
+    have: str | Mapping[str, int] | None = None,
     **keys: Any,
 ) -> Plan | LayoutPlan | GraphicsPlan:
     """GPU types and counts ranked by the workload's objective (`gpuplan plan`); with a cluster
     (`cluster="64x8:H100"` or the `cluster` key) and a training job, a `LayoutPlan` of its fastest
-    parallel layouts; a graphics job gets a `GraphicsPlan`.
+    parallel layouts; a graphics job gets a `GraphicsPlan`. `have` ("4x RTX 3090, 1x A100 40GB" or
+    {name: count}) plans on the GPUs the user owns, with what renting would add in `rent_options`.
 
     >>> import gpuplan
     >>> p = gpuplan.plan("examples/chat-7b.yaml", gpus=["L4", "A10G", "L40S"])
     >>> [(o.gpu, o.num_gpus) for o in p.options[:2]]
     [('L4', 1), ('L40S', 1)]
     """
-    return api.plan(workload(source, **keys), context, gpus, top, spot, carbon_g_per_kwh, cluster, allow_cross_node_tp)
+    return api.plan(
+        workload(source, **keys), context, gpus, top, spot, carbon_g_per_kwh, cluster, allow_cross_node_tp, have=have
+    )
 
 
 def launch(

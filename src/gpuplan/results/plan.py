@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.results.base import Result, band, optional
+from gpuplan.results.estimate import Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,6 +17,7 @@ class PlanOption(Result):
     """One GPU type and count for the workload: memory, time, cost, energy and why it ranks where
     it does. `time_s` is the job's time (a service: one request's latency)."""
 
+    verdict: Verdict  # fits, by how much, what binds (a plan row's fixes are the other rows)
     gpu: str
     num_gpus: int
     fits: bool
@@ -60,6 +62,8 @@ class Plan(Result):
     options: list[PlanOption]
     considered: int
     throughput_unit: str
+    have: dict[str, int] | None = optional()  # the GPUs the user owns: `options` are on them only
+    rent_options: list[PlanOption] | None = optional()  # with `have`: what renting would add (priced)
 
     @property
     def best(self) -> PlanOption | None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.safeio import clip_repr
 from gpuplan.specs.gpu import GB, GPU, Catalog
 
 
@@ -202,3 +204,34 @@ def gres_name(gpu: str) -> str:
     else:
         core = words[0]
     return re.sub(r"[^a-z0-9]", "", core) or "gpu"
+
+
+_HAVE_ITEM: Final = re.compile(r"^\s*(\d{1,5})\s*[x×*]\s*(.+?)\s*$", re.IGNORECASE)
+
+
+def parse_have(text: str | Mapping[str, int], catalog: Catalog) -> dict[str, int]:
+    """The GPUs a user owns: "4x RTX 3090, 1x A100 40GB" (or {name: count}) as {catalog name: count}."""
+    items: list[tuple[str, object]]
+    if isinstance(text, Mapping):
+        items = [(str(k), v) for k, v in text.items()]
+    else:
+        items = []
+        for part in str(text).split(","):
+            if not part.strip():
+                continue
+            m = _HAVE_ITEM.match(part)
+            if m is None:
+                raise InvalidSettingError(
+                    f"--have lists GPUs as COUNTx NAME, comma-separated (e.g. '4x RTX 3090, 1x A100 40GB'). "
+                    f"Got {clip_repr(part.strip())}."
+                )
+            items.append((m.group(2), int(m.group(1))))
+    out: dict[str, int] = {}
+    for name, count in items:
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 4096:
+            raise InvalidSettingError(f"--have: the count of {clip_repr(name)} must be 1-4096. Got {clip_repr(count)}.")
+        gpu = catalog.get(name)
+        out[gpu.name] = out.get(gpu.name, 0) + count
+    if not out:
+        raise InvalidSettingError("--have names no GPU (e.g. '4x RTX 3090').")
+    return out

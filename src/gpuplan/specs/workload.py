@@ -193,6 +193,9 @@ class Workload(BaseModel):
     spp: int = Field(128, ge=1, le=1_000_000)  # render: path-tracing samples per pixel
     encode_output: bool = False  # ai-video: re-encode the annotated video
     datacenter: bool = True  # deployed in a datacenter (the GeForce licence forbids it)
+    # the GPUs the user owns ("4x RTX 3090, 1x A100 40GB", or {name: count}): `plan` ranks what runs on
+    # them, then what renting would add (specs/cluster.parse_have reads it against the catalog)
+    have: str | dict[str, int] | None = None
     # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
     # llama.cpp) against eager PyTorch (transformers' generate)
     engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc"] = "vllm"

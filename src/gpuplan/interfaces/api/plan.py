@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpuplan.estimators import uncertainty
@@ -21,7 +21,9 @@ from gpuplan.results import (
     PlanOption,
     SearchStats,
     Unsuitable,
+    Verdict,
 )
+from gpuplan.specs.cluster import parse_have
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
@@ -39,6 +41,7 @@ def plan(
     cluster: str | None = None,
     allow_cross_node_tp: bool = False,
     model: ModelSpec | None = None,
+    have: str | Mapping[str, int] | None = None,
 ) -> Plan | LayoutPlan | GraphicsPlan:
     """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload; with a cluster
     (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
@@ -49,15 +52,26 @@ def plan(
     model = model or load_model(w.model)
     if (cluster or w.cluster) and w.is_training:
         return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
+    owned = parse_have(have, cat) if have is not None else (parse_have(w.have, cat) if w.have else None)
+    if owned is not None:
+        gpus = list(owned)
     # each GPU once, however often (or under however many aliases) it is named: "H100" and
     # "h100 sxm" are one card, and a request listing it 200 times plans it once
     chosen = list({g.name: g for g in (cat.get(name) for name in gpus)}.values()) if gpus else None
     opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
+    if owned is not None:  # no more of a GPU than the user has
+        opts = [o for o in opts if o.num_gpus <= owned.get(o.gpu.name, 0)]
     shown = opts if top is None else opts[:top]
     service = not w.is_training and w.tokens is None
-    records = [option_result(o, model.kind) for o in shown]
-    # the front is taken over the usable options: a cheap one that misses the deadline is no choice
-    front = pareto_front([_time_cost(r) if r.usable else None for r in records])
+    records = _with_front([option_result(o, model.kind) for o in shown])
+    rent = None
+    if owned is not None:
+        everything = plan_options(model, w, cat, prices(ctx, spot), None, carbon_g_per_kwh=carbon_g_per_kwh)
+        priced = [
+            o for o in everything
+            if o.ok and o.cost is not None and o.cost.usd_per_gpu_hour and o.num_gpus > owned.get(o.gpu.name, 0)
+        ]  # fmt: skip
+        rent = _with_front([option_result(o, model.kind) for o in priced[: top or 10]])
     return Plan(
         workload=w.model_dump(exclude_none=True),
         model=model.name,
@@ -65,10 +79,19 @@ def plan(
         mode="training" if w.is_training else ("service" if service else "batch inference"),
         deadline_s=w.deadline,
         budget_usd=w.budget,
-        options=[replace(r, pareto=on) for r, on in zip(records, front, strict=True)],
+        options=records,
         considered=len(opts),
         throughput_unit="images/s" if model.kind == "cnn" else "tokens/s",
+        have=owned,
+        rent_options=rent,
     )
+
+
+def _with_front(records: list[PlanOption]) -> list[PlanOption]:
+    """The options, each marked whether it is on the time-cost Pareto front of the usable ones (a
+    cheap option that misses the deadline is no choice)."""
+    front = pareto_front([_time_cost(r) if r.usable else None for r in records])
+    return [replace(r, pareto=on) for r, on in zip(records, front, strict=True)]
 
 
 def _time_cost(r: PlanOption) -> tuple[float, float] | None:
@@ -165,7 +188,22 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     per_gpu = o.memory.per_gpu_bytes if o.memory else None
     mem, time, rate = band(per_gpu, memory_kind(arch)), band(o.time_s, kind, True), band(o.throughput, kind)
     c = o.cost
+    m = o.memory
+    room = m.headroom_bytes if m else None
+    verdict = Verdict(
+        fits=o.fits,
+        gpu=o.gpu.name,
+        num_gpus=o.num_gpus,
+        per_gpu_bytes=per_gpu if per_gpu is not None else 0.0,
+        capacity_bytes=m.capacity_bytes if m else None,
+        headroom_bytes=room if room is not None and room >= 0 else None,
+        short_by_bytes=-room if room is not None and room < 0 else None,
+        limit=f"memory at {m.peak_phase}" if m else "memory",
+        fixes=[],
+        notes=[],
+    )
     return PlanOption(
+        verdict=verdict,
         gpu=o.gpu.name,
         num_gpus=o.num_gpus,
         fits=o.fits,

@@ -25,7 +25,7 @@ from gpuplan.interfaces.cli.common import (
     gib,
     with_range,
 )
-from gpuplan.results import GraphicsPlan, LayoutPlan, Plan
+from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
 from gpuplan.specs.context import Context
 
 
@@ -71,13 +71,35 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     }[mode]
     if mode == "training" and w.get("tokens"):
         job += f", {w['tokens']:,.3g} " + ("images" if unit == "images/s" else "tokens")
-    t = Table(title=f"{escape(job)} · ranked by {rec.objective}")
+    if rec.have is not None:
+        owned = ", ".join(f"{n}× {g}" for g, n in rec.have.items())
+        c.print(
+            _options_table(rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}")
+        )
+        if rec.rent_options:
+            c.print(_options_table(rec, rec.rent_options, "What renting would add (priced offers, best first)"))
+    else:
+        c.print(_options_table(rec, rec.options, f"{escape(job)} · ranked by {rec.objective}"))
+    unfit = [o for o in rec.options if not o.fits]
+    if unfit:
+        names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
+        if names:
+            c.print(f"Does not fit on up to 8 of: {', '.join(names)}")
+    c.print(
+        f"{rec.considered} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
+        "of validation errors for that kind of figure (gpuplan validate)."
+    )
+
+
+def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
+    w, mode, unit = rec.workload, rec.mode, rec.throughput_unit
+    t = Table(title=title)
     time_head = {"training": "time to train", "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
     for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why"):
         t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
     shown = 0
-    for o in rec.options:
+    for o in options:
         if not o.fits:
             continue
         shown += 1
@@ -106,16 +128,7 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
             escape(o.bottleneck or ""),
             why,
         )
-    c.print(t)
-    unfit = [o for o in rec.options if not o.fits]
-    if unfit:
-        names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
-        if names:
-            c.print(f"Does not fit on up to 8 of: {', '.join(names)}")
-    c.print(
-        f"{rec.considered} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
-        "of validation errors for that kind of figure (gpuplan validate)."
-    )
+    return t
 
 
 @app.command()
@@ -145,6 +158,12 @@ def plan(
     cross_node_tp: Annotated[
         bool, typer.Option("--allow-cross-node-tp", help="Let tensor parallelism leave the NVLink domain.")
     ] = False,
+    have: Annotated[
+        str | None,
+        typer.Option(
+            "--have", help="The GPUs you own, e.g. '4x RTX 3090, 1x A100 40GB': plans on them, then what renting adds."
+        ),
+    ] = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     calibration: CalibrationOpt = None,
@@ -165,6 +184,7 @@ def plan(
         carbon,
         cluster,
         cross_node_tp,
+        have=have,
     )
     if as_json:
         emit_json(rec)
