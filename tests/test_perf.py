@@ -305,8 +305,12 @@ def test_pretraining_ranks_hopper_class_first_on_time(catalog: Catalog) -> None:
     assert catalog.get(first["gpu"]).architecture in ("Hopper", "Blackwell") and first["num_gpus"] == 8
     usable = [o for o in rec["options"] if o["usable"]]
     assert usable and usable == rec["options"][: len(usable)]  # usable options come first
-    times = [o["time_s"] for o in usable]
-    assert times == sorted(times)
+    # the rentable (priced) ones before those no cloud lists, each group fastest first
+    priced = [o for o in usable if o["usd_per_hour"]]
+    assert priced == usable[: len(priced)]
+    for group in (priced, usable[len(priced) :]):
+        times = [o["time_s"] for o in group]
+        assert times == sorted(times)
 
 
 def test_modest_chat_service_ranks_inference_cards_first_on_cost(catalog: Catalog) -> None:

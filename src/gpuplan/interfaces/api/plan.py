@@ -48,7 +48,7 @@ def plan(
     option says whether it is on the time-cost Pareto front (`pareto`)."""
     cat = catalog(ctx)
     if w.is_graphics:
-        return plan_graphics(w, cat, model)
+        return plan_graphics(w, cat, model, top)
     model = model or load_model(w.model)
     if (cluster or w.cluster) and w.is_training:
         return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
@@ -61,6 +61,9 @@ def plan(
     opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
     if owned is not None:  # no more of a GPU than the user has
         opts = [o for o in opts if o.num_gpus <= owned.get(o.gpu.name, 0)]
+    # what can be rented comes first: among usable options, those with a listed price, then the
+    # unpriced (cards no cloud lists, e.g. GB200 racks); each group keeps the objective's order
+    opts.sort(key=lambda o: (not o.ok, o.cost is None or not o.cost.usd_per_gpu_hour))
     shown = opts if top is None else opts[:top]
     service = not w.is_training and w.tokens is None
     records = _with_front([option_result(o, model.kind) for o in shown])
@@ -235,12 +238,13 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     )
 
 
-def plan_graphics(w: Workload, cat: Catalog, model: ModelSpec | None = None) -> GraphicsPlan:
+def plan_graphics(w: Workload, cat: Catalog, model: ModelSpec | None = None, top: int | None = None) -> GraphicsPlan:
     """GPUs for a graphics job (streaming, VDI, rendering, AI video), with those that cannot run it."""
     from gpuplan.planner.graphics import plan_graphics as plan_it
 
     model = model or (load_model(w.model) if w.model else None)
     options, unsuitable = plan_it(w, cat, model)
+    options = options if top is None else options[:top]  # --top holds for graphics plans too
     return GraphicsPlan(
         workload=w.model_dump(exclude_none=True),
         objective=w.objective,

@@ -96,7 +96,7 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
     t = Table(title=title)
     time_head = {"training": "time to train", "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
-    for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why"):
+    for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why", "misses"):
         t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
     shown = 0
     for o in options:
@@ -107,16 +107,17 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
         if mode == "training" and not w.get("tokens") and o.usd_per_million_tokens is not None:
             cost = f"${o.usd_per_million_tokens:,.2f}/M" + ("images" if unit == "images/s" else "tok")
         energy = "—" if o.energy_kwh is None else f"{o.energy_kwh:,.2f} kWh"
-        marks = []
+        marks = []  # what rules the option out, in its own column
         if o.meets_deadline is False:
-            marks.append("[red]misses deadline[/red]")
+            marks.append("deadline")
         if o.within_budget is False:
-            marks.append("[red]over budget[/red]")
+            marks.append("budget")
         if o.too_slow:
-            marks.append("[red]too slow[/red]")
+            marks.append("too slow")
         if o.licence_barred:
-            marks.append("[red]licence[/red]")
-        why = escape(o.why) + (" · " + ", ".join(marks) if marks else "")
+            marks.append("licence")
+        misses = f"[red]{', '.join(marks)}[/red]" if marks else ""
+        why = escape(o.why)
         t.add_row(
             str(shown),
             o.gpu,
@@ -127,6 +128,7 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
             energy,
             escape(o.bottleneck or ""),
             why,
+            misses,
         )
     return t
 
