@@ -51,9 +51,7 @@ def _result(cls: type) -> str:
         rows.append(f"| `{f.name}` | `{_type_name(hints[f.name])}`{optional} |")
     props = [n for n, v in vars(cls).items() if isinstance(v, property)]
     extra = f"\n\nProperties: {', '.join(f'`{p}`' for p in props)}." if props else ""
-    return (
-        f"### `{cls.__name__}`\n\n{_doc(cls)}{extra}\n\n| field | type |\n|---|---|\n" + "\n".join(rows) + "\n"
-    )
+    return f"### `{cls.__name__}`\n\n{_doc(cls)}{extra}\n\n| field | type |\n|---|---|\n" + "\n".join(rows) + "\n"
 
 
 def render() -> str:

@@ -40,6 +40,7 @@ TESTED_BY: dict[str, str] = {
     "specs/purchase": "test_ownership.py",
     "specs/tomlcache": "test_tomlcache.py",
     "specs/workload": "test_workload.py",
+    "specs/workload_docs": "test_workload.py",
     "specs/model/__init__": "test_model.py",
     "specs/model/spec": "test_model.py",
     "specs/model/config": "test_model.py test_security_bad_files.py",

@@ -75,3 +75,22 @@ def test_optimizer_aliases_and_durations() -> None:
     assert make_workload({"model": "x", "weight_dtype": "Q4_K_M"}).weight_dtype == "q4_k_m"
     assert parse_duration_s("90 min") == 5400 and parse_duration_s("2d") == 172800
     assert make_workload({"model": "x", "task": "qlora"}).effective_weight_dtype == "nf4"
+
+
+def test_every_workload_key_is_documented_and_the_reference_is_current() -> None:
+    """docs/workload.md is generated from the Workload model and KEY_DOCS: every key has its line,
+    and the file in the repository is what the generator writes today."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gpuplan.specs.workload import Workload
+    from gpuplan.specs.workload_docs import KEY_DOCS
+
+    assert set(KEY_DOCS) == set(Workload.model_fields), "document every workload key in specs/workload_docs.py"
+    assert all(len(v) > 15 for v in KEY_DOCS.values())
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "docs" / "workload_reference.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ from gpuplan.specs.workload import Workload
 
 
 class WorkloadIn(Workload):
-    """A workload as JSON: DESIGN.md's keys (as in the YAML file), plus `config`, the content of a
+    """A workload as JSON: the workload keys (docs/workload.md, as in the YAML file), plus `config`, the content of a
     model's config.json, for a model that is neither a preset nor on the hub."""
 
     config: dict[str, Any] | None = Field(

@@ -1,6 +1,6 @@
 """Typed answers of `estimate` and `fit`: memory (with its breakdown), time, cost and energy.
 
-Field names and order are DESIGN.md's estimate contract: `to_dict()` is the `--json` document.
+Field names and order are the estimate's JSON contract (docs/api.md): `to_dict()` is the `--json` document.
 Units are SI: bytes, seconds, tokens per second, USD, kWh.
 """
 

@@ -1,6 +1,6 @@
 """Typed answers of `plan` (GPU types and counts, a cluster's layouts, graphics) and `launch`.
 
-Field names and order are DESIGN.md's plan contract: `to_dict()` is the `--json` document.
+Field names and order are the plan's JSON contract (docs/api.md): `to_dict()` is the `--json` document.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ TERA: Final = 1e12
 
 CATALOG_ENV: Final = "GPUPLAN_CATALOG"  # extra catalog files, separated by os.pathsep
 
-# Catalog column -> precision key of `GPU.peak_flop_per_s` (DESIGN.md's gpus --json contract).
+# Catalog column -> precision key of `GPU.peak_flop_per_s` (the gpus --json contract).
 PEAK_COLUMNS: Final = {
     "fp64": "fp64_TFLOPS",
     "fp32": "fp32_TFLOPS",

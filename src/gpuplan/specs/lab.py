@@ -11,7 +11,7 @@ Read from a YAML file (safe loader only), validated once with one clear line per
       - {name: lora-8b, owner: ana, model: llama-3.1-8b, task: lora, precision: bf16,
          batch_size: 2, seq_len: 2048, num_gpus: 1, tokens: 5.0e7}
 
-A job is a workload (DESIGN.md's keys) plus `name`, `owner` (a member), optionally `command` (what
+A job is a workload (the keys of docs/workload.md) plus `name`, `owner` (a member), optionally `command` (what
 `gpuplan lab submit` runs) and `submitted` (its place in a first-come-first-served queue: file
 order when absent). Its size is `tokens` (or `epochs` x `dataset_tokens`); `deadline` is optional.
 """

@@ -1,6 +1,6 @@
-"""A workload: what the user wants to run, read from the YAML of DESIGN.md or from CLI flags.
+"""A workload: what the user wants to run, read from a workload YAML file or from CLI flags.
 
-Keys and defaults follow DESIGN.md's workload file; the extra keys below it (optimizer variants,
+Keys and defaults are documented in docs/workload.md (generated from this model); the extra keys (optimizer variants,
 offload, LoRA targets, attention kernel, loss, serving) say what the estimators must know to be
 exact. Values are validated here, once, with one clear message per bad key; the estimators can
 then trust them. YAML is read with the bounded safe loader of gpuplan.safeio only.
@@ -97,7 +97,7 @@ def parse_duration_s(value: str | float | int) -> float:
 
 
 class Workload(BaseModel):
-    """One workload (DESIGN.md). Sizes are per GPU: `batch_size` is the per-GPU micro-batch."""
+    """One workload (its keys: docs/workload.md). Sizes are per GPU: `batch_size` is the per-GPU micro-batch."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
@@ -117,7 +117,7 @@ class Workload(BaseModel):
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
     sequence_parallel: bool = False  # Megatron sequence parallelism alongside tp
-    # --- parallelism beyond DESIGN.md's tp/pp -----------------------------------------------
+    # --- parallelism beyond tp/pp ------------------------------------------------------------
     cp: int = Field(1, ge=1, le=1024)  # context parallelism: each sequence split over cp GPUs (ring attention)
     ep: int = Field(1, ge=1, le=1024)  # expert parallelism (MoE): experts split over ep data-parallel ranks
     # expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): each expert's GEMMs split
@@ -147,7 +147,7 @@ class Workload(BaseModel):
     ] = None
     budget: float | None = Field(None, gt=0, le=1e12)  # USD; a trillion is beyond any job
 
-    # --- keys beyond DESIGN.md's list, with defaults that match what people usually run ----------
+    # --- more keys, with defaults that match what people usually run ---------------------------
     # CPU offload of optimizer states (ZeRO-Offload) and of parameters too (ZeRO-Infinity / FSDP)
     offload: Literal["none", "optimizer", "optimizer+params"] = "none"
     # LoRA target modules: "default" (PEFT's per-family defaults), "all-linear", or a list of names

@@ -66,7 +66,7 @@ def quirks(gpu: GPU) -> list[str]:
 
 
 def gpu_record(gpu: GPU) -> dict[str, Any]:
-    """A GPU as JSON (DESIGN.md's `gpus --json` keys, SI units)."""
+    """A GPU as JSON (the `gpus --json` keys, SI units)."""
     return {
         "name": gpu.name,
         "aliases": list(gpu.aliases),

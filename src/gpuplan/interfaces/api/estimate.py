@@ -50,7 +50,7 @@ def estimate(
     carbon_g_per_kwh: float | None = None,
     model: ModelSpec | None = None,
 ) -> Estimate:
-    """`gpuplan estimate`: memory, time, cost and energy of one workload (DESIGN.md's contract).
+    """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
     cat = catalog(ctx)
     model = model or load_model(w.model)

@@ -31,7 +31,7 @@ MAX_CONTEXT_LEN: Final = 10_000_000
 
 
 def model_record(spec: ModelSpec, context_len: int | None = None) -> dict[str, Any]:
-    """A model as JSON (DESIGN.md's `model --json` keys): parameters, shapes, KV and FLOPs."""
+    """A model as JSON (the `model --json` keys): parameters, shapes, KV and FLOPs."""
     if context_len is None:
         context_len = default_context(spec)
     if not 0 < context_len <= MAX_CONTEXT_LEN:

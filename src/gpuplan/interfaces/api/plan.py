@@ -43,7 +43,7 @@ def plan(
     model: ModelSpec | None = None,
     have: str | Mapping[str, int] | None = None,
 ) -> Plan | LayoutPlan | GraphicsPlan:
-    """`gpuplan plan`: ranked options (DESIGN.md's plan contract) for any workload; with a cluster
+    """`gpuplan plan`: ranked options (the plan's JSON contract: docs/api.md) for any workload; with a cluster
     (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
     option says whether it is on the time-cost Pareto front (`pareto`)."""
     cat = catalog(ctx)

@@ -52,7 +52,7 @@ def memory_kind(architecture: str | None) -> str:
 
 
 def memory_result(e: MemoryEstimate) -> Memory:
-    """The memory part of DESIGN.md's estimate contract, with the breakdown's notes."""
+    """The memory part of the estimate's JSON contract (docs/api.md), with the breakdown's notes."""
     low, high = band(e.per_gpu_bytes, memory_kind(e.gpu.architecture if e.gpu else None))
     s = e.serving
     return Memory(
@@ -107,7 +107,7 @@ def op_times(ops: Iterable[Op]) -> list[OpTime]:
 def training_speed(
     t: TrainingTime, arch: str, model_kind: str = "decoder", job_s: float | None = None
 ) -> TrainingSpeed:
-    """The time part of DESIGN.md's estimate contract for training, each figure with its range."""
+    """The time part of the estimate's JSON contract (docs/api.md) for training, each figure with its range."""
     kind = uncertainty.kind_of("training", model_kind, arch)
     step_low, step_high = band(t.step_time_s, kind, time=True)
     rate_low, rate_high = band(t.tokens_per_s, kind)
@@ -142,7 +142,7 @@ def training_speed(
 def inference_speed(
     t: InferenceTime, arch: str, model_kind: str = "decoder", job_s: float | None = None
 ) -> InferenceSpeed:
-    """The time part of DESIGN.md's estimate contract for inference, each figure with its range."""
+    """The time part of the estimate's JSON contract (docs/api.md) for inference, each figure with its range."""
 
     def k(what: str) -> str:
         return uncertainty.kind_of(what, model_kind, arch)

@@ -149,7 +149,10 @@ def gpu_table(gpus: list[GPU]) -> Table:
 
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Any workload key as KEY=VALUE (repeatable), e.g. --set optimizer=adamw-8bit."),
+    typer.Option(
+        "--set",
+        help="Any workload key as KEY=VALUE (repeatable), e.g. --set optimizer=adamw-8bit; every key: docs/workload.md.",
+    ),
 ]
 
 

@@ -105,7 +105,7 @@ function showTaskFields() {
   for (const n of document.querySelectorAll(".lora")) n.hidden = !(t === "lora" || t === "qlora");
 }
 
-// the workload JSON the API takes: DESIGN.md's keys, typed, only those the task uses
+// the workload JSON the API takes: the workload keys (docs/workload.md), typed, only those the task uses
 function workloadOf(s, config) {
   const w = {};
   for (const [k, v] of Object.entries(s)) {
