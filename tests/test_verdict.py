@@ -184,3 +184,13 @@ def test_have_plans_on_the_gpus_you_own_then_what_renting_adds(run_cli: RunCli) 
 def test_a_bad_have_is_one_line(bad: str, run_cli: RunCli) -> None:
     code, out, err = run_cli("plan", "examples/chat-7b.yaml", "--have", bad)
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_chosen_gpu_is_marked_and_a_step_is_called_a_step(run_cli: RunCli) -> None:
+    code, out, err = run_cli("plan", "examples/lora-4090.yaml", "--gpus", "4090,L4")
+    assert code == 0, err
+    assert "GeForce RTX 4090 (yours)" in out and "L4 (yours)" not in out
+    assert "step time" in out and "time to train" not in out  # no tokens: the figure is one step
+    code, out, _ = run_cli("plan", "examples/lora-4090.yaml", "--gpus", "4090", "--set", "tokens=1e8")
+    assert "time to train" in out
+    assert gpuplan.plan("examples/lora-4090.yaml", gpus=["L4"]).to_dict()["chosen_gpu"] == "GeForce RTX 4090"

@@ -62,6 +62,7 @@ class Plan(Result):
     options: list[PlanOption]
     considered: int
     throughput_unit: str
+    chosen_gpu: str | None = optional()  # the workload's own `gpu`, by catalog name: faces highlight it
     have: dict[str, int] | None = optional()  # the GPUs the user owns: `options` are on them only
     rent_options: list[PlanOption] | None = optional()  # with `have`: what renting would add (priced)
 

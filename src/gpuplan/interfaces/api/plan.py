@@ -85,6 +85,7 @@ def plan(
         options=records,
         considered=len(opts),
         throughput_unit="images/s" if model.kind == "cnn" else "tokens/s",
+        chosen_gpu=cat.get(w.gpu).name if w.gpu else None,
         have=owned,
         rent_options=rent,
     )

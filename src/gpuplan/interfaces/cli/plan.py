@@ -94,7 +94,9 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
 def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
     w, mode, unit = rec.workload, rec.mode, rec.throughput_unit
     t = Table(title=title)
-    time_head = {"training": "time to train", "service": "request latency", "batch inference": "time"}[mode]
+    # a training job without tokens has no end: its figure is one step, and says so
+    trains = "time to train" if w.get("tokens") or w.get("epochs") else "step time"
+    time_head = {"training": trains, "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
     for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why", "misses"):
         t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
@@ -120,7 +122,7 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
         why = escape(o.why)
         t.add_row(
             str(shown),
-            o.gpu,
+            f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu),
             str(o.num_gpus),
             with_range(o, "time_s", fmt_dur),
             with_range(o, "throughput", lambda v: f"{v:,.0f}"),
