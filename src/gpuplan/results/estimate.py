@@ -206,16 +206,35 @@ class Verdict(Result):
         fixes: list[FixResult] | None = None,
         notes: list[str] | None = None,
     ) -> Verdict:
-        room = memory.headroom_bytes
+        return cls.of_figures(
+            memory.fits, gpu, num_gpus, memory.per_gpu_bytes, memory.capacity_bytes, memory.headroom_bytes,
+            memory.peak_phase, fixes, notes,
+        )  # fmt: skip
+
+    @classmethod
+    def of_figures(
+        cls,
+        fits: bool | None,
+        gpu: str | None,
+        num_gpus: int,
+        per_gpu_bytes: float,
+        capacity_bytes: float | None,
+        room: float | None,
+        peak_phase: str | None,
+        fixes: list[FixResult] | None = None,
+        notes: list[str] | None = None,
+    ) -> Verdict:
+        """The verdict from a memory estimate's figures: `room` (capacity less need) splits into
+        headroom (>= 0) or a shortfall."""
         return cls(
-            fits=memory.fits,
+            fits=fits,
             gpu=gpu,
             num_gpus=num_gpus,
-            per_gpu_bytes=memory.per_gpu_bytes,
-            capacity_bytes=memory.capacity_bytes,
+            per_gpu_bytes=per_gpu_bytes,
+            capacity_bytes=capacity_bytes,
             headroom_bytes=room if room is not None and room >= 0 else None,
             short_by_bytes=-room if room is not None and room < 0 else None,
-            limit=f"memory at {memory.peak_phase}",
+            limit=f"memory at {peak_phase}" if peak_phase else "memory",
             fixes=list(fixes or []),
             notes=list(notes or []),
         )

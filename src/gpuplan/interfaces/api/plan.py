@@ -193,19 +193,10 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     mem, time, rate = band(per_gpu, memory_kind(arch)), band(o.time_s, kind, True), band(o.throughput, kind)
     c = o.cost
     m = o.memory
-    room = m.headroom_bytes if m else None
-    verdict = Verdict(
-        fits=o.fits,
-        gpu=o.gpu.name,
-        num_gpus=o.num_gpus,
-        per_gpu_bytes=per_gpu if per_gpu is not None else 0.0,
-        capacity_bytes=m.capacity_bytes if m else None,
-        headroom_bytes=room if room is not None and room >= 0 else None,
-        short_by_bytes=-room if room is not None and room < 0 else None,
-        limit=f"memory at {m.peak_phase}" if m else "memory",
-        fixes=[],
-        notes=[],
-    )
+    verdict = Verdict.of_figures(
+        o.fits, o.gpu.name, o.num_gpus, per_gpu if per_gpu is not None else 0.0, m.capacity_bytes if m else None,
+        m.headroom_bytes if m else None, m.peak_phase if m else None,
+    )  # fmt: skip
     return PlanOption(
         verdict=verdict,
         gpu=o.gpu.name,
