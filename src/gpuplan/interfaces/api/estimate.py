@@ -7,7 +7,7 @@ from functools import partial
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
-from gpuplan.interfaces.api.catalog import catalog, prices
+from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import (
     band,
     cost_result,
@@ -52,6 +52,7 @@ def estimate(
 ) -> Estimate:
     """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
+    ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
     model = model or load_model(w.model)
     w, cl = resolve_cluster(w, cat)
@@ -96,6 +97,7 @@ def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None)
     """`gpuplan fit`: with a GPU, the breakdown, inverse questions and suggestions; without one,
     every catalog GPU with whether it fits (and its breakdown at num_gpus) and the fewest GPUs of
     that type that do. A graphics job gets its plan. `model` stands in for the workload's `model`."""
+    ctx = context(ctx)
     if w.is_graphics:
         from gpuplan.interfaces.api.plan import plan_graphics
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.estimators.memory import MemoryEstimate
-from gpuplan.interfaces.api.catalog import catalog
+from gpuplan.interfaces.api.catalog import catalog, context
 from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
 from gpuplan.results import LaunchFile
 from gpuplan.safeio import clip, load_json
@@ -73,6 +73,7 @@ def launch(
     if fmt not in FORMATS:
         hint = did_you_mean(fmt, FORMATS)
         raise InvalidSettingError(f"Unknown launch format {fmt!r}.{hint} Known: {', '.join(FORMATS)}.")
+    ctx = context(ctx)  # read once: the launch plan and a refusal's fixes share it
     cat = catalog(ctx)
     if isinstance(source, Workload):
         w = source.with_(**{k: v for k, v in (overrides or {}).items() if v is not None}) if overrides else source
@@ -105,7 +106,7 @@ def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context 
 
     gpu = memory.gpu
     assert gpu is not None and memory.capacity_bytes is not None
-    c = ctx if ctx is not None else Context()
+    c = context(ctx)
     short = (memory.per_gpu_bytes - memory.capacity_bytes) / GIB
     found = fixes(model, w, gpu, c.catalog, c.prices(), limit=1)
     best = ""

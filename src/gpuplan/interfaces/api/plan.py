@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import training_job
-from gpuplan.interfaces.api.catalog import catalog, prices
+from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import band, memory_kind
 from gpuplan.interfaces.api.workloads import resolve_cluster
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
@@ -46,6 +46,7 @@ def plan(
     """`gpuplan plan`: ranked options (the plan's JSON contract: docs/api.md) for any workload; with a cluster
     (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
     option says whether it is on the time-cost Pareto front (`pareto`)."""
+    ctx = context(ctx)  # read once: the catalog, both price lists and the rent options share it
     cat = catalog(ctx)
     if w.is_graphics:
         return plan_graphics(w, cat, model, top)

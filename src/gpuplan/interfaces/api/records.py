@@ -10,6 +10,7 @@ from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.interfaces.api.catalog import context
 from gpuplan.results import (
     Cost,
     Energy,
@@ -209,7 +210,7 @@ def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) ->
     gives: a training step, or one request."""
     from gpuplan.planner.verdict import fixes
 
-    c = ctx if ctx is not None else Context()
+    c = context(ctx)
     out = []
     for f in fixes(model, w, gpu, c.catalog, c.prices()):
         fgpu = c.catalog.get(f.gpu)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators import ownership as ow
-from gpuplan.interfaces.api.catalog import catalog, prices
+from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.results import OwnBreakdown, Owning, OwnSettings, Purchase, RentOffer, RentVsBuy
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GPU, Catalog
+
+if TYPE_CHECKING:
+    from gpuplan.estimators import ownership as ow
 
 
 def _check_numbers(numbers: dict[str, float | None]) -> None:
@@ -36,6 +39,8 @@ def _purchase(gpu: GPU, cat: Catalog, price_usd: float | None, purchase_price_fi
 
 def _offers(gpu: GPU, ctx: Context | None, rent_usd_per_hour: float | None) -> dict[str, tuple[float, str] | None]:
     """The rent to compare with: the caller's on-demand rate or the cheapest listed, and spot."""
+    from gpuplan.estimators import ownership as ow
+
     offers: dict[str, tuple[float, str] | None] = {}
     if rent_usd_per_hour is not None:
         ow.check_rent(float(rent_usd_per_hour))
@@ -49,6 +54,8 @@ def _offers(gpu: GPU, ctx: Context | None, rent_usd_per_hour: float | None) -> d
 
 
 def _rent_offer(o: ow.Ownership, usd_per_hour: float, source: str) -> RentOffer:
+    from gpuplan.estimators import ownership as ow
+
     c = ow.compare(o, usd_per_hour)
     return RentOffer(
         usd_per_hour=c.usd_per_hour,
@@ -81,6 +88,9 @@ def rent_vs_buy(
 ) -> RentVsBuy:
     """`gpuplan rent-vs-buy`: owning one GPU for `years` at `hours_per_month` against renting it
     on demand and on spot; USD, hours and watts (estimators/ownership.py holds the sourced defaults)."""
+    from gpuplan.estimators import ownership as ow  # here: only rent-vs-buy needs it (CLI start-up)
+
+    ctx = context(ctx)  # read once: the catalog and both price lists share it
     cat = catalog(ctx)
     gpu = cat.get(gpu_name)
     _check_numbers({
