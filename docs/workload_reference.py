@@ -15,6 +15,7 @@ from typing import Any
 
 from annotated_types import Ge, Gt, Le, Lt
 
+from gpuplan.interfaces.cli.common import WORKLOAD_FLAGS
 from gpuplan.specs.workload import ADAPTER_ONLY, GRAPHICS_ONLY, INFERENCE_ONLY, OPTIMIZERS, TRAINING_ONLY, Workload
 from gpuplan.specs.workload_docs import KEY_DOCS
 
@@ -67,7 +68,19 @@ def render() -> str:
         "A workload is a YAML file (see `examples/`), a dict in the library, or flags and `--set KEY=VALUE` on "
         "the command line. Sizes are per GPU. A key the task does not read is refused with one line naming the "
         'task that does ("read by").\n\n'
-        "| key | meaning | default | values | read by |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "| key | meaning | default | values | read by |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n" + _flags()
+    )
+
+
+def _flags() -> str:
+    flags = ", ".join(f"`{f.flag}` (`{f.key}`)" if f.key != f.param else f"`{f.flag}`" for f in WORKLOAD_FLAGS)
+    return (
+        "\n## On the command line\n\n"
+        "`gpuplan fit`, `gpuplan estimate` and `gpuplan plan` take the keys people set most as flags, with the "
+        "same names and meaning in all three: a flag is `--set KEY=VALUE` for its key (`--seq-len 4096` is "
+        "`--set seq_len=4096`), and `--set` wins where both name a key. They override the workload file. "
+        f"The flags: {flags}. `plan` also takes `--objective`, `--deadline`, `--budget` and `--have` (a list "
+        "of GPUs, or a lab file whose nodes' GPUs you own). Every other key: `--set KEY=VALUE`.\n"
     )
 
 

@@ -18,7 +18,7 @@ What "time" means depends on the job:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -38,6 +38,10 @@ PREALLOCATING_ENGINES: Final = frozenset({"vllm", "sglang"})
 GEFORCE_LICENCE: Final = (
     "the GeForce driver licence bars datacenter deployment (set datacenter: false for your own workstation)"
 )
+# The GeForce licence (NVIDIA GeForce driver software licence, sec. 2.1.3 "No Datacenter
+# Deployment") concerns where the driver runs, not who owns the card: a user's own GeForce card at a
+# desk or in a lab is a note; plans that rent (cloud datacenters) are barred.
+GEFORCE_OWNED: Final = "your own card: its GeForce licence bars only datacenter use (datacenter: true if it is in one)"
 # A chat stream must come out at least as fast as people read: ~10 tokens/s (reading speed is
 # ~200-300 words/min = 4-7 tokens/s; 10 tokens/s is the usual interactive floor).
 SERVICE_MAX_TPOT_S: Final = 0.1
@@ -296,14 +300,20 @@ def plan_options(
     gpus: Iterable[GPU] | None = None,
     counts: Iterable[int] = PLAN_COUNTS,
     carbon_g_per_kwh: float | None = None,
+    owned: Collection[str] = (),
 ) -> list[Option]:
-    """Every (GPU type, count) option, ranked by the workload's objective (usable ones first)."""
+    """Every (GPU type, count) option, ranked by the workload's objective (usable ones first).
+    A GeForce card is barred from datacenter plans by its licence unless the user owns it
+    (`owned`, catalog names) and did not say it sits in a datacenter (`datacenter: true`)."""
     out: list[Option] = []
     for gpu in gpus if gpus is not None else catalog:
         for n in counts:
             o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh)
             if o.fits and gpu.geforce_eula and w.datacenter:
-                o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
+                if gpu.name in owned and "datacenter" not in w.model_fields_set:
+                    o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
+                else:
+                    o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
             out.append(o)
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))

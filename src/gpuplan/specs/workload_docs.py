@@ -61,7 +61,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "persona": "VDI: the user profile (knowledge, knowledge-multi, light, medium, heavy).",
     "spp": "Render: path-tracing samples per pixel.",
     "encode_output": "AI video: re-encode the annotated video.",
-    "datacenter": "Deployed in a datacenter (the GeForce driver licence forbids it); false for a workstation.",
+    "datacenter": "Deployed in a datacenter (the GeForce driver licence forbids it); false for a workstation. "
+    "Unset, GeForce cards you own (`have`) are a note, not barred.",
     "have": "The GPUs you own ('4x RTX 3090, 1x A100 40GB'): `plan` ranks on them, then what renting adds.",
     "engine": "Inference engine: vllm, tensorrt-llm, sglang, mlc, llama.cpp (CUDA graphs) or transformers (eager).",
     "enforce_eager": "The engine runs decode without CUDA graphs (vLLM --enforce-eager).",

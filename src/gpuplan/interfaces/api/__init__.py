@@ -26,7 +26,7 @@ from gpuplan.interfaces.api.models import (
     model_from_json,
     model_record,
 )
-from gpuplan.interfaces.api.plan import plan, plan_cluster
+from gpuplan.interfaces.api.plan import lab_have, plan, plan_cluster
 from gpuplan.interfaces.api.rent import rent_vs_buy
 from gpuplan.interfaces.api.validate import residual_file, validate
 from gpuplan.interfaces.api.workloads import build_workload, parse_set_options, resolve_cluster
@@ -45,6 +45,7 @@ __all__ = [
     "get_gpu",
     "get_model",
     "gpu_record",
+    "lab_have",
     "launch",
     "list_gpus",
     "list_models",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import training_job
@@ -26,6 +27,7 @@ from gpuplan.results import (
 from gpuplan.specs.cluster import parse_have
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.lab import read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload
@@ -41,11 +43,12 @@ def plan(
     cluster: str | None = None,
     allow_cross_node_tp: bool = False,
     model: ModelSpec | None = None,
-    have: str | Mapping[str, int] | None = None,
+    have: str | Mapping[str, int] | Path | None = None,
 ) -> Plan | LayoutPlan | GraphicsPlan:
     """`gpuplan plan`: ranked options (the plan's JSON contract: docs/api.md) for any workload; with a cluster
     (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
-    option says whether it is on the time-cost Pareto front (`pareto`)."""
+    option says whether it is on the time-cost Pareto front (`pareto`). `have` (the GPUs the user
+    owns: "4x RTX 3090", {name: count}, or a lab file's Path) plans on those, then what renting adds."""
     ctx = context(ctx)  # read once: the catalog, both price lists and the rent options share it
     cat = catalog(ctx)
     if w.is_graphics:
@@ -53,13 +56,15 @@ def plan(
     model = model or load_model(w.model)
     if (cluster or w.cluster) and w.is_training:
         return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
+    if isinstance(have, Path):  # a lab file: the GPUs of its nodes
+        have = lab_have(have, ctx)
     owned = parse_have(have, cat) if have is not None else (parse_have(w.have, cat) if w.have else None)
     if owned is not None:
         gpus = list(owned)
     # each GPU once, however often (or under however many aliases) it is named: "H100" and
     # "h100 sxm" are one card, and a request listing it 200 times plans it once
     chosen = list({g.name: g for g in (cat.get(name) for name in gpus)}.values()) if gpus else None
-    opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
+    opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh, owned=owned or ())
     if owned is not None:  # no more of a GPU than the user has
         opts = [o for o in opts if o.num_gpus <= owned.get(o.gpu.name, 0)]
     # what can be rented comes first: among usable options, those with a listed price, then the
@@ -90,6 +95,13 @@ def plan(
         have=owned,
         rent_options=rent,
     )
+
+
+def lab_have(path: str | Path, ctx: Context | None = None) -> dict[str, int]:
+    """What a lab file's nodes hold, as `plan`'s `have`: of each GPU type, the most on one node, as
+    lab mode places a job on one node (a lab of 3 nodes x 4 RTX 2080 Ti plans up to 4 of them)."""
+    lab = read_lab_file(path, catalog(context(ctx)))
+    return {gpu: lab.per_node(gpu) for gpu in lab.inventory()}
 
 
 def _with_front(records: list[PlanOption]) -> list[PlanOption]:

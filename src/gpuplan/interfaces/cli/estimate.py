@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -13,16 +11,20 @@ from rich.table import Table
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
     CalibrationOpt,
+    CarbonOpt,
     CatalogOpt,
     JsonOpt,
+    PricesOpt,
     SetOpt,
+    WorkloadArg,
     app,
-    carbon_intensity,
     console,
     emit_json,
     fmt_dur,
     gib,
     with_range,
+    workload_flags,
+    workload_keys,
 )
 from gpuplan.interfaces.cli.plan import print_graphics_plan
 from gpuplan.results import (
@@ -146,56 +148,18 @@ def _print_memory_detail(c: Console, mem: Memory) -> None:
 
 
 @app.command()
+@workload_flags
 def fit(
-    workload: Annotated[
-        str | None, typer.Argument(help="Workload YAML file, or a model (preset, config.json, hub id).")
-    ] = None,
-    task: Annotated[str | None, typer.Option(help="pretrain | finetune | lora | qlora | inference")] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU name or alias; without it, a table over all GPUs.")] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses.")] = None,
-    batch_size: Annotated[
-        int | None, typer.Option(help="Per-GPU micro-batch (training) / sequences (inference).")
-    ] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Training sequence length.")] = None,
-    precision: Annotated[str | None, typer.Option(help="fp32 | tf32 | fp16 | bf16 | fp8")] = None,
-    optimizer: Annotated[
-        str | None, typer.Option(help="adamw | adamw-8bit | paged-adamw(-8bit) | sgd | adafactor | lion")
-    ] = None,
-    checkpointing: Annotated[str | None, typer.Option(help="Activation checkpointing: none | selective | full")] = None,
-    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3 (FSDP full shard = 3).")] = None,
-    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank.")] = None,
-    input_len: Annotated[int | None, typer.Option(help="Inference: prompt tokens.")] = None,
-    output_len: Annotated[int | None, typer.Option(help="Inference: generated tokens.")] = None,
-    weight_dtype: Annotated[
-        str | None,
-        typer.Option(
-            help="Inference weights: bf16, fp8, int8, int4, int4-g128, nvfp4, mxfp4, nf4, awq, gptq, q4_k_m …"
-        ),
-    ] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV cache dtype: bf16 | fp8 …")] = None,
+    workload: WorkloadArg = None,
+    flags: dict[str, Any] | None = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Will it fit? A memory breakdown on one GPU, or a table over every GPU in the catalog."""
-    keys: dict[str, Any] = {
-        "task": task,
-        "gpu": gpu,
-        "num_gpus": num_gpus,
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "precision": precision,
-        "optimizer": optimizer,
-        "activation_checkpointing": checkpointing,
-        "zero": zero,
-        "lora_rank": lora_rank,
-        "input_len": input_len,
-        "output_len": output_len,
-        "weight_dtype": weight_dtype,
-        "kv_dtype": kv_dtype,
-    }
-    keys.update(api.parse_set_options(set_ or []))
+    """Will it fit? A memory breakdown on one GPU (--gpu), or without one a table over every GPU in
+    the catalog."""
+    keys = workload_keys(flags or {}, set_)
     w = api.build_workload(workload, keys)
     rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
     if as_json:
@@ -329,22 +293,19 @@ def _print_time(c: Console, rec: Estimate) -> None:
 
 
 @app.command()
+@workload_flags
 def estimate(
-    workload: Annotated[str, typer.Argument(help="Workload YAML file, or a model name.")],
-    gpu: Annotated[str | None, typer.Option(help="GPU name or alias (overrides the file).")] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
-    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
-    carbon: Annotated[
-        float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
-    ] = None,
+    workload: WorkloadArg,
+    flags: dict[str, Any] | None = None,
+    prices: PricesOpt = None,
+    carbon: CarbonOpt = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
-    keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
-    keys.update(api.parse_set_options(set_ or []))
+    keys = workload_keys(flags or {}, set_)
     rec = api.estimate(
         api.build_workload(workload, keys), Context.of([*(catalog or []), *(calibration or [])], prices), carbon
     )

@@ -12,18 +12,23 @@ from rich.table import Table
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
+    WORKLOAD_PANEL,
     CalibrationOpt,
+    CarbonOpt,
     CatalogOpt,
     JsonOpt,
+    PricesOpt,
     SetOpt,
+    WorkloadArg,
     app,
-    carbon_intensity,
     console,
     emit_json,
     finite,
     fmt_dur,
     gib,
     with_range,
+    workload_flags,
+    workload_keys,
 )
 from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
 from gpuplan.specs.context import Context
@@ -136,22 +141,30 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
 
 
 @app.command()
+@workload_flags
 def plan(
-    workload: Annotated[str, typer.Argument(help="Workload YAML file (or a model name with --set).")],
-    objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
-    deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).")] = None,
+    workload: WorkloadArg,
+    flags: dict[str, Any] | None = None,
+    objective: Annotated[
+        str | None, typer.Option(help="Rank by: time | cost | energy.", rich_help_panel=WORKLOAD_PANEL)
+    ] = None,
+    deadline: Annotated[
+        str | None,
+        typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).", rich_help_panel=WORKLOAD_PANEL),
+    ] = None,
     budget: Annotated[
-        float | None, typer.Option(callback=finite, help="Budget in USD (options over it are marked).")
+        float | None,
+        typer.Option(
+            callback=finite, help="Budget in USD (options over it are marked).", rich_help_panel=WORKLOAD_PANEL
+        ),
     ] = None,
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")
     ] = None,
     top: Annotated[int | None, typer.Option(min=1, max=100_000, help="Show the best N options.")] = 10,
-    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
+    prices: PricesOpt = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
-    carbon: Annotated[
-        float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
-    ] = None,
+    carbon: CarbonOpt = None,
     cluster: Annotated[
         str | None,
         typer.Option(
@@ -165,7 +178,9 @@ def plan(
     have: Annotated[
         str | None,
         typer.Option(
-            "--have", help="The GPUs you own, e.g. '4x RTX 3090, 1x A100 40GB': plans on them, then what renting adds."
+            "--have",
+            help="The GPUs you own, e.g. '4x RTX 3090, 1x A100 40GB', or a lab file (lab.yaml: its nodes' GPUs): "
+            "plans on them, then what renting adds.",
         ),
     ] = None,
     set_: SetOpt = None,
@@ -175,30 +190,29 @@ def plan(
 ) -> None:
     """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
     --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
-    keys: dict[str, Any] = {"objective": objective, "deadline": deadline, "budget": budget}
-    keys.update(api.parse_set_options(set_ or []))
+    keys = workload_keys(flags or {}, set_, objective=objective, deadline=deadline, budget=budget)
     w = api.build_workload(workload, keys)
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
-    rec = api.plan(
-        w,
-        Context.of([*(catalog or []), *(calibration or [])], prices),
-        names,
-        top,
-        spot,
-        carbon,
-        cluster,
-        cross_node_tp,
-        have=have,
-    )
+    ctx = Context.of([*(catalog or []), *(calibration or [])], prices)
+    lab = have is not None and is_lab_file(have)
+    owned = Path(have.strip()) if have is not None and lab else have
+    rec = api.plan(w, ctx, names, top, spot, carbon, cluster, cross_node_tp, have=owned)
     if as_json:
         emit_json(rec)
         return
+    if lab and isinstance(rec, Plan):
+        console().print(f"Your GPUs from {escape(str(have))}: of each type, one node's worth (a job runs on one node).")
     if isinstance(rec, LayoutPlan):
         _print_cluster_plan(console(), rec)
     elif isinstance(rec, GraphicsPlan):
         print_graphics_plan(console(), rec)
     else:
         _print_llm_plan(console(), rec)
+
+
+def is_lab_file(have: str) -> bool:
+    """--have names a lab file (a YAML path), not a list of GPUs."""
+    return have.strip().lower().endswith((".yaml", ".yml"))
 
 
 def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:
