@@ -30,7 +30,8 @@ from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
 # Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from what
-# is left (vLLM, SGLang): a batch the KV budget cannot hold does not run (as in recommend.py).
+# is left (vLLM, SGLang): a batch the KV budget cannot hold does not run (recommend.py applies it to
+# the workload's own batch).
 PREALLOCATING_ENGINES: Final = frozenset({"vllm", "sglang"})
 # transformers and llama.cpp have no scheduler cap of their own; the search stops here (a batch of
 # 1,024 concurrent sequences is beyond any single-node serving deployment the catalog prices)
