@@ -139,3 +139,6 @@ def test_a10g_in_graphics_plans(run_cli: RunCli, tmp_path: Path) -> None:
     row = next(o for o in rec["options"] if o["gpu"] == "A10G")
     assert row["num_gpus"] == 5 and row["per_gpu"] == 4  # 20 streams at 4 per GPU
     assert all(u["gpu"] != "A10G" for u in rec["unsuitable"])
+    code, out, err = run_cli("gpus", "show", "A10G")
+    assert code == 0, err
+    assert "passthrough" in out and "no graphics mode" not in out.lower()
