@@ -85,6 +85,8 @@ TESTED_BY: dict[str, str] = {
     "planner/lab_allocate": "test_lab.py test_context.py",
     "planner/launch_plan": "test_launch.py",
     "planner/verdict": "test_verdict.py",
+    "planner/serving": "test_plan_serving.py",
+    "planner/dedupe": "test_plan_serving.py",
     "planner/layouts": "test_parallel.py test_security_server.py",
     "planner/measured": "test_measure.py",
     "planner/named_models": "test_validation.py",

@@ -12,7 +12,10 @@ What "time" means depends on the job:
   sequences (a batch job);
 - inference without `tokens`: a service holding `batch_size` concurrent sequences; time is one
   request's latency, cost is per hour of service (or per `deadline` of it), and options whose
-  per-token latency is slower than SERVICE_MAX_TPOT_S are marked too slow.
+  per-token latency is slower than the workload's `max_tpot_ms` (default SERVICE_MAX_TPOT_S), or
+  whose time to first token is over its `max_ttft_ms`, are marked too slow.
+Every inference option of a generating model also quotes $ per million output tokens at the largest
+batch that fits and meets the latency targets (planner/serving.py).
 """
 
 from __future__ import annotations
@@ -26,15 +29,13 @@ from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.planner.serving import PREALLOCATING_ENGINES, ServingBatch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
 PLAN_COUNTS: Final = (1, 2, 4, 8)
-# Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from
-# what is left (vLLM, SGLang): a batch the KV budget cannot hold does not run.
-PREALLOCATING_ENGINES: Final = frozenset({"vllm", "sglang"})
 GEFORCE_LICENCE: Final = (
     "the GeForce driver licence bars datacenter deployment (set datacenter: false for your own workstation)"
 )
@@ -69,6 +70,7 @@ class Option:
     within_budget: bool | None = None
     too_slow: bool = False
     licence_barred: bool = False
+    serving: ServingBatch | None = None  # $/Mtok at the largest batch within the latency targets
 
     @property
     def ok(self) -> bool:
@@ -247,27 +249,40 @@ def _inference_option(
     it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
     busy = busy_share((o.bound, o.time_s) for o in it.running_ops)
     rate = it.output_tokens_per_s
+    generates = model.kind not in ("cnn", "encoder", "vision-transformer")
+    serving = serving_batch(model, w, gpu, n, price, own=it) if generates else None
     if service:
         duration = w.deadline or 3600.0
         ce = cost_and_energy(gpu, n, duration, busy, price, rate * duration, carbon)
-        too_slow = it.tpot_s > SERVICE_MAX_TPOT_S
+        slow = _too_slow(w, it)
         why = _why_inference(it, layout, True)
         latency = it.ttft_single_s + (max(w.output_len, 1) - 1) * it.tpot_s
-        if too_slow:
-            why = (
-                f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); "
-                + why
-            )
+        if slow:
+            why = f"{slow}; " + why
         _, budget = _marks(w, None, ce.usd)  # a service has no deadline to meet, only a budget
         return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=latency,
-                      throughput=rate, cost=ce, within_budget=budget, too_slow=too_slow)  # fmt: skip
+                      throughput=rate, cost=ce, within_budget=budget, too_slow=bool(slow), serving=serving)  # fmt: skip
     assert w.tokens is not None
     seconds = w.tokens / rate
     ce = cost_and_energy(gpu, n, seconds, busy, price, w.tokens, carbon)
     deadline, budget = _marks(w, seconds, ce.usd)
     why = _why_inference(it, layout, False)
     return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=seconds,
-                  throughput=rate, cost=ce, meets_deadline=deadline, within_budget=budget)  # fmt: skip
+                  throughput=rate, cost=ce, meets_deadline=deadline, within_budget=budget, serving=serving)  # fmt: skip
+
+
+def _too_slow(w: Workload, it: InferenceTime) -> str:
+    """What a service at the workload's batch misses: its `max_tpot_ms` (without one, the
+    interactive floor SERVICE_MAX_TPOT_S) or its `max_ttft_ms`; '' when it meets them."""
+    tpot_ms = it.tpot_s * 1e3
+    limit = w.max_tpot_ms if w.max_tpot_ms is not None else SERVICE_MAX_TPOT_S * 1e3
+    if tpot_ms > limit:
+        if w.max_tpot_ms is None:
+            return f"too slow for interactive use ({tpot_ms:,.0f} ms/token > {limit:.0f})"
+        return f"too slow for max_tpot_ms={limit:g} ({tpot_ms:,.1f} ms/token)"
+    if w.max_ttft_ms is not None and it.ttft_single_s * 1e3 > w.max_ttft_ms:
+        return f"too slow for max_ttft_ms={w.max_ttft_ms:g} (TTFT {it.ttft_single_s * 1e3:,.0f} ms)"
+    return ""
 
 
 def _rank_key(o: Option, objective: str, service: bool) -> tuple[float, ...]:

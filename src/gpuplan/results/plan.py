@@ -13,6 +13,20 @@ from gpuplan.results.estimate import Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServingCost(Result):
+    """What a serving option's output tokens cost: $ per million at the largest batch (concurrent
+    sequences) that fits and meets the workload's latency targets (`max_tpot_ms`, `max_ttft_ms`),
+    or at its own `batch_size` without one. `limited_by` says what stops a larger batch."""
+
+    batch: int | None  # None: no batch meets the targets
+    tokens_per_s: float | None  # output tokens/s at that batch, all GPUs together
+    usd_per_million_tokens: float | None  # price x GPUs / (tokens/s x 3600) x 1e6; None without a price
+    tpot_s: float | None
+    ttft_s: float | None  # one request's time to first token
+    limited_by: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class PlanOption(Result):
     """One GPU type and count for the workload: memory, time, cost, energy and why it ranks where
     it does. `time_s` is the job's time (a service: one request's latency)."""
@@ -47,6 +61,8 @@ class PlanOption(Result):
     ttft_s: float | None = optional()  # inference options
     tpot_s: float | None = optional()
     pareto: bool = False  # on the time-cost Pareto front of the usable options
+    serving: ServingCost | None = optional()  # inference of a generating model: $/Mtok at the best batch
+    same_as: list[str] | None = optional()  # other GPUs with this row's very figures and price, folded into it
 
 
 @dataclass(frozen=True, kw_only=True)

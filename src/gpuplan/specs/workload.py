@@ -202,6 +202,10 @@ class Workload(BaseModel):
     # the engine runs decode without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph;
     # vLLM before its CUDA-graph runner, PR #1926 of December 2023): each op issued by the host
     enforce_eager: bool = False
+    # a service's latency targets (plan): the largest batch meeting them prices its output tokens;
+    # an hour per token or per first token is beyond any service
+    max_tpot_ms: float | None = Field(None, gt=0, le=3.6e6)  # mean time per output token, ms
+    max_ttft_ms: float | None = Field(None, gt=0, le=3.6e6)  # one request's time to first token, ms
     epochs: float | None = Field(None, gt=0, le=1e6)
     dataset_tokens: float | None = Field(None, ge=1, le=1e18)
 
@@ -453,7 +457,16 @@ TRAINING_ONLY: Final = frozenset(
 )  # fmt: skip
 ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
 INFERENCE_ONLY: Final = frozenset(
-    {"input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager"}
+    {
+        "input_len",
+        "output_len",
+        "kv_dtype",
+        "engine",
+        "gpu_memory_utilization",
+        "enforce_eager",
+        "max_tpot_ms",
+        "max_ttft_ms",
+    }
 )
 GRAPHICS_ONLY: Final = frozenset(
     {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}

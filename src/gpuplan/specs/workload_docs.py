@@ -66,6 +66,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "have": "The GPUs you own ('4x RTX 3090, 1x A100 40GB'): `plan` ranks on them, then what renting adds.",
     "engine": "Inference engine: vllm, tensorrt-llm, sglang, mlc, llama.cpp (CUDA graphs) or transformers (eager).",
     "enforce_eager": "The engine runs decode without CUDA graphs (vLLM --enforce-eager).",
+    "max_tpot_ms": "Serving: the latency target per output token (ms); `plan` prices tokens at the largest batch within it.",
+    "max_ttft_ms": "Serving: the target time to first token of one request (ms); `plan` marks options over it and prices within it.",
     "epochs": "Training: passes over `dataset_tokens` (instead of `tokens`).",
     "dataset_tokens": "Training: the dataset's size in tokens (images for CNNs), with `epochs`.",
 }

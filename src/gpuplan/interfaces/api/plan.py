@@ -11,6 +11,7 @@ from gpuplan.estimators.cost import training_job
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import band, memory_kind
 from gpuplan.interfaces.api.workloads import resolve_cluster
+from gpuplan.planner.dedupe import Folded, dedupe
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
 from gpuplan.results import (
     ClusterInfo,
@@ -21,6 +22,7 @@ from gpuplan.results import (
     Plan,
     PlanOption,
     SearchStats,
+    ServingCost,
     Unsuitable,
     Verdict,
 )
@@ -70,9 +72,10 @@ def plan(
     # what can be rented comes first: among usable options, those with a listed price, then the
     # unpriced (cards no cloud lists, e.g. GB200 racks); each group keeps the objective's order
     opts.sort(key=lambda o: (not o.ok, o.cost is None or not o.cost.usd_per_gpu_hour))
-    shown = opts if top is None else opts[:top]
+    distinct = dedupe(opts)  # one row per answer: a chip's memory variants with equal figures fold
+    shown = distinct if top is None else distinct[:top]
     service = not w.is_training and w.tokens is None
-    records = _with_front([option_result(o, model.kind) for o in shown])
+    records = _with_front([_folded_result(f, model.kind) for f in shown])
     rent = None
     if owned is not None:
         everything = plan_options(model, w, cat, prices(ctx, spot), None, carbon_g_per_kwh=carbon_g_per_kwh)
@@ -80,7 +83,7 @@ def plan(
             o for o in everything
             if o.ok and o.cost is not None and o.cost.usd_per_gpu_hour and o.num_gpus > owned.get(o.gpu.name, 0)
         ]  # fmt: skip
-        rent = _with_front([option_result(o, model.kind) for o in priced[: top or 10]])
+        rent = _with_front([_folded_result(f, model.kind) for f in dedupe(priced)[: top or 10]])
     return Plan(
         workload=w.model_dump(exclude_none=True),
         model=model.name,
@@ -198,6 +201,11 @@ def plan_cluster(
     )
 
 
+def _folded_result(f: Folded, model_kind: str) -> PlanOption:
+    r = option_result(f.option, model_kind)
+    return replace(r, same_as=list(f.same_as)) if f.same_as else r
+
+
 def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     """One ranked option, each figure with its validation range."""
     arch = o.gpu.architecture
@@ -240,6 +248,21 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
         mfu=o.training.mfu if o.training else None,
         ttft_s=o.inference.ttft_single_s if o.inference else None,  # one request's, as in estimate
         tpot_s=o.inference.tpot_s if o.inference else None,
+        serving=_serving(o),
+    )
+
+
+def _serving(o: Option) -> ServingCost | None:
+    s = o.serving
+    if s is None:
+        return None
+    return ServingCost(
+        batch=s.batch,
+        tokens_per_s=s.tokens_per_s,
+        usd_per_million_tokens=s.usd_per_million_tokens,
+        tpot_s=s.tpot_s,
+        ttft_s=s.ttft_s,
+        limited_by=s.limited_by,
     )
 
 

@@ -85,6 +85,14 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
             c.print(_options_table(rec, rec.rent_options, "What renting would add (priced offers, best first)"))
     else:
         c.print(_options_table(rec, rec.options, f"{escape(job)} · ranked by {rec.objective}"))
+    if any(o.serving for o in rec.options):
+        targets = [f"{k}={w[k]:g}" for k in ("max_tpot_ms", "max_ttft_ms") if w.get(k) is not None]
+        at = f"the largest batch that fits and meets {', '.join(targets)}" if targets else "the workload's batch_size"
+        c.print(
+            f"$/Mtok @ batch: $ per million output tokens at {at} (concurrent sequences)"
+            + ("" if targets else "; set max_tpot_ms (or max_ttft_ms) to price the largest batch within it")
+            + "."
+        )
     unfit = [o for o in rec.options if not o.fits]
     if unfit:
         names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
@@ -103,8 +111,11 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
     trains = "time to train" if w.get("tokens") or w.get("epochs") else "step time"
     time_head = {"training": trains, "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
-    for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why", "misses"):
-        t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
+    # serving: $ per million output tokens at the largest batch within the latency targets
+    per_mtok = "$/Mtok @ batch" if any(o.serving for o in options) else None
+    cols = ("#", "GPU", "GPUs", time_head, unit, cost_head, *([per_mtok] if per_mtok else []), "energy")
+    for col in (*cols, "limited by", "why", "misses"):
+        t.add_column(col, justify="right" if col in cols and col != "GPU" else "left")
     shown = 0
     for o in options:
         if not o.fits:
@@ -125,19 +136,33 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
             marks.append("licence")
         misses = f"[red]{', '.join(marks)}[/red]" if marks else ""
         why = escape(o.why)
+        gpu = f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu)
+        if o.same_as:  # other cards with these very figures, folded into this row
+            gpu += f" (= {escape(', '.join(o.same_as))})"
         t.add_row(
             str(shown),
-            f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu),
+            gpu,
             str(o.num_gpus),
             with_range(o, "time_s", fmt_dur),
             with_range(o, "throughput", lambda v: f"{v:,.0f}"),
             cost,
+            *([_per_mtok(o)] if per_mtok else []),
             energy,
             escape(o.bottleneck or ""),
             why,
             misses,
         )
     return t
+
+
+def _per_mtok(o: PlanOption) -> str:
+    s = o.serving
+    if s is None:
+        return "—"
+    if s.batch is None:
+        return "[red]misses target[/red]"
+    cost = "no price" if s.usd_per_million_tokens is None else f"${s.usd_per_million_tokens:,.2f}"
+    return f"{cost} @ {s.batch:,}"
 
 
 @app.command()
