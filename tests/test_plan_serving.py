@@ -160,3 +160,23 @@ def test_a_larger_batch_is_a_different_answer() -> None:
     small, big = _row(p, "V100 SXM2 16GB", 2), _row(p, "V100 SXM2 32GB", 2)
     assert small.serving and big.serving and small.serving.batch and big.serving.batch
     assert big.serving.batch > small.serving.batch and not small.same_as
+
+
+def test_estimate_says_which_latency_target_a_running_job_misses() -> None:
+    """estimate reads max_tpot_ms: the verdict notes a miss with the figure that misses it, and is
+    silent when the target is met (mistral-7b batch 8 on an L4 decodes at ~63 ms/token)."""
+    slow = gpuplan.estimate(CHAT, gpu="L4", max_tpot_ms=5)
+    tpot_ms = slow.time.tpot_s * 1e3  # type: ignore[union-attr]
+    assert tpot_ms > 5
+    assert [n for n in slow.verdict.notes if "max_tpot_ms=5" in n] == [
+        f"misses its latency target max_tpot_ms=5 (batch 8 takes {tpot_ms:,.2f} ms/token)"
+    ]
+    met = gpuplan.estimate(CHAT, gpu="L4", max_tpot_ms=tpot_ms * 1.01)
+    assert not [n for n in met.verdict.notes if "latency target" in n]
+
+
+def test_fit_refuses_latency_targets_it_would_ignore(run_cli: RunCli) -> None:
+    code, out, err = run_cli("fit", CHAT, "--gpu", "L4", "--set", "max_tpot_ms=50")
+    assert code == 2
+    assert "fit answers memory only and does not read max_tpot_ms" in err
+    assert "Traceback" not in out + err and len(err.strip().splitlines()) == 1

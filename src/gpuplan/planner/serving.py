@@ -136,11 +136,19 @@ def _check(model: ModelSpec, w: Workload, gpu: GPU, b: int, cap: int) -> tuple[s
         it = estimate_inference_time(model, cand, gpu, max_batch=b)
     except GpuplanError as exc:
         return str(exc).rstrip("."), None
+    misses = target_misses(cand, it)
+    return (misses[0] if misses else ""), it
+
+
+def target_misses(w: Workload, it: InferenceTime) -> list[str]:
+    """The workload's latency targets (`max_tpot_ms`, `max_ttft_ms`) that this batch misses, each
+    with the figure that misses it; [] when none is set or all are met."""
+    out = []
     if w.max_tpot_ms is not None and it.tpot_s * 1e3 > w.max_tpot_ms:
-        return f"max_tpot_ms={w.max_tpot_ms:g} (batch {b} takes {it.tpot_s * 1e3:,.2f} ms/token)", it
+        out.append(f"max_tpot_ms={w.max_tpot_ms:g} (batch {w.batch_size} takes {it.tpot_s * 1e3:,.2f} ms/token)")
     if w.max_ttft_ms is not None and it.ttft_single_s * 1e3 > w.max_ttft_ms:
-        return f"max_ttft_ms={w.max_ttft_ms:g} (a request's first token takes {it.ttft_single_s * 1e3:,.0f} ms)", it
-    return "", it
+        out.append(f"max_ttft_ms={w.max_ttft_ms:g} (a request's first token takes {it.ttft_single_s * 1e3:,.0f} ms)")
+    return out
 
 
 def _result(it: InferenceTime | None, why: str, price: Price | None, n: int, evaluated: int) -> ServingBatch:

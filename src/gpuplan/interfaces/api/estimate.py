@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
+from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
@@ -19,6 +21,7 @@ from gpuplan.interfaces.api.records import (
     verdict_result,
 )
 from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
+from gpuplan.planner.serving import target_misses
 from gpuplan.results import (
     BestPrecision,
     Estimate,
@@ -90,6 +93,10 @@ def estimate(
         busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
         ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
         time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds)
+        misses = [f"misses its latency target {m}" for m in target_misses(w, i)]
+        if misses:  # it runs, but not as fast as asked: the verdict says which target, by how much
+            v = head.keywords["verdict"]
+            head = partial(head, verdict=replace(v, notes=[*v.notes, *misses]))
     return head(time=time, cost=cost_result(ce), energy=energy_result(ce))
 
 
@@ -98,6 +105,12 @@ def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None)
     every catalog GPU with whether it fits (and its breakdown at num_gpus) and the fewest GPUs of
     that type that do. A graphics job gets its plan. `model` stands in for the workload's `model`."""
     ctx = context(ctx)
+    targets = [k for k in ("max_tpot_ms", "max_ttft_ms") if getattr(w, k) is not None]
+    if targets:  # fit answers memory only: a latency target would be silently ignored here
+        raise InvalidSettingError(
+            f"fit answers memory only and does not read {', '.join(targets)}; "
+            "use `gpuplan estimate` (says whether the job meets it) or `gpuplan plan` (the best batch that does)"
+        )
     if w.is_graphics:
         from gpuplan.interfaces.api.plan import plan_graphics
 
