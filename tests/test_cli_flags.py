@@ -163,7 +163,7 @@ def test_a_geforce_card_you_own_is_a_note_not_a_licence_miss(run_cli: RunCli) ->
     owned = _json(run_cli, [*job, "--have", "4x RTX 3090"])["options"]
     fits = [o for o in owned if o["fits"]]
     assert fits and all(o["gpu"] == "GeForce RTX 3090" for o in fits)
-    assert all(not o["licence_barred"] and o["usable"] and "your own card" in o["why"] for o in fits)
+    assert all(not o["licence_barred"] and o["usable"] and "your own GeForce" in o["why"] for o in fits)
     rented = _json(run_cli, [*job, "--gpus", "3090"])["options"]
     assert [o for o in rented if o["fits"]] and all(o["licence_barred"] for o in rented if o["fits"])
     in_dc = _json(run_cli, [*job, "--have", "4x RTX 3090", "--set", "datacenter=true"])["options"]
@@ -173,3 +173,19 @@ def test_a_geforce_card_you_own_is_a_note_not_a_licence_miss(run_cli: RunCli) ->
     # ownership changes the mark, not the estimate: the same times as on a workstation
     times = {o["num_gpus"]: o["time_s"] for o in desk if o["fits"]}
     assert all(o["time_s"] == pytest.approx(times[o["num_gpus"]], rel=1e-12) for o in fits)
+
+
+def test_your_own_gpus_cost_their_electricity_not_rent() -> None:
+    """No rent on cards the user owns: an owned option's cost is its GPU energy x the EIA 2022 US
+    commercial electricity price (estimators/ownership.py); what renting would add keeps its price."""
+    from gpuplan.estimators.ownership import DEFAULT_USD_PER_KWH
+
+    p = gpuplan.plan("examples/course-lora-3b.yaml", have="4x RTX 3090", top=100, datacenter=False)
+    rented = gpuplan.plan("examples/course-lora-3b.yaml", gpus=["3090"], top=100, datacenter=False)
+    assert isinstance(p, gpuplan.Plan) and isinstance(rented, gpuplan.Plan)
+    for o in (o for o in p.options if o.fits):
+        assert o.energy_kwh is not None
+        assert o.cost_usd == pytest.approx(o.energy_kwh * DEFAULT_USD_PER_KWH, rel=1e-9)
+        same = next(r for r in rented.options if r.num_gpus == o.num_gpus)
+        assert same.cost_usd is not None and o.cost_usd < same.cost_usd / 5  # $0.08 vs $0.90 rent
+    assert p.rent_options and all(r.cost_usd and r.cost_usd > 0.5 for r in p.rent_options[:3])

@@ -42,7 +42,7 @@ GEFORCE_LICENCE: Final = (
 # The GeForce licence (NVIDIA GeForce driver software licence, sec. 2.1.3 "No Datacenter
 # Deployment") concerns where the driver runs, not who owns the card: a user's own GeForce card at a
 # desk or in a lab is a note; plans that rent (cloud datacenters) are barred.
-GEFORCE_OWNED: Final = "your own card: its GeForce licence bars only datacenter use (datacenter: true if it is in one)"
+GEFORCE_OWNED: Final = "your own GeForce: its licence bars only datacenter use"
 # A chat stream must come out at least as fast as people read: ~10 tokens/s (reading speed is
 # ~200-300 words/min = 4-7 tokens/s; 10 tokens/s is the usual interactive floor).
 SERVICE_MAX_TPOT_S: Final = 0.1
@@ -324,6 +324,8 @@ def plan_options(
     for gpu in gpus if gpus is not None else catalog:
         for n in counts:
             o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh)
+            if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
+                o = _owned(o, w)
             if o.fits and gpu.geforce_eula and w.datacenter:
                 if gpu.name in owned and "datacenter" not in w.model_fields_set:
                     o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
@@ -333,6 +335,15 @@ def plan_options(
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))
     return out
+
+
+def _owned(o: Option, w: Workload) -> Option:
+    """An option on cards the user owns: its cost is their electricity, not a cloud's rent."""
+    from gpuplan.estimators.ownership import own_power_cost  # only plans with `have` need it
+
+    assert o.cost is not None
+    ce = own_power_cost(o.cost)
+    return replace(o, cost=ce, within_budget=_marks(w, o.time_s, ce.usd)[1])
 
 
 def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool]:

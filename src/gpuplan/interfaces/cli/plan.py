@@ -32,6 +32,7 @@ from gpuplan.interfaces.cli.common import (
 )
 from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
 from gpuplan.specs.context import Context
+from gpuplan.specs.prices import OWN_POWER
 
 
 def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
@@ -79,8 +80,13 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     if rec.have is not None:
         owned = ", ".join(f"{n}× {g}" for g, n in rec.have.items())
         c.print(
-            _options_table(rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}")
+            _options_table(
+                rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}", True
+            )
         )
+        c.print(f"Power cost on your GPUs: {OWN_POWER}; `gpuplan rent-vs-buy` weighs buying the cards.")
+        if any(o.fits and "your own GeForce" in o.why for o in rec.options):
+            c.print("GeForce cards you own are usable; set datacenter: true if they sit in a datacenter.")
         if rec.rent_options:
             c.print(_options_table(rec, rec.rent_options, "What renting would add (priced offers, best first)"))
     else:
@@ -104,13 +110,14 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     )
 
 
-def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
+def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool = False) -> Table:
     w, mode, unit = rec.workload, rec.mode, rec.throughput_unit
     t = Table(title=title)
     # a training job without tokens has no end: its figure is one step, and says so
     trains = "time to train" if w.get("tokens") or w.get("epochs") else "step time"
     time_head = {"training": trains, "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
+    cost_head = f"power {cost_head}" if owned else cost_head  # the user's own cards pay no rent
     # serving: $ per million output tokens at the largest batch within the latency targets
     per_mtok = "$/Mtok @ batch" if any(o.serving for o in options) else None
     cols = ("#", "GPU", "GPUs", time_head, unit, cost_head, *([per_mtok] if per_mtok else []), "energy")
