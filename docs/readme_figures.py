@@ -244,6 +244,13 @@ def stream(run: Runner) -> Figures:
     return {"energy_1080p": f"the {best['gpu']} comes first ({best['per_gpu']:.0f} {best['unit']} in {watts:.0f} W)"}
 
 
+def usecases(run: Runner) -> Figures:
+    """`gpuplan gpus --use-cases`: the recommendation of a few well-known cards."""
+    rows = {r["name"]: r["recommendation"] for r in run.json("gpus", "--use-cases")}
+    cards = [("L4", "L4"), ("L40", "L40"), ("A100", "A100 SXM4 80GB"), ("H100", "H100 SXM5 80GB")]
+    return {"examples": "; ".join(f"{short} — {rows[name]}" for short, name in cards)}
+
+
 def replicas(run: Runner) -> Figures:
     """A batch generation job on 8 H100s: the plan's layout against one tensor-parallel copy."""
     job = ("llama-3.1-8b", "--set", "tokens=1e9", "--set", "batch_size=512")
@@ -282,7 +289,21 @@ FIGURES: dict[str, Callable[[Runner], Figures]] = {}
 def _register() -> None:
     from course_figures import course
 
-    for fn in (catalog, validation, misses, lab, chart, rentbuy, chat, stream, replicas, torchtune, golden, course):
+    for fn in (
+        catalog,
+        validation,
+        misses,
+        lab,
+        chart,
+        rentbuy,
+        chat,
+        stream,
+        usecases,
+        replicas,
+        torchtune,
+        golden,
+        course,
+    ):
         FIGURES[fn.__name__] = cache(fn)
 
 
