@@ -11,6 +11,7 @@ A generated part of a document sits between two markers (OPTIONs are shell words
       cols=N           the first N cells of each table row (`…` for the rest)
       width=N          lines cut to N characters (`…` for the rest)
       plain            table rows without their bars, as the README shows them
+      left             the same, every cell left-aligned (a column of wide right-aligned values)
   Each run of lines left out shows as one `…` line.
 - NAME `doctest`: a ```python block of `>>>` examples; each output is what running it prints now
   (tests/test_library.py also runs the README's as doctests).
@@ -157,6 +158,25 @@ def _plain(line: str) -> str:
     return re.sub(r" [│┃] ", "  ", body)
 
 
+def _left(lines: list[str]) -> list[str]:
+    """Each table's rows without bars, their cells left-aligned in columns two spaces apart (a
+    `…` line between rows stays in the table)."""
+    out: list[str] = []
+    rows: list[list[str] | None] = []
+    for text in [*lines, ""]:
+        if BAR.search(text) or (text == GAP and rows):
+            rows.append([c.strip() for c in BAR.split(text)[1:-1]] if text != GAP else None)
+            continue
+        cells = [r for r in rows if r is not None]
+        widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(max(map(len, cells), default=0))]
+        out += [
+            GAP if r is None else "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows
+        ]
+        rows = []
+        out.append(text)
+    return out[:-1]
+
+
 def shape(output: str, opts: dict[str, str]) -> list[str]:
     """A command's output as the document shows it: borders dropped, then the options applied."""
     lines = [t.rstrip() for t in output.splitlines() if not t.strip() or not BORDER.match(t)]
@@ -165,6 +185,8 @@ def shape(output: str, opts: dict[str, str]) -> list[str]:
     lines = _select(lines, opts)
     if "cols" in opts:
         lines = [_cut_cells(t, int(opts["cols"])) for t in lines]
+    if "left" in opts:
+        lines = _left(lines)
     if "plain" in opts:
         lines = [_plain(t).rstrip() for t in lines]
     if "width" in opts:
@@ -231,8 +253,8 @@ def _options(text: str) -> dict[str, str]:
     opts: dict[str, str] = {}
     for word in shlex.split(text):
         key, _, value = word.partition("=")
-        if key not in ("lines", "grep", "cols", "width", "plain"):
-            raise DocsError(f"unknown option {key!r} (lines, grep, cols, width, plain)")
+        if key not in ("lines", "grep", "cols", "width", "plain", "left"):
+            raise DocsError(f"unknown option {key!r} (lines, grep, cols, width, plain, left)")
         opts[key] = value
     return opts
 

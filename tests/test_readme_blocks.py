@@ -100,6 +100,14 @@ def test_shape_options() -> None:
     cut = blocks.shape(TABLE, {"cols": "2", "plain": ""})
     assert cut[0] == "title over the table"
     assert cut[2] == "weights    2.30 GiB  …"
+    # cells left-aligned, a `…` between rows kept in the table
+    assert blocks.shape(TABLE, {"grep": "weights|total", "left": ""}) == [
+        "…",
+        "weights  2.30 GiB  1.24B params x 2 B",
+        "…",
+        "total    6.90 GiB  peak",
+        "…",
+    ]
     # long lines cut at a width, marked
     assert blocks.shape(TABLE, {"plain": "", "width": "25"})[2:5] == [
         "weights    2.30 GiB  1.24 …",
