@@ -16,7 +16,7 @@ from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
 from gpuplan.interfaces import api
 from gpuplan.planner.validation import COLUMNS, bundled_rows, run_rows, stack_rows, summary
-from gpuplan.planner.validation_columns import EXPLICIT_COLUMNS, explicit_reading
+from gpuplan.planner.validation_columns import EXPLICIT_COLUMNS, explicit_reading, format_pairs, parse_pairs
 from gpuplan.planner.validation_stacks import SPLITS, split_of
 from gpuplan.results import Validation
 from gpuplan.specs.gpu import Catalog
@@ -57,7 +57,9 @@ def test_every_row_spells_out_its_workload_and_figure() -> None:
         assert float(row["value"]) >= 0
         assert row["split"] in SPLITS
         assert row["workload"] or row["skip_reason"], row["id"]
-        if row["workload"]:  # the columns parse, whatever the library makes of them
+        if row["workload"]:  # the columns parse and read back as written, whatever the library makes of them
+            for col in ("workload", "measure"):
+                assert format_pairs(parse_pairs(row[col], col), col) == row[col], (row["id"], col)
             try:
                 read = explicit_reading(row)
             except InvalidSettingError as exc:  # a row's own skip reason raises first
