@@ -15,7 +15,7 @@ import pytest
 from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
 from gpuplan.interfaces import api
-from gpuplan.planner.validation import COLUMNS, bundled_rows, run_rows, stack_rows, summary
+from gpuplan.planner.validation import COLUMNS, bundled_rows, run_rows, stack_rows, summary, summary_by_kind
 from gpuplan.planner.validation_columns import EXPLICIT_COLUMNS, explicit_reading, format_pairs, parse_pairs
 from gpuplan.planner.validation_stacks import SPLITS, split_of
 from gpuplan.results import Validation
@@ -92,13 +92,16 @@ def test_every_row_is_predicted_or_skipped_with_a_reason(catalog: Catalog) -> No
 def test_held_out_rows_never_reach_the_error_bars(validation: Validation) -> None:
     held = [r for r in validation.rows if r.split == "heldout"]
     assert held, "some held-out rows are predicted"
-    table = api.residual_file(validation)
-    # the same validation with every held-out error made absurd gives the very same residual file
+    # by default the stacks stay out of the error bars (the committed residuals are the vendor files')
+    vendor = [r for r in validation.rows if not r.stack]
+    assert api.residual_file(validation) == api.residual_file(dataclasses.replace(validation, rows=vendor))
+    # asked to count them, only the fit split counts: absurd held-out errors change nothing
+    table = api.residual_file(validation, stacks=True)
     wild = [dataclasses.replace(r, error=99.0) if r.split == "heldout" else r for r in validation.rows]
-    assert api.residual_file(dataclasses.replace(validation, rows=wild)) == table
+    assert api.residual_file(dataclasses.replace(validation, rows=wild), stacks=True) == table
     counted = sum(len(v) for v in table["kinds"].values())
     want = sum(1 for r in validation.rows if r.unit != "fits" and r.kind and r.split != "heldout")
-    assert counted == want
+    assert counted == want > len([r for r in vendor if r.unit != "fits" and r.kind])
 
 
 def test_the_report_has_stacks_and_sources_and_the_summary_stays_the_vendor_files(
@@ -106,6 +109,7 @@ def test_the_report_has_stacks_and_sources_and_the_summary_stays_the_vendor_file
 ) -> None:
     vendor, _ = run_rows(bundled_rows(), catalog)
     assert validation.summary == summary(vendor)  # the stacks leave the per-category figures alone
+    assert validation.by_kind == summary_by_kind(vendor)  # and the per-kind ones the error bars show
     assert validation.by_stack and validation.by_source
     skipped = Counter(s.source for s in validation.skipped)
     predicted = Counter(r.source for r in validation.rows)

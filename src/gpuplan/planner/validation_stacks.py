@@ -5,7 +5,8 @@ software family) and its `split`.
 
 A deterministic third of each source's rows is `heldout`: ordered by the SHA-256 of the row id,
 the first round(n/3) of a source. Held-out rows are reported but never fitted: the residual file
-(the error bars) takes `fit` rows only, so a constant tuned on the stacks can be judged on rows it
+(the error bars) leaves the stacks out unless asked, and then takes their `fit` rows only
+(interfaces/api/validate.residual_file), so a constant tuned on the stacks can be judged on rows it
 never saw. A row may keep its intended workload with a skip reason (a model whose config is not
 bundled), and a row whose workload names what gpuplan cannot read yet (a `framework:`, an engine
 such as `tgi`, `attention_impl: sdpa`) is skipped with the reader's own error, so it expresses

@@ -217,7 +217,7 @@ class Validation(Result):
 
     rows: list[ValidationRow]
     summary: dict[str, dict[str, float]]  # per category, the rows of no stack (the vendor files)
-    by_kind: dict[str, dict[str, float]]  # the rows the error bars are made of (held-out rows left out)
+    by_kind: dict[str, dict[str, float]]  # per kind, the rows of no stack: what the error bars are made of
     skipped: list[Skipped]
     by_stack: dict[str, dict[str, float]] | None = optional()  # "stack / figure / split": n, medians
     by_source: dict[str, dict[str, float]] | None = optional()  # per source: n, skipped, medians

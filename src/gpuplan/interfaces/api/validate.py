@@ -15,8 +15,8 @@ from gpuplan.specs.context import Context
 def validate(file: str | Path | None = None, ctx: Context | None = None, category: str | None = None) -> Validation:
     """`gpuplan validate`: predicted vs published for every row gpuplan can express (of one category,
     e.g. measured-h200, when `category` is given). The bundled rows are the vendor files and the
-    everyday-stacks file; the per-category summary covers the rows of no stack (as before the stacks
-    came), the by-stack and by-source tables all of them."""
+    everyday-stacks file; the per-category and per-kind summaries cover the rows of no stack (as
+    before the stacks came), the by-stack and by-source tables all of them."""
     from gpuplan.planner.validation import (
         bundled_rows,
         file_rows,
@@ -45,7 +45,7 @@ def validate(file: str | Path | None = None, ctx: Context | None = None, categor
             for r in results
         ],
         summary=summary(r for r in results if not tags[r.id]["stack"]),
-        by_kind=summary_by_kind(r for r in results if tags[r.id]["split"] != "heldout"),
+        by_kind=summary_by_kind(r for r in results if not tags[r.id]["stack"]),
         skipped=[
             Skipped(
                 id=s.id, category=s.category, reason=s.reason, source=tags[s.id]["source"], stack=tags[s.id]["stack"]
@@ -57,12 +57,13 @@ def validate(file: str | Path | None = None, ctx: Context | None = None, categor
     )
 
 
-def residual_file(validation: Validation) -> dict[str, Any]:
-    """The residuals file (error bars) from a `validate` result: fit verdicts excluded, and the
-    held-out rows of the everyday stacks too (planner/validation_stacks.py): they are never fitted."""
+def residual_file(validation: Validation, stacks: bool = False) -> dict[str, Any]:
+    """The residuals file (error bars) from a `validate` result: fit verdicts excluded. The
+    everyday-stacks rows (planner/validation_stacks.py) count only when `stacks` is set, and then
+    only their `fit` split: a held-out row never reaches the error bars."""
     pairs = []
     for r in validation.rows:
-        if r.unit == "fits" or not r.kind or r.split == "heldout":
+        if r.unit == "fits" or not r.kind or r.split == "heldout" or (r.stack and not stacks):
             continue
         err = float(r.error)
         metric = r.metric.lower()
