@@ -44,9 +44,13 @@ def test_sources_are_new_and_cited_at_a_commit_or_a_dated_url() -> None:
     sources = Counter(r["source"] for r in ROWS)
     assert len(sources) >= 12
     assert not set(sources) & {r["source"] for r in bundled_rows()}  # none already used
+    vendor_refs = " ".join(r["source_ref"] for r in bundled_rows())
     for row in ROWS:
         ref = row["source_ref"]
-        assert _COMMIT.search(ref) or _DATED_URL.search(ref), (row["id"], ref)
+        cited = _COMMIT.search(ref) or _DATED_URL.search(ref)
+        assert cited, (row["id"], ref)
+        document = cited.group(0).split("@")[0].split()[0]  # owner/repo:path, or the URL
+        assert document not in vendor_refs, (row["id"], document)  # no document the vendor files cite
 
 
 def test_every_row_spells_out_its_workload_and_figure() -> None:
