@@ -97,6 +97,7 @@ TESTED_BY: dict[str, str] = {
     "planner/validation_perf": "test_validation.py test_validation_columns.py",
     "planner/validation_prose": "test_validation_columns.py",
     "planner/validation_prose_speed": "test_validation_columns.py",
+    "planner/validation_stacks": "test_validation_stacks.py",
     # interfaces
     "interfaces/__init__": f"why: {REEXPORTS}",
     "interfaces/api/__init__": "test_library.py",
@@ -108,7 +109,7 @@ TESTED_BY: dict[str, str] = {
     "interfaces/api/plan": "test_library.py test_golden.py",
     "interfaces/api/records": "test_golden.py test_results.py",
     "interfaces/api/rent": "test_ownership.py",
-    "interfaces/api/validate": "test_validation.py",
+    "interfaces/api/validate": "test_validation.py test_validation_stacks.py",
     "interfaces/api/workloads": "test_workload.py test_cli.py",
     "interfaces/bench": "test_bench.py",
     "interfaces/charts": "test_perf.py",

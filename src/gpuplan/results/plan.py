@@ -213,6 +213,9 @@ class ValidationRow(Result):
     dominant: str  # the largest term of the prediction: what a miss is made of
     kind: str  # what was predicted, on which architecture (e.g. "decode/Hopper")
     workload: dict[str, Any]
+    source: str = ""  # the row's source column
+    stack: str = ""  # the software family of an everyday-stacks row (stacks.csv); "" elsewhere
+    split: str = ""  # "fit" or "heldout" (stacks.csv): held-out rows never reach the error bars
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +223,8 @@ class Skipped(Result):
     id: str
     category: str
     reason: str
+    source: str = ""
+    stack: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +232,8 @@ class Validation(Result):
     """`gpuplan validate`: every measurement gpuplan can express, and the errors by category and kind."""
 
     rows: list[ValidationRow]
-    summary: dict[str, dict[str, float]]
-    by_kind: dict[str, dict[str, float]]
+    summary: dict[str, dict[str, float]]  # per category, the rows of no stack (the vendor files)
+    by_kind: dict[str, dict[str, float]]  # per kind, the rows of no stack: what the error bars are made of
     skipped: list[Skipped]
+    by_stack: dict[str, dict[str, float]] | None = optional()  # "stack / figure / split": n, medians
+    by_source: dict[str, dict[str, float]] | None = optional()  # per source: n, skipped, medians

@@ -25,6 +25,7 @@ from gpuplan.interfaces.cli.common import (
     fmt_dur,
     gib,
 )
+from gpuplan.results import Validation
 from gpuplan.specs.context import Context
 
 
@@ -87,6 +88,7 @@ def validate(
             f"{v['median_error']:+.1%}",
         )
     c.print(k)
+    _stack_tables(rec)
     if rec.skipped:
         c.print(f"{len(rec.skipped)} rows not expressed:")
         by_reason: dict[str, list[str]] = {}
@@ -94,6 +96,37 @@ def validate(
             by_reason.setdefault(sk.reason, []).append(sk.id)
         for reason, ids in by_reason.items():
             c.print(f"  • {escape(reason)}: {', '.join(ids)}")
+
+
+def _stack_tables(rec: Validation) -> None:
+    """The everyday stacks per family, figure and split, and every source with its skip count."""
+    c = console()
+    if rec.by_stack:
+        t = Table(title="By stack (held-out rows are never fitted)")
+        for col in ("stack / figure / split", "n", "median |error|", "median error (bias)"):
+            t.add_column(col, justify="left" if col.startswith("stack") else "right")
+        for key, v in rec.by_stack.items():
+            done = "median_abs_error" in v
+            t.add_row(
+                escape(key),
+                str(int(v["n"])),
+                f"{v['median_abs_error']:.1%}" if done else "-",
+                f"{v['median_error']:+.1%}" if done else "-",
+            )
+        c.print(t)
+    if rec.by_source:
+        t = Table(title="By source")
+        for col in ("source", "n", "skipped", "median |error|", "held-out median |error|"):
+            t.add_column(col, justify="left" if col == "source" else "right")
+        for src, v in rec.by_source.items():
+            t.add_row(
+                escape(src),
+                str(int(v["n"])),
+                str(int(v["skipped"])),
+                f"{v['median_abs_error']:.1%}" if "median_abs_error" in v else "-",
+                f"{v['heldout_median_abs_error']:.1%}" if "heldout_median_abs_error" in v else "-",
+            )
+        c.print(t)
 
 
 @app.command()
