@@ -28,7 +28,7 @@ from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
 
-FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm")
+FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm", "torchtitan", "nemo")
 RDZV_PORT: Final = 29500
 # Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
 SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
@@ -427,10 +427,11 @@ def _check_data_parallel_only(lp: LaunchPlan, fmt: str) -> None:
 
 
 def accelerate(lp: LaunchPlan) -> str:
-    """accelerate's config file: MULTI_GPU (DDP), DEEPSPEED (ZeRO-1/2, offload) or FSDP (ZeRO-3)."""
+    """accelerate's config file: MULTI_GPU (DDP), DEEPSPEED (ZeRO-1/2, optimizer offload, or
+    sharding: deepspeed) or FSDP (ZeRO-3, parameters and optimizer offloaded together)."""
     _check_data_parallel_only(lp, "accelerate")
     w = lp.w
-    if w.zero == 3 and w.offload == "none":
+    if w.zero == 3 and w.sharding == "fsdp" and w.offload != "optimizer":  # FSDP offloads params with optimizer
         cfg = _accelerate_base(lp, "FSDP")
         cfg["fsdp_config"] = _fsdp_section(lp)
     elif w.zero >= 1 or w.offload != "none":
@@ -578,6 +579,10 @@ def render(lp: LaunchPlan, fmt: str, **slurm_opts: str | None) -> str:
         raise InvalidSettingError(f"Unknown launch format {fmt!r}. Known: {', '.join(FORMATS)}.")
     if fmt == "slurm":
         return slurm(lp, **slurm_opts)
+    if fmt in ("torchtitan", "nemo"):  # a framework's own format (interfaces/launch_frameworks.py)
+        from gpuplan.interfaces import launch_frameworks
+
+        return launch_frameworks.render(lp, fmt)
     return {
         "torchrun": torchrun,
         "accelerate": accelerate,

@@ -67,4 +67,5 @@ KEY_DOCS: Final[dict[str, str]] = {
     "enforce_eager": "The engine runs decode without CUDA graphs (vLLM --enforce-eager).",
     "epochs": "Training: passes over `dataset_tokens` (instead of `tokens`).",
     "dataset_tokens": "Training: the dataset's size in tokens (images for CNNs), with `epochs`.",
+    "framework": "Training stack whose defaults fill the keys you leave unset (docs/frameworks.md); your keys win.",
 }
