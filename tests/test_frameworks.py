@@ -74,7 +74,7 @@ def test_every_framework_is_listed_with_cited_valid_defaults() -> None:
         for d in fw.defaults:
             assert d.key in Workload.model_fields and d.key != "framework", (fw.name, d.key)
             assert CITED.search(d.source), f"{fw.name}.{d.key}: no repository:path@commit in {d.source!r}"
-            assert d.when in ("", *frameworks.CONDITIONS) or d.when in bools, (fw.name, d.when)
+            assert all(c in ("", *frameworks.CONDITIONS) or c in bools for c in d.when.split(" and ")), d.when
             # the value is one the Workload model accepts, as the framework's (tp=2, 8 GPUs: every `when` holds)
             w = _train(**{"num_gpus": 8, "tp": 2, "sequence_parallel": True, "zero": 1, d.key: d.value})
             assert getattr(w, d.key) == d.value
@@ -91,6 +91,8 @@ def test_nemo_reproduces_the_recipe_settings_with_no_other_software_keys() -> No
     # without tensor parallelism NeMo has no sequence parallelism, hence no TP overlap (and it validates)
     one = _train(framework="nemo", gpu="H100", num_gpus=8)
     assert (one.sequence_parallel, one.tp_comm_overlap, one.zero, one.attention_impl) == (False, False, 1, "fa3")
+    # sequence parallelism set without tensor parallelism: no TP overlap filled in (it would be refused)
+    assert _train(framework="nemo", num_gpus=8, sequence_parallel=True).tp_comm_overlap is False
 
 
 def test_keys_the_user_sets_win() -> None:
@@ -263,3 +265,16 @@ def test_launch_without_a_format(run_cli: RunCli, tmp_path: Path) -> None:
     assert code == 2 and "starts its own processes" in err
     code, out, _ = run_cli("launch", str(job), "--set", "framework=torchtitan", "--force")
     assert code == 0 and tomllib.loads(out)["model"]["flavor"] == "8B"
+
+
+def test_megatron_launches_pretrain_gpt_with_its_defaults() -> None:
+    w = _train(framework="megatron", cluster="1x8:H100", tp=2)
+    text = api.launch(w, "").text
+    argv = shlex.split(text.split("\n", 3)[-1].replace("\\\n", " "), comments=True)
+    assert argv[0] == "torchrun" and "pretrain_gpt.py" in argv
+    for flag in ("--sequence-parallel", "--use-distributed-optimizer"):
+        assert flag in argv
+    assert argv[argv.index("--attention-backend") + 1] == "fused"  # fa3: Transformer Engine's cuDNN attention
+    # NeMo's TP overlap written as Megatron-LM's flag when the same layout runs pretrain_gpt.py
+    nemo = api.launch(_train(framework="nemo", cluster="1x8:H100", tp=2), "torchrun").text
+    assert "--tp-comm-overlap" in nemo.split()

@@ -224,6 +224,8 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         a.append(f"--expert-tensor-parallel-size {w.etp}")
     if w.sequence_parallel:
         a.append("--sequence-parallel")
+    if w.tp_comm_overlap:  # Transformer Engine userbuffers (megatron/training/arguments.py)
+        a.append("--tp-comm-overlap")
     if w.zero >= 1:
         a.append("--use-distributed-optimizer")
     a += [
@@ -287,7 +289,8 @@ def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> li
 
 def _script(lp: LaunchPlan) -> list[str]:
     args = list(lp.script_args)
-    if lp.script.endswith("pretrain_gpt.py") or (_uses_megatron(lp.w) and lp.script == "train.py"):
+    megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
+    if lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py"):
         return ["pretrain_gpt.py", *_megatron_args(lp), *args]
     return [lp.script, *args]
 

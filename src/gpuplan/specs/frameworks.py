@@ -19,7 +19,7 @@ from typing import Any, Final
 # for a framework that starts its own processes from a plain `python`/CLI command).
 LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "torchtitan", "nemo", "none")
 # `when` conditions besides "a boolean key is true"
-CONDITIONS: Final = ("tp>1", "num_gpus>1")
+CONDITIONS: Final = ("tp>1", "num_gpus>1", "task=pretrain")
 _CLUSTER: Final = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:")
 
 
@@ -30,7 +30,9 @@ class Default:
     key: str
     value: Any
     source: str
-    when: str = ""  # "tp>1", "num_gpus>1", or a boolean key that must be true; "" always
+    # "tp>1", "num_gpus>1", "task=pretrain", or a boolean key that must be true, joined by " and ";
+    # "" always
+    when: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,13 @@ def _int(v: Any, fallback: int) -> int:
 
 
 def _holds(when: str, data: Mapping[str, Any]) -> bool:
+    """Whether a default's condition holds ("A and B": both)."""
+    if " and " in when:
+        return all(_holds(part.strip(), data) for part in when.split(" and "))
     if not when:
         return True
+    if when == "task=pretrain":
+        return data.get("task") == "pretrain"
     if when == "tp>1":
         return _int(data.get("tp", 1), 1) > 1
     if when == "num_gpus>1":
