@@ -235,6 +235,9 @@ def test_torchtitan_toml_has_its_job_config_fields() -> None:
     assert (t["seq_len"], t["local_batch_size"], t["global_batch_size"]) == (8192, 1, 16)
     assert t["steps"] == -(-1e9 // (16 * 8192))  # tokens / (global batch x sequence), rounded up
     assert doc["activation_checkpoint"]["mode"] == "selective"
+    # ZeRO-1/2 is not a torchtitan layout: one line naming what is
+    with pytest.raises(InvalidSettingError, match="torchtitan shards with FSDP2"):
+        api.launch(w.with_(zero=1), "torchtitan", force=True)
     run = next(line for line in rec.text.splitlines() if line.startswith("# run "))
     assert run.endswith(
         "torchrun --nnodes=2 --nproc-per-node=8 --rdzv-id=gpuplan --rdzv-backend=c10d "

@@ -60,6 +60,12 @@ def torchtitan(lp: LaunchPlan) -> str:
     """A torchtitan job config: the layout as [parallelism] degrees (FSDP2 over the rest), the
     batch, the checkpointing mode and compile as the estimate assumed."""
     w, cl = lp.w, lp.cluster
+    if w.zero in (1, 2) or w.offload == "optimizer":
+        raise InvalidSettingError(
+            f"torchtitan shards with FSDP2 (zero: 3, offload: optimizer+params) or replicates (zero: 0); "
+            f"zero: {w.zero} with offload: {w.offload} is DeepSpeed's or Megatron's: set zero: 3 or 0, or use "
+            "--format deepspeed or torchrun."
+        )
     if w.ep > 1 and w.ep > w.dp * w.cp:
         raise InvalidSettingError(
             f"torchtitan's expert parallelism runs over data-parallel ranks; ep={w.ep} exceeds them."
