@@ -281,3 +281,60 @@ def test_megatron_launches_pretrain_gpt_with_its_defaults() -> None:
     # NeMo's TP overlap written as Megatron-LM's flag when the same layout runs pretrain_gpt.py
     nemo = api.launch(_train(framework="nemo", cluster="1x8:H100", tp=2), "torchrun").text
     assert "--tp-comm-overlap" in nemo.split()
+
+
+# Axolotl's config keys gpuplan writes, as its schema and examples name them
+# (axolotl-ai-cloud/axolotl:src/axolotl/utils/schemas/config.py@70be5461ba09e986aecb2eff3eef1246ce4285c4,
+# examples/llama-3/lora-8b.yml, qlora-fsdp-70b.yaml)
+AXOLOTL_KEYS = {
+    "base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_dropout",
+    "lora_target_linear", "lora_target_modules", "sequence_len", "micro_batch_size", "gradient_accumulation_steps",
+    "optimizer", "bf16", "fp16", "tf32", "gradient_checkpointing", "flash_attention", "torch_compile", "plugins",
+    "liger_fused_linear_cross_entropy", "max_steps", "fsdp", "fsdp_config", "deepspeed",
+}  # fmt: skip
+# LLaMA-Factory's arguments (src/llamafactory/hparams/*_args.py@cc22c045a7ffef31a3da6a32f189fd100d7c38b2)
+# and the transformers TrainingArguments it extends
+LLAMA_FACTORY_KEYS = {
+    "model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank", "lora_dropout", "lora_target",
+    "quantization_bit", "quantization_method", "deepspeed", "cutoff_len", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "optim", "bf16", "fp16", "flash_attn", "disable_gradient_checkpointing",
+    "enable_liger_kernel", "output_dir", "max_steps",
+}  # fmt: skip
+
+
+def test_axolotl_and_llama_factory_configs() -> None:
+    # answer.ai's FSDP + QLoRA 70B as an Axolotl config: FSDP with parameter offload, all linear layers
+    ax = yaml.safe_load(api.launch(str(EXAMPLES / "qlora-70b-2x3090.yaml"), "axolotl").text)
+    assert set(ax) <= AXOLOTL_KEYS
+    assert (ax["adapter"], ax["load_in_4bit"], ax["lora_r"], ax["lora_target_linear"]) == ("qlora", True, 64, True)
+    assert ax["fsdp"] == ["full_shard", "auto_wrap"] and ax["fsdp_config"]["fsdp_offload_params"] is True
+    assert ax["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
+    assert (ax["sequence_len"], ax["micro_batch_size"], ax["gradient_checkpointing"]) == (2048, 2, True)
+    # the course QLoRA with framework: axolotl and no --format: Axolotl's own file, its 8-bit AdamW kept
+    course = api.launch(str(EXAMPLES / "course-qlora-8b.yaml"), "", {"framework": "axolotl", "gpu": "A100"})
+    ax = yaml.safe_load(course.text)
+    assert course.format == "axolotl" and ax["optimizer"] == "paged_adamw_8bit" and "fsdp" not in ax
+    # LLaMA-Factory: a full fine-tune on 8 GPUs with its ZeRO-3 DeepSpeed config (its default sharding)
+    w = make_workload({"model": "llama-3.1-8b", "task": "finetune", "framework": "llama-factory", "gpu": "A100",
+                       "num_gpus": 8, "zero": 3, "seq_len": 2048, "tokens": 1e8})  # fmt: skip
+    rec = api.launch(w, "")
+    lf = yaml.safe_load(rec.text)
+    assert rec.format == "llama-factory" and set(lf) <= LLAMA_FACTORY_KEYS
+    assert (lf["stage"], lf["finetuning_type"], lf["deepspeed"]) == (
+        "sft",
+        "full",
+        "examples/deepspeed/ds_z3_config.json",
+    )
+    assert (
+        lf["disable_gradient_checkpointing"] is False
+        and lf["flash_attn"] == "auto"
+        and lf["optim"] == "adamw_torch_fused"
+    )
+    assert lf["max_steps"] == -(-1e8 // (8 * 2048))
+    assert "FORCE_TORCHRUN=1 llamafactory-cli train config.yaml" in rec.text
+    # QLoRA: 4-bit bitsandbytes base, LoRA on every linear layer
+    q = yaml.safe_load(api.launch(w.with_(task="qlora", zero=0, lora_targets="all-linear"), "llama-factory").text)
+    assert (q["finetuning_type"], q["quantization_bit"], q["lora_target"]) == ("lora", 4, "all")
+    # FSDP is not a LLaMA-Factory config: one line naming the way
+    with pytest.raises(InvalidSettingError, match="LLaMA-Factory's configs shard with DeepSpeed"):
+        api.launch(w.with_(sharding="fsdp"), "llama-factory")

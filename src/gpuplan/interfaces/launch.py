@@ -23,12 +23,13 @@ from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_va
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, gres_name
+from gpuplan.specs.frameworks import OWN_FORMATS
 from gpuplan.specs.gpu import bundled_catalog
 from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
 
-FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm", "torchtitan", "nemo")
+FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm", *OWN_FORMATS)
 RDZV_PORT: Final = 29500
 # Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
 SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
@@ -582,9 +583,11 @@ def render(lp: LaunchPlan, fmt: str, **slurm_opts: str | None) -> str:
         raise InvalidSettingError(f"Unknown launch format {fmt!r}. Known: {', '.join(FORMATS)}.")
     if fmt == "slurm":
         return slurm(lp, **slurm_opts)
-    if fmt in ("torchtitan", "nemo"):  # a framework's own format (interfaces/launch_frameworks.py)
-        from gpuplan.interfaces import launch_frameworks
+    if fmt in OWN_FORMATS:  # a framework's own file (interfaces/launch_frameworks.py, launch_trainers.py)
+        from gpuplan.interfaces import launch_frameworks, launch_trainers
 
+        if fmt in launch_trainers.TRAINER_FORMATS:
+            return launch_trainers.render(lp, fmt)
         return launch_frameworks.render(lp, fmt)
     return {
         "torchrun": torchrun,

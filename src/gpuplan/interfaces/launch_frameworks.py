@@ -22,7 +22,6 @@ from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
 
-FRAMEWORK_FORMATS: Final = ("torchtitan", "nemo")
 # torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
 TORCHTITAN_LLAMA3_FLAVORS: Final = ("8B", "70B", "405B")
 _AC: Final = {"none": "none", "selective": "selective", "full": "full"}
@@ -169,7 +168,8 @@ def default_format(framework: str | None) -> str:
     refusal where the workload names none or the framework launches itself."""
     if framework is None:
         raise InvalidSettingError(
-            "Pass --format (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm, torchtitan, nemo), "
+            "Pass --format (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm, torchtitan, nemo, axolotl, "
+            "llama-factory), "
             "or set framework: in the workload to write that framework's own launch."
         )
     fw = frameworks.frameworks()[framework]

@@ -15,9 +15,11 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
+# Launch files in a framework's own format (interfaces/launch_frameworks.py, launch_trainers.py)
+OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory")
 # The launch formats a framework's own launch may name (interfaces/launch.py FORMATS, plus "none"
 # for a framework that starts its own processes from a plain `python`/CLI command).
-LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "torchtitan", "nemo", "none")
+LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", *OWN_FORMATS, "none")
 # `when` conditions besides "a boolean key is true"
 CONDITIONS: Final = ("tp>1", "num_gpus>1", "task=pretrain")
 _CLUSTER: Final = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:")

@@ -110,8 +110,8 @@ def launch(
         typer.Option(
             "--format",
             "-f",
-            help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm | torchtitan | nemo "
-            "(default: the workload framework's own)",
+            help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm | torchtitan | nemo | axolotl "
+            "| llama-factory (default: the workload framework's own)",
         ),
     ] = "",
     cluster: Annotated[
