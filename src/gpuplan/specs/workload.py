@@ -14,16 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ModelWrapValidatorHandler,
-    ValidationError,
-    WithJsonSchema,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped
@@ -235,12 +226,12 @@ class Workload(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _framework_defaults(cls, data: Any, handler: ModelWrapValidatorHandler[Workload]) -> Workload:
+    def _framework_defaults(cls, data: Any, handler: Any) -> Workload:  # handler: pydantic's ModelWrapValidatorHandler
         name = frameworks.normalise(data.get("framework")) if isinstance(data, dict) else None
-        if name not in frameworks.names() or data.get("task") not in TRAINING_TASKS:
-            return handler(data)  # no framework, an unknown one (its field says so) or not training
-        filled = frameworks.fill(name, data)
-        w = handler({**data, **filled})
+        filled = (
+            frameworks.fill(name, data) if name in frameworks.names() and data.get("task") in TRAINING_TASKS else {}
+        )
+        w: Workload = handler({**data, **filled} if filled else data)  # no framework, an unknown one, not training
         w.model_fields_set.difference_update(filled)
         return w
 
