@@ -12,6 +12,7 @@ from gpuplan.estimators import uncertainty
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.layouts import Layout, search_layouts
+from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
@@ -81,7 +82,10 @@ def plan_launch(
         gpu = catalog.get(w.gpu or "")
         cluster = implied_cluster(gpu, w.num_gpus)
     layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
-    fixed = bool(layout_keys & w.model_fields_set)
+    # a framework's layout defaults (torchtitan's FSDP2, NeMo's distributed optimizer) fix the
+    # layout as the user's keys do: the search's ZeRO stages are not all ones the framework runs
+    fw_keys = set(frameworks.fill(w.framework, w.model_dump(exclude_unset=True))) if w.framework else set()
+    fixed = bool(layout_keys & (w.model_fields_set | fw_keys))
     label: str
     if w.is_training and search and not fixed and cluster.num_gpus > 1:
         res = search_layouts(model, w, cluster, top=1)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped
+from gpuplan.specs import frameworks
 from gpuplan.specs.precision import storage_format
 
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
@@ -208,6 +209,35 @@ class Workload(BaseModel):
     max_ttft_ms: float | None = Field(None, gt=0, le=3.6e6)  # one request's time to first token, ms
     epochs: float | None = Field(None, gt=0, le=1e6)
     dataset_tokens: float | None = Field(None, ge=1, le=1e18)
+
+    # --- framework: a training stack's defaults (issue 27) --------------------------------------
+    # `framework: nemo` fills the keys NeMo's recipes set (specs/frameworks.py, data/frameworks.toml,
+    # docs/frameworks.md) wherever the workload leaves them unset; keys the user sets win. The
+    # filled keys stay out of model_fields_set: they are the framework's, not the user's, so
+    # check_keys_apply, layout searches and with_() treat them as defaults.
+    framework: str | None = None
+
+    @field_validator("framework", mode="before")
+    @classmethod
+    def _framework(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        key = frameworks.normalise(v)
+        if key not in frameworks.names():
+            hint = did_you_mean(str(key), frameworks.names())
+            raise ValueError(f"must be one of {', '.join(frameworks.names())}. Got {v!r}.{hint}")
+        return key
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _framework_defaults(cls, data: Any, handler: Any) -> Workload:  # handler: pydantic's ModelWrapValidatorHandler
+        name = frameworks.normalise(data.get("framework")) if isinstance(data, dict) else None
+        filled = (
+            frameworks.fill(name, data) if name in frameworks.names() and data.get("task") in TRAINING_TASKS else {}
+        )
+        w: Workload = handler({**data, **filled} if filled else data)  # no framework, an unknown one, not training
+        w.model_fields_set.difference_update(filled)
+        return w
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -452,7 +482,7 @@ TRAINING_ONLY: Final = frozenset(
     {
         "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
         "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
-        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp",
+        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework",
     }
 )  # fmt: skip
 ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})

@@ -70,4 +70,5 @@ KEY_DOCS: Final[dict[str, str]] = {
     "max_ttft_ms": "Serving: the target time to first token of one request (ms); `plan` marks options over it and prices within it.",
     "epochs": "Training: passes over `dataset_tokens` (instead of `tokens`).",
     "dataset_tokens": "Training: the dataset's size in tokens (images for CNNs), with `epochs`.",
+    "framework": "Training stack whose defaults fill the keys you leave unset (docs/frameworks.md); your keys win.",
 }

@@ -66,11 +66,14 @@ def launch(
     force: bool = False,
 ) -> LaunchFile:
     """`gpuplan launch`: the launch file for a workload (a `Workload`, a YAML path or a model name;
-    or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`."""
+    or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`; an
+    empty `fmt` writes the workload framework's own launch (accelerate for hf-trainer, a torchtitan
+    TOML, a NeMo command …)."""
     from gpuplan.interfaces.launch import FORMATS, render
+    from gpuplan.interfaces.launch_frameworks import default_format
     from gpuplan.planner.launch_plan import plan_launch
 
-    if fmt not in FORMATS:
+    if fmt and fmt not in FORMATS:
         hint = did_you_mean(fmt, FORMATS)
         raise InvalidSettingError(f"Unknown launch format {fmt!r}.{hint} Known: {', '.join(FORMATS)}.")
     ctx = context(ctx)  # read once: the launch plan and a refusal's fixes share it
@@ -85,6 +88,7 @@ def launch(
     else:
         w = build_workload(source, overrides)
     w, cl = resolve_cluster(w, cat, cluster)
+    fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
     if not lp.memory.fits and not force:

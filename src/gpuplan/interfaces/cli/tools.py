@@ -139,8 +139,14 @@ def version() -> None:
 def launch(
     workload: Annotated[str, typer.Argument(help="Workload YAML, or the JSON `gpuplan plan --json` printed.")],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm")
-    ],
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm | torchtitan | nemo | axolotl "
+            "| llama-factory (default: the workload framework's own)",
+        ),
+    ] = "",
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100.")
     ] = None,
