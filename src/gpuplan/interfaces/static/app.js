@@ -153,15 +153,21 @@ function fail(msg) {
 async function planLanguageModel(s, w, id) {
   const noHave = { ...w };
   delete noHave.have;
-  const fitBody = { ...noHave };
+  let fitBody = { ...noHave };
   delete fitBody.gpu;
   delete fitBody.cluster;
   const planJob = call("/api/plan", w);
-  // on a cluster, the estimate and roofline are of the best layout the plan found
+  // on a cluster, the estimate and roofline are of the best layout the plan found, and every GPU's
+  // fit is of that layout on as many GPUs as the cluster has
   let chosen = noHave, layout = null;
   if (w.cluster && TRAINING.has(w.task || "inference")) {
-    const best = await planJob.then((p) => p.layouts[0], () => null);
-    if (best) { chosen = { ...noHave, ...best.keys, global_batch: (await planJob).global_batch }; layout = best.layout; }
+    const p = await planJob.catch(() => null);
+    const best = p && p.layouts[0];
+    if (best) {
+      chosen = { ...noHave, ...best.keys, global_batch: p.global_batch };
+      fitBody = { ...fitBody, ...best.keys, global_batch: p.global_batch, num_gpus: p.cluster.num_gpus };
+      layout = best.layout;
+    }
   }
   const jobs = [call("/api/estimate", chosen), planJob, call("/api/fit", fitBody), call("/api/roofline", chosen), relativeChart()];
   const [est, plan, fit, roof, rel] = await Promise.allSettled(jobs);

@@ -178,7 +178,8 @@ function renderEstimate(e) {
     el("tr", { "data-line": x.name }, el("td", {}, x.name), num("bytes", x.bytes, fmt.bytes(x.bytes)), el("td", { class: "why" }, x.note || "")));
   lines.push(el("tr", {}, el("th", {}, "total per GPU"), num("per_gpu_bytes", m.per_gpu_bytes, fmt.bytes(m.per_gpu_bytes)), el("td", { class: "why" }, `peak during ${m.peak_phase || "the step"}`)));
   $("breakdown-table").replaceChildren(el("tbody", {}, ...lines));
-  const notes = [...(m.notes || []), ...((t && t.notes) || []), ...(e.notes || [])];
+  // the API's "would not run" note is the banner above, in the page's words
+  const notes = [...(m.notes || []), ...((t && t.notes) || []), ...(e.notes || [])].filter((n) => !(m.fits === false && n.startsWith("would not run:")));
   $("estimate-notes").textContent = notes.join(" · ");
   $("estimate-box").hidden = false;
 }
@@ -349,7 +350,8 @@ function renderFit(f, chosen) {
       el("td", {}, Object.entries(g.min_gpus_layout || {}).map(([k, v]) => `${k}=${v}`).join(" "))));
   $("fit-table").replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows));
   const shown = fitCandidates(f, chosen);
-  $("fit-caption").textContent = `The chart shows the ${shown.length} GPUs nearest the line (the largest that do not fit on ${f.num_gpus}, the smallest that do); the table lists all ${f.gpus.length}. Bars: memory each GPU needs; ┃ the card's memory.`;
+  const layout = Object.entries(f.workload).filter(([k, v]) => ["tp", "pp", "zero"].includes(k) && (k === "zero" ? v > 0 : v > 1)).map(([k, v]) => `${k}=${v}`).join(" ");
+  $("fit-caption").textContent = (f.num_gpus > 1 ? `On ${f.num_gpus} GPUs of each type${layout ? ` (${layout})` : ""}. ` : "") + `The chart shows the ${shown.length} GPUs nearest the line (the largest that do not fit on ${f.num_gpus}, the smallest that do); the table lists all ${f.gpus.length}. Bars: memory each GPU needs; ┃ the card's memory.`;
   const names = shown.map((g) => g.gpu);
   const parts = [];
   for (const g of shown) for (const k of Object.keys(g.breakdown || {})) if (!parts.includes(k)) parts.push(k);
@@ -359,13 +361,15 @@ function renderFit(f, chosen) {
   }));
   traces.push({
     name: "card memory", type: "scatter", mode: "markers", y: names, x: shown.map((g) => g.memory_bytes / GIB),
-    marker: { symbol: "line-ns-open", size: 20, line: { width: 3, color: "#1b1f24" } }, hovertemplate: "%{y}: %{x:.1f} GiB<extra>card memory</extra>",
+    marker: { symbol: "line-ns-open", size: 14, color: "#1b1f24", line: { width: 3, color: "#1b1f24" } }, hovertemplate: "%{y}: %{x:.1f} GiB<extra>card memory</extra>",
   });
   const top = Math.max(...shown.map((g) => Math.max(g.memory_bytes, g.per_gpu_bytes))) / GIB;
-  const height = 90 + 24 * shown.length + 60;
+  // the legend above the bars: one entry a line on a phone, four a line on a wider screen
+  const legendH = 20 * Math.ceil(traces.length / ($("chart-memory").clientWidth < 600 ? 1 : 4)) + 10;
+  const height = legendH + 60 + 26 * shown.length;
   $("chart-memory").style.height = `${height}px`;
   Plotly.react($("chart-memory"), traces, {
-    barmode: "stack", margin: { t: 10, r: 10, b: 40, l: 10 }, legend: { orientation: "h", y: -40 / height - 0.05, yanchor: "top" },
+    barmode: "stack", margin: { t: legendH, r: 10, b: 50, l: 10 }, legend: { orientation: "h", x: 0, y: 1, yanchor: "bottom" },
     xaxis: { title: { text: "memory per GPU (GiB)" }, range: [0, top * 1.05] },
     yaxis: { automargin: true, dtick: 1, tickfont: { size: 11 } },
   }, PLOT_CONFIG);
@@ -408,8 +412,8 @@ function renderRelative(rel) {
   const height = 120 + 22 * rows.length;
   $("chart-relative").style.height = `${height}px`;
   Plotly.react($("chart-relative"), [trace("train_16bit_pct", "training 16-bit"), trace("infer_16bit_pct", "inference 16-bit"), trace("infer_8bit_pct", "inference 8-bit")], {
-    barmode: "group", bargap: 0.25, margin: { t: 40, r: 10, b: 50, l: 10 }, legend: { orientation: "h", y: 1, yanchor: "bottom" },
-    xaxis: { title: { text: `speed, % of ${rel.reference_gpu} (16-bit)` }, side: "bottom" },
+    barmode: "group", bargap: 0.25, margin: { t: 40, r: 10, b: 60, l: 10 }, legend: { orientation: "h", y: 1, yanchor: "bottom" },
+    xaxis: { title: { text: `% of ${rel.reference_gpu} 16-bit speed`, font: { size: 12 } } },
     yaxis: { automargin: true, dtick: 1, tickfont: { size: 10 } },
     shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 100, x1: 100, line: { dash: "dot", color: "#535b66" } }],
   }, PLOT_CONFIG);
