@@ -5,6 +5,7 @@
 
 const GIB = 2 ** 30;
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+const MODEBAR_PX = 30; // room above a top legend for Plotly's toolbar, so the toolbar never covers it
 const TOP_ROWS = 10; // plan rows shown before "show all"
 const $ = (id) => document.getElementById(id);
 
@@ -366,10 +367,10 @@ function renderFit(f, chosen) {
   const top = Math.max(...shown.map((g) => Math.max(g.memory_bytes, g.per_gpu_bytes))) / GIB;
   // the legend above the bars: one entry a line on a phone, four a line on a wider screen
   const legendH = 20 * Math.ceil(traces.length / ($("chart-memory").clientWidth < 600 ? 1 : 4)) + 10;
-  const height = legendH + 60 + 26 * shown.length;
+  const height = legendH + MODEBAR_PX + 60 + 26 * shown.length;
   $("chart-memory").style.height = `${height}px`;
   Plotly.react($("chart-memory"), traces, {
-    barmode: "stack", margin: { t: legendH, r: 10, b: 50, l: 10 }, legend: { orientation: "h", x: 0, y: 1, yanchor: "bottom" },
+    barmode: "stack", margin: { t: legendH + MODEBAR_PX, r: 10, b: 50, l: 10 }, legend: { orientation: "h", x: 0, y: 1, yanchor: "bottom" },
     xaxis: { title: { text: "memory per GPU (GiB)" }, range: [0, top * 1.05] },
     yaxis: { automargin: true, dtick: 1, tickfont: { size: 11 } },
   }, PLOT_CONFIG);
@@ -412,7 +413,7 @@ function renderRelative(rel) {
   const height = 120 + 22 * rows.length;
   $("chart-relative").style.height = `${height}px`;
   Plotly.react($("chart-relative"), [trace("train_16bit_pct", "training 16-bit"), trace("infer_16bit_pct", "inference 16-bit"), trace("infer_8bit_pct", "inference 8-bit")], {
-    barmode: "group", bargap: 0.25, margin: { t: 40, r: 10, b: 60, l: 10 }, legend: { orientation: "h", y: 1, yanchor: "bottom" },
+    barmode: "group", bargap: 0.25, margin: { t: 24 + MODEBAR_PX, r: 10, b: 60, l: 10 }, legend: { orientation: "h", y: 1, yanchor: "bottom" },
     xaxis: { title: { text: `% of ${rel.reference_gpu} 16-bit speed`, font: { size: 12 } } },
     yaxis: { automargin: true, dtick: 1, tickfont: { size: 10 } },
     shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 100, x1: 100, line: { dash: "dot", color: "#535b66" } }],
