@@ -63,13 +63,24 @@ function decades(values, label) {
   return { tickvals: vals, ticktext: vals.map(label), range: [lo - 0.1, hi + 0.1] };
 }
 const plain = (v) => (v >= 1e4 || v < 1e-3 ? v.toExponential(0).replace("e+", "e") : String(+v.toPrecision(3)));
-const tickUsd = (v) => `$${plain(v)}`;
+const tickUsd = (v) => `$${v >= 1e4 ? plain(v) : String(+v.toPrecision(2))}`; // $0.0001, not $1e-4 or $100µ
 function tickDur(s) {
   if (s < 1) return `${plain(s * 1e3)} ms`;
-  if (s < 600) return `${plain(s)} s`;
-  if (s < 36000) return `${plain(s / 60)} min`;
-  if (s < 864000) return `${plain(s / 3600)} h`;
-  return `${plain(s / 86400)} days`;
+  if (s < 60) return `${plain(s)} s`;
+  if (s < 3600) return `${plain(s / 60)} min`;
+  if (s < 86400) return `${plain(s / 3600)} h`;
+  return `${plain(s / 86400)} d`;
+}
+// log-axis ticks for durations at round values of their own unit (1 min, 10 min, 1 h, 1 d), not
+// at powers of ten of seconds (which read 16.7 min, 27.8 h)
+const ROUND_S = [1e-4, 1e-3, 1e-2, 0.1, 1, 10, 60, 600, 3600, 36000, 86400, 864000, 8640000];
+function durTicks(values) {
+  const xs = values.filter((v) => v > 0);
+  if (!xs.length) return {};
+  const lo = Math.min(...xs), hi = Math.max(...xs);
+  const vals = ROUND_S.filter((v) => v >= lo / 3 && v <= hi * 3);
+  if (vals.length < 2) return decades(xs, tickDur);
+  return { tickvals: vals, ticktext: vals.map(tickDur), range: [Math.log10(Math.min(lo, vals[0])) - 0.1, Math.log10(Math.max(hi, vals.at(-1))) + 0.1] };
 }
 
 // --- the answer block ----------------------------------------------------------------------------
@@ -198,9 +209,9 @@ function missesOf(o) {
 // what a plan's time and cost figures are: per step, per request or per job
 function planUnits(p) {
   const w = p.workload || {};
-  if (p.mode === "service") return { time: "latency per request", cost: "cost per hour", axisT: "latency per request (s)", axisC: "cost per hour of serving (USD)", perStep: false };
-  if (p.mode === "training" && !(w.tokens || w.epochs)) return { time: "time per step", cost: "cost per step", axisT: "time per step (s)", axisC: "cost per step (USD)", perStep: true };
-  return { time: "time for the job", cost: "cost of the job", axisT: "time for the whole job (s)", axisC: "cost of the whole job (USD)", perStep: false };
+  if (p.mode === "service") return { time: "latency per request", cost: "cost per hour", axisT: "latency per request", axisC: "cost per hour of serving (USD)", perStep: false };
+  if (p.mode === "training" && !(w.tokens || w.epochs)) return { time: "time per step", cost: "cost per step", axisT: "time per step", axisC: "cost per step (USD)", perStep: true };
+  return { time: "time for the job", cost: "cost of the job", axisT: "time for the whole job", axisC: "cost of the whole job (USD)", perStep: false };
 }
 
 function optionRows(p, opts, units, start = 0) {
@@ -285,11 +296,11 @@ function drawPareto(p, units) {
   const traces = [
     { name: "usable", x: usable.map((o) => o.time_s), y: usable.map((o) => o.cost_usd), text: usable.map(hover), hoverinfo: "text", mode: "markers", type: "scatter", marker: { size: 8, color: "#0b62c4" } },
     { name: "misses deadline, budget, speed or licence", x: other.map((o) => o.time_s), y: other.map((o) => o.cost_usd), text: other.map(hover), hoverinfo: "text", mode: "markers", type: "scatter", marker: { size: 7, color: "#8c959f" } },
-    { name: "Pareto front", x: front.map((o) => o.time_s), y: front.map((o) => o.cost_usd), text: front.map(label), mode: front.length <= 6 ? "lines+markers+text" : "lines+markers" /* labels while legible */, textposition: front.map((_, i) => (i % 2 ? "bottom left" : "top right")), type: "scatter", line: { shape: "hv", color: "#b42318" }, marker: { size: 10, color: "#b42318", symbol: "star" }, hoverinfo: "skip" },
+    { name: "Pareto front", x: front.map((o) => o.time_s), y: front.map((o) => o.cost_usd), text: front.map(label), mode: front.length <= 6 && $("chart-pareto").clientWidth >= 600 ? "lines+markers+text" : "lines+markers" /* labels while legible */, textposition: front.map((_, i) => (i % 2 ? "bottom left" : "top right")), type: "scatter", line: { shape: "hv", color: "#b42318" }, marker: { size: 10, color: "#b42318", symbol: "star" }, hoverinfo: "skip" },
   ];
   const layout = {
     margin: { t: 10, r: 20, b: 60, l: 80 }, legend: { orientation: "h", y: -0.25 },
-    xaxis: { type: "log", title: { text: units.axisT }, ...decades(pts.map((o) => o.time_s), tickDur) },
+    xaxis: { type: "log", title: { text: units.axisT }, ...durTicks(pts.map((o) => o.time_s)) },
     yaxis: { type: "log", title: { text: units.axisC }, ...decades(pts.map((o) => o.cost_usd), tickUsd) },
   };
   $("pareto-title").textContent = units.perStep ? "Cost against time, per training step" : "Cost against time";
