@@ -288,6 +288,7 @@ function renderLayouts(p) {
 }
 
 function drawPareto(p, units) {
+  $("chart-pareto").hidden = false; // shown before measuring its width
   const pts = [...p.options, ...(p.rent_options || [])].filter((o) => o.fits && o.time_s != null && o.cost_usd != null);
   const label = (o) => `${o.num_gpus}× ${o.gpu}`;
   const hover = (o) => `${label(o)}<br>${fmt.dur(o.time_s)}, ${fmt.usd(o.cost_usd)}<br>${o.why}`;
