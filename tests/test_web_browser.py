@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, Response, ViewportSize, sync_playwright
 
 from gpuplan.specs.models import find_preset, preset_config
 from helpers.web_server import chromium, served
@@ -257,8 +257,8 @@ def test_bad_input_shows_the_api_message(page: Page, base_url: str) -> None:
 
 # --- the answer first, on a laptop and on a phone -------------------------------------------------
 
-LAPTOP = {"width": 1440, "height": 900}
-PHONE = {"width": 390, "height": 844}
+LAPTOP: ViewportSize = {"width": 1440, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 FITS = {"model": "llama-3.1-8b", "task": "lora", "gpu": "A100 SXM4 80GB", "batch_size": 2, "tokens": 5e7}
 NO_FIT = {"model": "llama-3.1-8b", "task": "lora", "gpu": "GeForce RTX 4090"}
 STREAMS = {"task": "streaming", "resolution": "4k", "fps": 60, "streams": 24, "codec": "hevc", "objective": "cost"}
@@ -285,9 +285,9 @@ def plan_button_on_screen(page: Page) -> None:
 
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1440x900", "390x844"])
 def test_the_answer_comes_first_for_a_job_that_fits_and_one_that_does_not(
-    browser: Browser, base_url: str, viewport: dict[str, int]
+    browser: Browser, base_url: str, viewport: ViewportSize
 ) -> None:
-    page = browser.new_page(viewport=viewport)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=viewport)
     page.goto(link(base_url, FITS))
     finished(page, 1)
     v = api(base_url, "/api/estimate", FITS)["verdict"]
@@ -332,9 +332,9 @@ def test_the_answer_comes_first_for_a_job_that_fits_and_one_that_does_not(
 
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1440x900", "390x844"])
 def test_the_plan_button_is_on_screen_at_any_scroll_position(
-    browser: Browser, base_url: str, viewport: dict[str, int]
+    browser: Browser, base_url: str, viewport: ViewportSize
 ) -> None:
-    page = browser.new_page(viewport=viewport)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=viewport)
     page.goto(link(base_url, FITS))
     finished(page, 1)
     height = page.evaluate("document.documentElement.scrollHeight")
@@ -346,7 +346,7 @@ def test_the_plan_button_is_on_screen_at_any_scroll_position(
 
 
 def test_a_graphics_plan_from_the_form_sends_only_its_fields(browser: Browser, base_url: str) -> None:
-    page = browser.new_page(viewport=PHONE)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=PHONE)
     page.goto(base_url)
     page.wait_for_selector("body[data-state=ready]", state="attached", timeout=TIMEOUT_MS)
     page.select_option("#task", "lora")
@@ -383,7 +383,7 @@ def test_a_graphics_plan_from_the_form_sends_only_its_fields(browser: Browser, b
 
 
 def test_i_have_bounds_the_plan(browser: Browser, base_url: str) -> None:
-    page = browser.new_page(viewport=LAPTOP)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=LAPTOP)
     have = {**NO_FIT, "have": "2x RTX 4090"}
     page.goto(link(base_url, have))
     finished(page, 1)
@@ -399,7 +399,7 @@ def test_i_have_bounds_the_plan(browser: Browser, base_url: str) -> None:
 
 
 def test_busy_state_while_planning_and_an_error_replaces_the_old_answer(browser: Browser, base_url: str) -> None:
-    page = browser.new_page(viewport=LAPTOP)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=LAPTOP)
     page.goto(link(base_url, FITS))
     finished(page, 1)
     held: list[Any] = []
@@ -430,7 +430,7 @@ def test_busy_state_while_planning_and_an_error_replaces_the_old_answer(browser:
 
 
 def test_back_and_forward_move_between_plans(browser: Browser, base_url: str) -> None:
-    page = browser.new_page(viewport=LAPTOP)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=LAPTOP)
     page.goto(base_url)
     page.wait_for_selector("body[data-state=ready]", state="attached", timeout=TIMEOUT_MS)
     page.goto(link(base_url, FITS))
@@ -454,9 +454,13 @@ def test_back_and_forward_move_between_plans(browser: Browser, base_url: str) ->
 
 
 def test_the_page_loads_compressed_and_light(browser: Browser, base_url: str) -> None:
-    page = browser.new_page(viewport=LAPTOP)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=LAPTOP)
     answers: dict[str, dict[str, str]] = {}
-    page.on("response", lambda r: answers.setdefault(urlparse(r.url).path, r.all_headers()))
+
+    def seen(r: Response) -> None:
+        answers.setdefault(urlparse(r.url).path, r.all_headers())
+
+    page.on("response", seen)
     page.goto(link(base_url, FITS))
     finished(page, 1)
     for path in ("/static/vendor/plotly-basic.min.js", "/static/app.js", "/api/gpu-menu", "/api/plan", "/api/fit"):
@@ -470,10 +474,10 @@ AXE = Path(__file__).parent / "browser" / "vendor" / "axe.min.js"
 
 
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1440x900", "390x844"])
-def test_axe_finds_no_serious_violations(browser: Browser, base_url: str, viewport: dict[str, int]) -> None:
+def test_axe_finds_no_serious_violations(browser: Browser, base_url: str, viewport: ViewportSize) -> None:
     sha = re.search(r"sha256 ([0-9a-f]{64})", (AXE.parent / "README.md").read_text())
     assert sha and hashlib.sha256(AXE.read_bytes()).hexdigest() == sha.group(1)  # the npm release, unchanged
-    page = browser.new_page(viewport=viewport)  # type: ignore[arg-type]
+    page = browser.new_page(viewport=viewport)
     for workload in (NO_FIT, STREAMS):
         page.goto(link(base_url, workload))
         finished(page, 1)
