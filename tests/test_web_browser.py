@@ -244,6 +244,16 @@ def test_a_cluster_plan_shows_the_best_layout(page: Page, base_url: str) -> None
     assert cards["time.step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
     assert cards["memory.per_gpu_bytes"] == pytest.approx(best["per_gpu_bytes"], rel=1e-9)
     assert page.is_hidden("#chart-pareto")  # one cluster: cost is proportional to time
+    # it fits with 0.2 GiB to spare, but the validation range reaches past the card: the answer says so
+    m = est["memory"]
+    assert est["verdict"]["fits"] and m["per_gpu_bytes_high"] > m["capacity_bytes"]
+    assert page.is_visible("#tight") and f"{m['per_gpu_bytes_high'] / GIB:.2f} GiB" in page.inner_text("#tight")
+    # every GPU's fit is of the best layout on as many GPUs as the cluster has
+    assert page.inner_text("#fit-table thead").count("fits on 32") == 1
+    h100 = page.query_selector("#fit-table tr[data-gpu='H100 SXM5 80GB'] td[data-field=per_gpu_bytes]")
+    assert h100 is not None and raw(h100.get_attribute("data-raw") or "null") == pytest.approx(
+        m["per_gpu_bytes"], rel=1e-9
+    )
 
 
 @pytest.mark.bad_input
