@@ -311,6 +311,7 @@ function drawPareto(p, units) {
 }
 
 // --- a graphics job's plan ------------------------------------------------------------------------
+const count = (x, unit) => `${fmt.n(x)} ${fmt.n(x) === "1" && unit.endsWith("s") ? unit.slice(0, -1) : unit}`; // 1 stream, 3 streams
 function renderGraphics(p) {
   const w = p.workload, opts = p.options;
   const service = w.task !== "render";
@@ -318,7 +319,7 @@ function renderGraphics(p) {
   if (best) {
     // a service's cost_usd is an hour of all its GPUs (usd_per_hour is one GPU's)
     const cost = best.cost_usd != null ? (service ? `${fmt.usd(best.cost_usd)} per hour for ${best.num_gpus} GPUs` : `${fmt.usd(best.cost_usd)} for the job`) : "no listed price";
-    setAnswer("fits", `Runs on ${best.num_gpus}× ${best.gpu}: ${fmt.n(best.per_gpu)} ${best.unit} per GPU for ${fmt.n(best.demand)} ${service ? best.unit : "frames"}`,
+    setAnswer("fits", `Runs on ${best.num_gpus}× ${best.gpu}: ${count(best.per_gpu, best.unit)} per GPU for ${count(best.demand, service ? best.unit : "frames")}`,
       `What binds: ${best.bottleneck}. Ranked by ${p.objective}; ${cost}${best.time_s != null ? `, ${fmt.dur(best.time_s)}` : ""}.`, "", []);
   } else setAnswer("nofit", "No GPU in the catalog can run this job", "Every GPU lacks something it needs; the list below says what.", "", []);
   $("fixes-box").hidden = $("tight").hidden = true;
@@ -327,7 +328,7 @@ function renderGraphics(p) {
   const head = el("tr", {}, ...["#", "GPU", "GPUs", `per GPU`, service ? "cost per hour" : "cost of the job", service ? "" : "time", "energy", "limited by", "why"].filter((h) => h !== "").map((h) => el("th", { scope: "col" }, h)));
   const rows = opts.map((o, i) => el("tr", { "data-gpu": o.gpu, "data-n": o.num_gpus },
     el("td", {}, i + 1), el("td", {}, o.gpu), num("num_gpus", o.num_gpus, o.num_gpus),
-    num("per_gpu", o.per_gpu, `${fmt.n(o.per_gpu)} ${o.unit}`),
+    num("per_gpu", o.per_gpu, count(o.per_gpu, o.unit)),
     num("cost_usd", o.cost_usd, o.cost_usd == null ? "no price" : service ? `${fmt.usd(o.cost_usd)}/h` : fmt.usd(o.cost_usd)),
     service ? null : num("time_s", o.time_s, fmt.dur(o.time_s)),
     num("energy_kwh", o.energy_kwh, service ? `${fmt.kwh(o.energy_kwh)}/h` : fmt.kwh(o.energy_kwh)),
