@@ -154,6 +154,10 @@ def test_a_cluster_plan_searches_layouts(client: TestClient) -> None:
         ({**LORA, "gpu": "A999"}, 422, r"Unknown GPU 'A999'"),
         ({**LORA, "batch_size": 0}, 422, r"'batch_size' key: .*greater than or equal to 1\. Got 0\."),
         ({**LORA, "bogus": 1}, 422, r"Unknown workload key 'bogus'"),
+        # a key the task ignores is refused, as the CLI refuses it (the page sends only the task's fields)
+        ({**LORA, "input_len": 512}, 422, r"'input_len' key is read only by inference jobs; .* task is lora"),
+        ({**SERVE, "seq_len": 4096}, 422, r"'seq_len' key is read only by training .*task is inference"),
+        ({"task": "streaming", "streams": 4, "lora_rank": 8}, 422, r"'lora_rank' key is read only by adapter"),
         ({**LORA, "tp": 3}, 422, r"num_gpus=1 must be a multiple of tp"),
         ({**LORA, "deadline": {}}, 422, r"'deadline' key: expected a duration"),
         ({**LORA, "model": "no-such-model"}, 422, r"Unknown model 'no-such-model'"),
@@ -220,7 +224,7 @@ def test_page_and_vendored_chart_library_are_served_locally(client: TestClient) 
     r = client.get("/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     scripts = re.findall(r'<script src="([^"]+)"', r.text)
-    assert scripts == ["/static/vendor/plotly-basic.min.js", "/static/app.js"]
+    assert scripts == ["/static/vendor/plotly-basic.min.js", "/static/render.js", "/static/app.js"]
     assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]+)"', r.text.split("<body>")[0]))  # nothing remote
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert r.headers["x-content-type-options"] == "nosniff"
@@ -230,6 +234,36 @@ def test_page_and_vendored_chart_library_are_served_locally(client: TestClient) 
     readme = (web.STATIC / "vendor" / "README.md").read_text()
     sha = re.search(r"sha256 ([0-9a-f]{64})", readme)
     assert sha and hashlib.sha256(client.get(scripts[0]).content).hexdigest() == sha.group(1)
+
+
+def test_responses_are_compressed_and_vendored_files_cached(client: TestClient) -> None:
+    def fetch(path: str, encoding: str = "gzip") -> tuple[Any, int, int]:
+        """The response, its bytes on the wire and its decoded length."""
+        with client.stream("GET", path, headers={"accept-encoding": encoding}) as r:
+            wire = b"".join(r.iter_raw())
+        return r, len(wire), len(client.get(path).content)
+
+    plotly, wire, size = fetch("/static/vendor/plotly-basic.min.js")
+    assert plotly.headers["content-encoding"] == "gzip"
+    assert size > 1_000_000 and wire < size / 3, (wire, size)  # 1.19 MB of minified JS gzips over 3x
+    assert plotly.headers["cache-control"] == f"public, max-age={web.VENDOR_MAX_AGE_S}"
+    assert "script-src 'self'" in plotly.headers["content-security-policy"]  # the guard's headers survive
+    app, _, _ = fetch("/static/app.js")
+    assert app.headers["cache-control"] == "no-cache" and app.headers["etag"]  # revalidated on every load
+    gpus, wire, size = fetch("/api/gpus")
+    assert gpus.headers["content-encoding"] == "gzip" and wire < size / 4, (wire, size)
+    plain, wire, size = fetch("/api/gpus", "identity")
+    assert "content-encoding" not in plain.headers and wire == size
+
+
+def test_the_gpu_menu_is_the_catalog_in_brief(client: TestClient) -> None:
+    menu = client.get("/api/gpu-menu")
+    full = client.get("/api/gpus").json()
+    assert [g["name"] for g in menu.json()] == [g["name"] for g in full]
+    for brief, g in zip(menu.json(), full, strict=True):
+        assert brief == {"name": g["name"], "vendor": g["vendor"], "memory_bytes": g["memory_bytes"],
+                         "graphics": g["graphics"] != "none"}  # fmt: skip
+    assert len(menu.content) * 50 < len(client.get("/api/gpus").content)  # a few KB against over 500 KB
 
 
 def test_openapi_documents_the_api(client: TestClient) -> None:

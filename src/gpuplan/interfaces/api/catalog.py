@@ -108,6 +108,16 @@ def gpu_record(gpu: GPU) -> dict[str, Any]:
     }
 
 
+def gpu_menu_record(gpu: GPU) -> dict[str, Any]:
+    """A GPU in brief, for a menu: the `gpu_record` keys a picker needs."""
+    return {
+        "name": gpu.name,
+        "vendor": gpu.vendor,
+        "memory_bytes": gpu.memory_bytes,
+        "graphics": gpu.graphics != "none",
+    }
+
+
 def list_gpus(
     *,
     min_memory_gb: float | None = None,
