@@ -100,7 +100,8 @@ def _row_filters() -> list[tuple[str, Callable[[dict[str, Any]], bool], bool]]:
 
 
 def validation(run: Runner) -> Figures:
-    rows = [r for r in run.json("validate")["rows"] if r["unit"] != "fits"]  # fit verdicts: counted apart
+    # the headline table is the bundled vendor/paper files; the everyday stacks have their own (stacks)
+    rows = [r for r in run.json("validate")["rows"] if r["unit"] != "fits" and not r.get("stack")]
     table = ["| category | rows | median abs. error | mean abs. error |", "|---|---|---|---|"]
     for label, keep, mean in _row_filters():
         errors = [abs(r["error"]) for r in rows if keep(r)]
@@ -118,6 +119,56 @@ def validation(run: Runner) -> Figures:
         "perf_more_rows": str(len(bundled["perf-more.csv"])),
         "multinode_rows": str(len(bundled["multinode.csv"])),
         "skip_rows": str(sum(1 for rows_ in bundled.values() for r in rows_ if r.get("skip_reason"))),
+    }
+
+
+def _figure(r: dict[str, Any]) -> str:
+    return (
+        "fit verdict"
+        if r["unit"] == "fits"
+        else {"train_throughput": "training speed"}.get(r["category"], r["category"])
+    )
+
+
+def stacks(run: Runner) -> Figures:
+    """stacks.csv: rows per source (predicted, skipped) and the median error per stack, figure and
+    split (fit rows / held-out rows), from `gpuplan validate --json`."""
+    v = run.json("validate")
+    rows = [r for r in v["rows"] if r.get("stack")]
+    skipped = [s for s in v["skipped"] if s.get("stack")]
+    sources = sorted({r["source"] for r in rows} | {s["source"] for s in skipped})
+    src = ["| source | stack | rows | predicted | skipped |", "|---|---|---|---|---|"]
+    for name in sorted(sources, key=lambda n: -sum(1 for r in [*rows, *skipped] if r["source"] == n)):
+        n = sum(1 for r in rows if r["source"] == name)
+        k = sum(1 for r in skipped if r["source"] == name)
+        stack = ", ".join(sorted({r["stack"] for r in [*rows, *skipped] if r["source"] == name}))
+        src.append(f"| {name} | {stack} | {n + k} | {n} | {k} |")
+    table = ["| stack | figure | fit rows | held-out rows | skipped |", "|---|---|---|---|---|"]
+    for stack in sorted({r["stack"] for r in [*rows, *skipped]}):
+        k = sum(1 for r in skipped if r["stack"] == stack)
+        figures = sorted({_figure(r) for r in rows if r["stack"] == stack})
+        if not figures:
+            table.append(f"| {stack} | — | — | — | {k} |")
+        for i, fig in enumerate(figures):
+            cells = []
+            for split in ("fit", "heldout"):
+                sel = [r for r in rows if r["stack"] == stack and r["split"] == split]
+                sel = [r for r in sel if _figure(r) == fig]
+                if not sel:
+                    cells.append("—")
+                elif fig == "fit verdict":
+                    cells.append(f"{sum(1 for r in sel if r['error'])} wrong of {len(sel)}")
+                else:
+                    cells.append(f"{_pct(statistics.median(abs(r['error']) for r in sel))} ({len(sel)})")
+            table.append(
+                f"| {stack} | {fig} | {cells[0]} | {cells[1]} | {k if i == 0 else ''} |".replace("|  |", "| |")
+            )
+    return {
+        "sources": "\n".join(src),
+        "table": "\n".join(table),
+        "rows": str(len(rows) + len(skipped)),
+        "expressed": str(len(rows)),
+        "source_count": str(len(sources)),
     }
 
 
@@ -292,6 +343,7 @@ def _register() -> None:
     for fn in (
         catalog,
         validation,
+        stacks,
         misses,
         lab,
         chart,
