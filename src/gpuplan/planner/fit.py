@@ -181,6 +181,8 @@ def training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
 
 def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     c: list[tuple[str, dict[str, Any], str]] = []
+    if w.num_gpus > 1 and w.tp * w.pp < w.num_gpus:  # replicas that each hold the whole model: shard it instead
+        c.append((f"tensor parallel over the {w.num_gpus} GPUs", {"tp": w.num_gpus, "pp": 1}, "same GPUs"))
     if w.effective_kv_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         c.append(("fp8 KV cache", {"kv_dtype": "fp8"}, "small quality loss"))
     for wf, cost in (("int8", "near-lossless"), ("awq", "4-bit: small quality loss"), ("q4_k_m", "4-bit GGUF")):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -24,6 +24,8 @@ from gpuplan.interfaces.cli.common import (
     fmt_bandwidth,
     fmt_dur,
     gib,
+    workload_flags,
+    workload_keys,
 )
 from gpuplan.results import Validation
 from gpuplan.specs.context import Context
@@ -136,6 +138,7 @@ def version() -> None:
 
 
 @app.command()
+@workload_flags
 def launch(
     workload: Annotated[str, typer.Argument(help="Workload YAML, or the JSON `gpuplan plan --json` printed.")],
     fmt: Annotated[
@@ -165,9 +168,10 @@ def launch(
     ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
+    flags: dict[str, Any] | None = None,
 ) -> None:
     """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
-    keys = api.parse_set_options(set_ or [])
+    keys = workload_keys(flags or {}, set_)
     rec = api.launch(
         workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit, force
     )
