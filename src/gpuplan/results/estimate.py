@@ -199,7 +199,10 @@ class FixResult(Result):
 @dataclass(frozen=True, kw_only=True)
 class Verdict(Result):
     """Does the job fit, by how much, what binds, and the smallest verified changes that make it
-    fit (`fixes`, the least change first; empty when it fits)."""
+    fit (`fixes`, the least change first; empty when it fits). `short_by_bytes` is the peak less the
+    usable memory per GPU; where the peak fits but a preallocating engine's KV budget cannot hold one
+    sequence (`limit`: "vLLM's KV cache at gpu_memory_utilization 0.9"), it is that sequence's KV
+    bytes less the budget: what the budget lacks for the engine to start."""
 
     fits: bool | None  # None: no GPU named
     gpu: str | None

@@ -159,7 +159,7 @@ def _print_memory_detail(c: Console, mem: Memory) -> None:
             + (
                 "it would not start: see the fixes above"
                 if srv.engine
-                else "the workload's engine does not preallocate"
+                else "for reference only: the workload's engine allocates as it goes"
             )
         )
     elif srv:
