@@ -29,7 +29,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
-from gpuplan.planner.serving import PREALLOCATING_ENGINES, ServingBatch, serving_batch
+from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.prices import Price
@@ -169,9 +169,15 @@ def evaluate(
             break
     if chosen is None or mem is None:
         need = f"{last.per_gpu_bytes / 2**30:,.1f} GiB per GPU" if last else "no valid layout"
-        return Option(
-            gpu, n, {}, False, last, "memory capacity", f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB"
-        )
+        why = f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB"
+        if (
+            last is not None
+            and last.serving is not None
+            and last.kv_short_bytes > 0
+            and (last.headroom_bytes or 0) >= 0
+        ):
+            why = f"does not fit: {last.serving.limit} is {last.kv_short_bytes / 2**30:,.2f} GiB short of one sequence"
+        return Option(gpu, n, {}, False, last, "memory capacity", why)
     try:
         if w.is_training:
             return _training_option(
@@ -240,13 +246,11 @@ def _inference_option(
 ) -> Option:
     service = w.tokens is None
     cap = mem.serving.max_sequences if mem.serving else w.batch_size
-    if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and cap < w.batch_size:
-        why = (
-            f"{w.engine}'s KV cache (gpu_memory_utilization {w.gpu_memory_utilization:g}) holds "
-            f"{cap} of the {w.batch_size} sequences"
-        )
-        return Option(gpu, n, layout, False, mem, "memory capacity", why)
-    it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
+    # a preallocating engine's KV cache holding fewer sequences than the batch: it runs that many at
+    # once and queues the rest, so the job runs, timed at the batch that runs (estimate does the same)
+    held, queued = running_batch(w, mem)
+    run = w.with_(batch_size=held) if held < w.batch_size else w
+    it = estimate_inference_time(model, run, gpu, max_batch=max(cap, held) if not service else held)
     busy = busy_share((o.bound, o.time_s) for o in it.running_ops)
     rate = it.output_tokens_per_s
     generates = model.kind not in ("cnn", "encoder", "vision-transformer")
@@ -255,7 +259,7 @@ def _inference_option(
         duration = w.deadline or 3600.0
         ce = cost_and_energy(gpu, n, duration, busy, price, rate * duration, carbon)
         slow = _too_slow(w, it)
-        why = _why_inference(it, layout, True)
+        why = (f"{queued}; " if queued else "") + _why_inference(it, layout, True)
         latency = it.ttft_single_s + (max(w.output_len, 1) - 1) * it.tpot_s
         if slow:
             why = f"{slow}; " + why
@@ -266,7 +270,7 @@ def _inference_option(
     seconds = w.tokens / rate
     ce = cost_and_energy(gpu, n, seconds, busy, price, w.tokens, carbon)
     deadline, budget = _marks(w, seconds, ce.usd)
-    why = _why_inference(it, layout, False)
+    why = (f"{queued}; " if queued else "") + _why_inference(it, layout, False)
     return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=seconds,
                   throughput=rate, cost=ce, meets_deadline=deadline, within_budget=budget, serving=serving)  # fmt: skip
 

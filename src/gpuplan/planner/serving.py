@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpuplan.errors import GpuplanError
-from gpuplan.estimators.memory import estimate_memory
+from gpuplan.estimators import runtime
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time
 from gpuplan.estimators.perf.ops import ENGINE_MAX_BATCH, InferenceTime
-from gpuplan.estimators.runtime import vllm_max_num_seqs
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
 # Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from what
-# is left (vLLM, SGLang): a batch the KV budget cannot hold does not run (recommend.py applies it to
-# the workload's own batch).
-PREALLOCATING_ENGINES: Final = frozenset({"vllm", "sglang"})
+# is left (vLLM, SGLang; estimators/runtime.py): a batch search stops at the sequences the KV budget
+# holds at once (more would queue, not run concurrently).
+PREALLOCATING_ENGINES: Final = frozenset(runtime.PREALLOCATING_ENGINES)
 # transformers and llama.cpp have no scheduler cap of their own; the search stops here (a batch of
 # 1,024 concurrent sequences is beyond any single-node serving deployment the catalog prices)
 OTHER_ENGINE_MAX_BATCH: Final = 1024
@@ -56,7 +56,23 @@ def engine_cap(w: Workload, gpu: GPU) -> int:
     max_batch_size 2048), as estimators/perf/inference.py uses it."""
     if w.engine in ENGINE_MAX_BATCH:
         return ENGINE_MAX_BATCH[w.engine]
-    return vllm_max_num_seqs(gpu) if w.engine == "vllm" else OTHER_ENGINE_MAX_BATCH
+    return runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else OTHER_ENGINE_MAX_BATCH
+
+
+def running_batch(w: Workload, mem: MemoryEstimate) -> tuple[int, str]:
+    """The sequences that run at once, and a note when it is fewer than the workload's batch: a
+    preallocating engine whose KV budget holds fewer than `batch_size` sequences (but at least one)
+    still runs the job, that many at a time, and queues the rest (vLLM's scheduler admits a request
+    only when its KV blocks can be allocated)."""
+    s = mem.serving
+    b = w.batch_size
+    if w.engine not in PREALLOCATING_ENGINES or s is None or s.engine is None or not 1 <= s.max_sequences < b:
+        return b, ""
+    held = s.max_sequences
+    return held, (
+        f"{s.limit} holds {held} of the {b} sequences at once: it runs {held} and queues the rest "
+        f"(time and throughput at batch {held})"
+    )
 
 
 def usd_per_million(price: Price | None, n: int, tokens_per_s: float) -> float | None:

@@ -132,9 +132,15 @@ def _serving(
     per_seq_len = max(w.input_len + w.output_len, 1)
     # bytes per token averaged over a full sequence, sliding windows included
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
+    # one sequence in whole blocks (vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory:
+    # needed_memory = max_memory_usage_bytes at max_model_len, cdiv(len, block_size) pages a layer)
+    seq_bytes = blocks_per_seq * runtime.VLLM_BLOCK_TOKENS * per_token
+    short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0
+    engine = runtime.PREALLOCATING_ENGINES.get(w.engine)
     if budget <= 0 or per_token <= 0:
-        return ServingCapacity(w.gpu_memory_utilization, max(budget, 0.0), per_token, 0, 0)
+        return ServingCapacity(w.gpu_memory_utilization, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, engine)
     blocks = math.floor(budget / (per_token * runtime.VLLM_BLOCK_TOKENS))
     tokens = blocks * runtime.VLLM_BLOCK_TOKENS
-    blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
-    return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, blocks // blocks_per_seq)
+    seqs = blocks // blocks_per_seq
+    return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, seqs, seq_bytes, short, engine)

@@ -21,7 +21,7 @@ from gpuplan.interfaces.api.records import (
     verdict_result,
 )
 from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
-from gpuplan.planner.serving import target_misses
+from gpuplan.planner.serving import running_batch, target_misses
 from gpuplan.results import (
     BestPrecision,
     Estimate,
@@ -44,6 +44,10 @@ NO_GPU_NOTE = "no GPU given: time, cost and energy need one (gpu: NAME)"
 WOULD_NOT_RUN = (
     "would not run: it needs more memory than {gpu} has (verdict.short_by_bytes per GPU); time, cost and "
     "energy are left out; verdict.fixes lists verified changes that fit"
+)
+WOULD_NOT_START = (
+    "would not run: {limit} cannot hold one sequence (verdict.short_by_bytes short), so the engine does not "
+    "start; time, cost and energy are left out; verdict.fixes lists verified changes that fit"
 )
 
 
@@ -75,7 +79,9 @@ def estimate(
     if gpu is None:
         return head(time=None, notes=[NO_GPU_NOTE])
     if not e.fits:
-        return head(time=None, notes=[WOULD_NOT_RUN.format(gpu=gpu.name)])
+        kv = e.serving is not None and e.kv_short_bytes > 0 and (e.headroom_bytes or 0.0) >= 0
+        why = WOULD_NOT_START.format(limit=e.serving.limit) if kv and e.serving else WOULD_NOT_RUN.format(gpu=gpu.name)
+        return head(time=None, notes=[why])
     price = prices(ctx).get(gpu.name)
     time: TrainingSpeed | InferenceSpeed
     ce: CostEnergy
@@ -85,7 +91,11 @@ def estimate(
         time = training_speed(t, gpu.architecture, model.kind, job_s=seconds)
     else:
         cap = e.serving.max_sequences if e.serving else w.batch_size
-        i = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size))
+        # a preallocating engine whose KV cache holds fewer sequences than the batch runs that many at
+        # once and queues the rest: timed at that batch, with a verdict note (plan rows do the same)
+        held, queued = running_batch(w, e)
+        run = w.with_(batch_size=held) if held < w.batch_size else w
+        i = estimate_inference_time(model, run, gpu, max_batch=max(cap, held))
         rate = i.output_tokens_per_s
         # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
         tokens = w.tokens or (w.batch_size * max(w.output_len, 1) if i.decode_ops else rate * i.ttft_s)
@@ -93,8 +103,9 @@ def estimate(
         busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
         ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
         time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds)
-        misses = [f"misses its latency target {m}" for m in target_misses(w, i)]
-        if misses:  # it runs, but not as fast as asked: the verdict says which target, by how much
+        misses = [queued] if queued else []
+        misses += [f"misses its latency target {m}" for m in target_misses(run, i)]
+        if misses:  # it runs, but queued or not as fast as asked: the verdict says which target, by how much
             v = head.keywords["verdict"]
             head = partial(head, verdict=replace(v, notes=[*v.notes, *misses]))
     return head(time=time, cost=cost_result(ce), energy=energy_result(ce))

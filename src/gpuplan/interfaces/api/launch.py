@@ -112,6 +112,16 @@ def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context 
     assert gpu is not None and memory.capacity_bytes is not None
     c = context(ctx)
     short = (memory.per_gpu_bytes - memory.capacity_bytes) / GIB
+    if short <= 0 and memory.serving is not None and memory.kv_short_bytes > 0:  # the engine's KV budget binds
+        what = (
+            f"{memory.serving.limit} is {memory.kv_short_bytes / GIB:,.2f} GiB short of one sequence "
+            f"({w.input_len + w.output_len:,} tokens) on {w.num_gpus} x {gpu.name}; the engine would not start."
+        )
+    else:
+        what = (
+            f"{short:,.2f} GiB short per GPU on {w.num_gpus} x {gpu.name} "
+            f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run."
+        )
     found = fixes(model, w, gpu, c.catalog, c.prices(), limit=1)
     best = ""
     if found:
@@ -119,7 +129,5 @@ def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context 
         sets = " ".join(f"--set {k}={v}" for k, v in f.changes.items())
         best = f" Best fix: {f.label} ({sets}), {f.per_gpu_bytes / GIB:,.2f} GiB per GPU on {f.num_gpus} x {f.gpu}."
     raise InvalidSettingError(
-        f"The job does not fit: {short:,.2f} GiB short per GPU on {w.num_gpus} x {gpu.name} "
-        f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run.{best} "
-        "`gpuplan fit` lists more fixes; --force writes the file anyway."
+        f"The job does not fit: {what}{best} `gpuplan fit` lists more fixes; --force writes the file anyway."
     )

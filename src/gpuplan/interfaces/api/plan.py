@@ -214,9 +214,10 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     mem, time, rate = band(per_gpu, memory_kind(arch)), band(o.time_s, kind, True), band(o.throughput, kind)
     c = o.cost
     m = o.memory
+    kv = (m.kv_short_bytes, m.serving.limit) if m and m.serving and m.kv_short_bytes > 0 else None
     verdict = Verdict.of_figures(
         o.fits, o.gpu.name, o.num_gpus, per_gpu if per_gpu is not None else 0.0, m.capacity_bytes if m else None,
-        m.headroom_bytes if m else None, m.peak_phase if m else None,
+        m.headroom_bytes if m else None, m.peak_phase if m else None, kv=kv,
     )  # fmt: skip
     return PlanOption(
         verdict=verdict,

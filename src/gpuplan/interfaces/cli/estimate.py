@@ -67,10 +67,17 @@ def print_verdict(c: Console, v: Verdict) -> None:
         for note in v.notes:
             c.print(f"  [yellow]![/yellow] {escape(note)}")
         return
-    c.print(
-        f"[red]✗ Does not fit[/red] on {where}: {gib(v.short_by_bytes)} short per GPU "
-        f"({gib(v.per_gpu_bytes)} needed, {gib(v.capacity_bytes)} usable; {v.limit} binds)"
-    )
+    if v.capacity_bytes is not None and v.per_gpu_bytes <= v.capacity_bytes:  # the engine's KV budget binds
+        c.print(
+            f"[red]✗ Does not fit[/red] on {where}: {escape(v.limit)} is {gib(v.short_by_bytes)} short of one "
+            f"sequence's KV cache; the engine would not start ({gib(v.per_gpu_bytes)} peak of "
+            f"{gib(v.capacity_bytes)} usable)"
+        )
+    else:
+        c.print(
+            f"[red]✗ Does not fit[/red] on {where}: {gib(v.short_by_bytes)} short per GPU "
+            f"({gib(v.per_gpu_bytes)} needed, {gib(v.capacity_bytes)} usable; {v.limit} binds)"
+        )
     for note in v.notes:
         c.print(f"  [yellow]![/yellow] {escape(note)}")
     if not v.fixes:
@@ -115,6 +122,12 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
             f"[green]✓ fits[/green] on {where}: {need} of {gib(mem.capacity_bytes)} usable, "
             f"headroom {gib(mem.headroom_bytes)}"
         )
+    srv = mem.serving
+    if srv is not None and srv.binds and (mem.headroom_bytes or 0.0) >= 0:
+        return (
+            f"[red]✗ does not fit[/red] on {where}: the peak, {need}, is within {gib(mem.capacity_bytes)} usable, "
+            f"but {escape(srv.limit)} cannot hold one sequence (below)"
+        )
     if spill > 0:
         return (
             f"[red]✗ does not fit[/red] on {where}: {gib(mem.on_card_bytes)} must stay on the card "
@@ -134,10 +147,20 @@ def _print_memory_detail(c: Console, mem: Memory) -> None:
     for note in mem.notes:
         c.print(f"  • {escape(note)}")
     srv = mem.serving
-    if srv and srv.max_tokens == 0:
+    if srv and srv.max_sequences == 0:
+        left = (
+            "no room left for a KV cache after weights and the profile run"
+            if srv.kv_budget_bytes <= 0
+            else f"a KV budget of {gib(srv.kv_budget_bytes)}"
+        )
         c.print(
-            f"serving (vLLM, gpu_memory_utilization {srv.gpu_memory_utilization:g}): no room left for a KV cache "
-            "after weights and the profile run; use more GPUs (tensor parallel) or smaller weights"
+            f"serving ({srv.engine or 'vLLM'}, gpu_memory_utilization {srv.gpu_memory_utilization:g}): {left}, "
+            f"{gib(srv.kv_short_bytes)} short of one sequence ({gib(srv.sequence_kv_bytes)} of KV cache); "
+            + (
+                "it would not start: see the fixes above"
+                if srv.engine
+                else "for reference only: the workload's engine allocates as it goes"
+            )
         )
     elif srv:
         c.print(
