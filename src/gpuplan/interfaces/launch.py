@@ -325,7 +325,7 @@ def _header_text(lp: LaunchPlan) -> list[str]:
             f"estimate: TTFT {i.ttft_single_s * 1e3:.0f} ms (one request), {i.tpot_s * 1e3:.1f} ms/token, "
             f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
         )
-    return lines
+    return lines + ([lp.checkpoint_note] if lp.checkpoint_note else [])
 
 
 def torchrun(lp: LaunchPlan) -> str:

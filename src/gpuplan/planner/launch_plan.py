@@ -44,6 +44,28 @@ class LaunchPlan:
     weight_format: str  # the weights' storage format as the engine loads them (e.g. fp8, awq)
     weights_from_checkpoint: bool  # pre-quantised: the engine reads the format from config.json
 
+    @property
+    def checkpoint_note(self) -> str | None:
+        """A serving engine quantises 16-bit weights on load only for some formats (vLLM: fp8,
+        bitsandbytes nf4, mxfp4 for gpt-oss); the others need a checkpoint already in that format,
+        whose config.json's quantization_config the engine reads (vLLM docs, features/quantization)."""
+        kind = NEEDS_QUANTIZED_CHECKPOINT.get(self.weight_format)
+        if self.w.is_training or self.weights_from_checkpoint or kind is None:
+            return None
+        return f"{self.weight_format} weights: serve {kind} checkpoint of {self.model_id} (this id is the 16-bit one)"
+
+
+# weight formats an engine cannot make from a 16-bit checkpoint on load (vLLM docs, features/quantization:
+# AWQ, GPTQ, INT8 W8A16/W8A8 (compressed-tensors), ModelOpt NVFP4 and GGUF are loaded pre-quantised)
+NEEDS_QUANTIZED_CHECKPOINT: Final = {
+    "awq": "an AWQ",
+    "int4": "an AWQ",
+    "gptq": "a GPTQ",
+    "int8": "an INT8 (W8A16 or W8A8, compressed-tensors)",
+    "nvfp4": "a ModelOpt NVFP4",
+    "q4_k_m": "a GGUF Q4_K_M",
+}
+
 
 def model_id(model: ModelSpec, name: str) -> str:
     p = find_preset(name)
