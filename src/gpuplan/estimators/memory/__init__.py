@@ -26,6 +26,7 @@ from gpuplan.estimators.memory.base import (
     is_quantised,
     kv_shards,
     pipeline_ranks,
+    weight_bytes,
 )
 from gpuplan.estimators.memory.inference import inference_memory
 from gpuplan.estimators.memory.training import cnn_training_memory, training_memory
@@ -46,6 +47,7 @@ __all__ = [
     "is_quantised",
     "kv_shards",
     "pipeline_ranks",
+    "weight_bytes",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gpuplan.estimators import runtime
+from gpuplan.estimators import engines, runtime
 from gpuplan.estimators.activations import (
     prefill_working_bytes_per_token,
     stack_shapes,
@@ -47,6 +47,12 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         experts = weight_bytes([g for g in model.groups if g.role == "expert"], fmt, other, iw.kept)
         weights -= experts / mp * (1.0 - w.tp / spread)
         ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
+    off = engines.offload_of(model, w)
+    host = 0.0
+    if off is not None:  # llama.cpp -ngl: only gpu_layers layers' weights on the GPU
+        on_gpu = weight_bytes([g for g in model.groups if engines.is_block(g)], fmt, other, iw.kept) * off.gpu_share
+        host, weights = weights - on_gpu, on_gpu
+        ep_note = f"; {engines.host_link_note(off)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
     kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
     lines_w = [
@@ -75,14 +81,25 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     c = act_bytes(w.precision)
     b = w.batch_size
     if model.kind in ("decoder", "encoder-decoder"):
-        kv_prefill = b * model.kv_cache_bytes(n_in, kv_b, input_len=n_in) / kv_split
-        kv_full = b * model.kv_cache_bytes(n_in + n_out, kv_b, input_len=n_in) / kv_split
+        # what the engine allocates per sequence (Ollama: its num_ctx; a static cache: all of it)
+        t_prefill, t_full = engines.kv_tokens_per_sequence(w, model, gpu)
+        kv_prefill = b * model.kv_cache_bytes(t_prefill, kv_b, input_len=n_in) / kv_split
+        kv_full = b * model.kv_cache_bytes(t_full, kv_b, input_len=n_in) / kv_split
+        if (t_prefill, t_full) != (n_in, n_in + n_out):
+            notes.append(f"the {w.engine} engine allocates the KV cache of {t_full:,} tokens per sequence up front")
     else:
         kv_prefill = kv_full = 0.0
+        t_full = n_in + n_out
+    if off is not None:  # a layer's KV cache lives with the layer (llama.cpp, unless --no-kv-offload)
+        host += kv_full * (1.0 - off.gpu_share)
+        kv_prefill, kv_full = kv_prefill * off.gpu_share, kv_full * off.gpu_share
     seq = n_in if model.kind in ("decoder", "encoder-decoder") else tokens_per_sample(model, w)
     shapes = stack_shapes(model) if model.kind != "cnn" else []
     work_per_token = max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0)
-    work = work_per_token * b * seq
+    prefill_tokens = b * seq
+    if w.engine == "tgi":  # TGI prefills at most --max-batch-prefill-tokens (max_input_tokens + 50) at once
+        prefill_tokens = min(prefill_tokens, w.input_len + engines.TGI_PREFILL_EXTRA_TOKENS)
+    work = work_per_token * prefill_tokens
     if model.kind == "cnn":
         # a CNN's largest feature map: ResNet stem output 64 x 112 x 112 per image
         work = b * 64 * 112 * 112 * c * 2
@@ -92,8 +109,13 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         work += b * model.num_heads / w.tp * seq * ctx * (4.0 + c)
     logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
     fam = family_of(model.model_type)
+    shown = (
+        f"{n_in}+{n_out}"
+        if model.kind not in ("decoder", "encoder-decoder") or t_full == n_in + n_out
+        else f"{t_full:,}"
+    )
     kv_note = (
-        f"{b} x {n_in}+{n_out} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
+        f"{b} x {shown} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
         + (
             ", chunked local layers capped"
             if fam is not None and fam.kv == "chunked"
@@ -104,7 +126,14 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     prefill = [
         *lines_w,
         MemoryLine("KV cache", kv_prefill, f"after the prefill: {kv_note}", "activation"),
-        MemoryLine("prefill activations", work, f"one layer's working set for {b} x {seq} tokens", "activation"),
+        MemoryLine(
+            "prefill activations",
+            work,
+            f"one layer's working set for {b} x {seq} tokens"
+            if prefill_tokens == b * seq
+            else f"one layer's working set for {prefill_tokens:,} tokens (TGI --max-batch-prefill-tokens)",
+            "activation",
+        ),
         MemoryLine("logits", logits, "last position only, fp32 (generate / vLLM sampler)", "activation"),
     ]
     decode = [
@@ -113,9 +142,10 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         MemoryLine("logits", logits, "last position only, fp32", "activation"),
     ]
     serving = None
-    if gpu is not None and model.kind in ("decoder", "encoder-decoder"):
+    # Ollama's cache is num_ctx x its parallel slots, not a budget: no serving view
+    if gpu is not None and model.kind in ("decoder", "encoder-decoder") and off is None and w.engine != "ollama":
         serving = _serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
-    return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, 0.0, 0, notes, serving)
+    return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, host, 0, notes, serving)
 
 
 def _serving(
@@ -123,6 +153,8 @@ def _serving(
 ) -> ServingCapacity:
     """vLLM's sizing (vllm/worker/worker.py determine_num_available_blocks): KV budget =
     total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
+    if w.engine == "tgi":
+        return _tgi_serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
     profile = work_per_token * runtime.VLLM_PROFILE_TOKENS
     seqs = runtime.vllm_max_num_seqs(gpu)
     profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
@@ -138,3 +170,24 @@ def _serving(
     tokens = blocks * runtime.VLLM_BLOCK_TOKENS
     blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
     return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, blocks // blocks_per_seq)
+
+
+def _tgi_serving(
+    model: ModelSpec, w: Workload, gpu: GPU, weights: float, work_per_token: float, kv_b: float, kv_split: int
+) -> ServingCapacity:
+    """TGI's sizing: the memory --cuda-memory-fraction allows (1.0 by default; a set
+    gpu_memory_utilization reads as it), less the weights, the warm-up prefill of
+    --max-batch-prefill-tokens (max_input_tokens + 50, with max_input_tokens the workload's prompt)
+    and the CUDA context, holds the KV cache (estimators/engines.py)."""
+    fraction = (
+        w.gpu_memory_utilization if "gpu_memory_utilization" in w.model_fields_set else engines.TGI_CUDA_MEMORY_FRACTION
+    )
+    profile = work_per_token * (w.input_len + engines.TGI_PREFILL_EXTRA_TOKENS)
+    non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
+    budget = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION * fraction - weights - profile - non_torch
+    per_seq_len = max(w.input_len + w.output_len, 1)
+    per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    if budget <= 0 or per_token <= 0:
+        return ServingCapacity(fraction, max(budget, 0.0), per_token, 0, 0)
+    tokens = math.floor(budget / per_token)
+    return ServingCapacity(fraction, budget, per_token, tokens, tokens // per_seq_len)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gpuplan.estimators import comm, runtime
+from gpuplan.estimators import comm, engines, runtime
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import stack_shapes
 from gpuplan.estimators.memory import (
@@ -12,6 +12,7 @@ from gpuplan.estimators.memory import (
     kv_shards,
 )
 from gpuplan.estimators.perf.cnn import cnn_inference, one_pass
+from gpuplan.estimators.perf.offload import offload_step
 from gpuplan.estimators.perf.ops import (
     ENGINE_MAX_BATCH,
     LAST_TOKEN_LOGITS_ENGINES,
@@ -237,7 +238,16 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
     # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
     kernels = kernels_per_layer(model) * layers_total * pp + 4
-    if not is_eager(w, model):
+    # transformers' generate compiles the decode step with a static cache (generation/utils.py
+    # _valid_auto_compile_criteria: a compileable cache on CUDA), the prefill stays eager
+    static_decode = w.engine == "transformers" and w.cache_implementation == "static" and phase == "decode"
+    if w.engine == "tgi" and phase == "decode" and batch > engines.TGI_CUDA_GRAPH_MAX_BATCH:
+        # TGI captures CUDA graphs for decode batches up to 32 only: above, its fused layers are
+        # issued from Python one kernel at a time, hidden behind the GPU's work while that is longer,
+        # and never cheaper than the graph's per-kernel gaps
+        issue = max(kernels * eff.LAUNCH_EAGER_S - total_time(ops), kernels * eff.LAUNCH_GRAPH_S)
+        ops.append(Op("kernel launches (no CUDA graph above batch 32)", "launch", 0.0, 0.0, issue, "launch"))
+    elif not is_eager(w, model) or static_decode:
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
         extra = _eager_overhead(ops, kernels, calls * pp)
@@ -250,6 +260,9 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
             "4bit-dq": eff.BNB_4BIT_CALL_S + eff.BNB_4BIT_DQ_CALL_S,
         }[bnb]
         ops.append(Op(f"bitsandbytes {bnb} calls (host)", "launch", 0.0, 0.0, per_call * qcalls * pp, "launch"))
+    off = engines.offload_of(model, w)
+    if off is not None:  # llama.cpp -ngl: the host's layers on the CPU (perf/offload.py)
+        ops = offload_step(c, ops, phase, tokens, off)
     return ops
 
 
@@ -312,6 +325,8 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     # the engine's default cap on the sequences one step schedules: vLLM's max_num_seqs by card
     cap = ENGINE_MAX_BATCH.get(w.engine) or (runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else 1024)
+    if engines.offload_of(model, w) is not None:
+        cap = b  # host layers run on the CPU, whose arithmetic is not modelled: no larger batch is tried
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
     if limit > b:

@@ -1,0 +1,118 @@
+"""What the inference engines beyond vLLM do by default, where the estimate depends on it, each
+default cited: text-generation-inference (TGI), Ollama, transformers' static cache, and llama.cpp's
+(and Ollama's) partial GPU offload. The memory and speed estimators read these; the numbers of the
+engines that were there before (vllm, tensorrt-llm, sglang, mlc, llama.cpp with every layer on the
+GPU, transformers with its dynamic cache) do not go through here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec, ParamGroup
+from gpuplan.specs.workload import Workload
+
+GiB: Final = 2**30
+
+# --- text-generation-inference (TGI launcher arguments, huggingface/text-generation-inference
+# docs/source/reference/launcher.md@575af7e67210332b8177507d7d89c65284af0bf9) -----------------------
+# --cuda-memory-fraction: "the total visible memory multiplied by cuda-memory-fraction" [default: 1.0]
+TGI_CUDA_MEMORY_FRACTION: Final = 1.0
+# --max-concurrent-requests [default: 128]: more concurrent requests are refused, not batched
+TGI_MAX_CONCURRENT_REQUESTS: Final = 128
+# --cuda-graphs: "Default = 1,2,4,8,16,32": decode batches above 32 run without a CUDA graph
+TGI_CUDA_GRAPH_MAX_BATCH: Final = 32
+# --max-batch-prefill-tokens: "Default to `max_input_tokens + 50`"; the warm-up prefill of that many
+# tokens sizes the activation peak TGI keeps free before it hands the rest to the KV cache
+TGI_PREFILL_EXTRA_TOKENS: Final = 50
+
+# --- Ollama (llama.cpp underneath) ------------------------------------------------------------
+# The library's default tags are 4-bit K-quants: e.g. ollama.com/library/llama3.1 `8b` is
+# `8b-instruct-q4_K_M`; a model pulled without a quantisation tag loads as Q4_K_M
+OLLAMA_DEFAULT_WEIGHTS: Final = "q4_k_m"
+# OLLAMA_NUM_PARALLEL unset: one request at a time per loaded model (Ollama 0.20.3's server log reads
+# "Parallel:1" with the variable absent, a dated run of 2026-11-04: baeseokjae.github.io
+# research/evidence/ollama-concurrent-requests-latency-2026/method.md); each parallel slot gets a
+# whole num_ctx of cache (the runner's KvSize is num_ctx x parallel)
+OLLAMA_NUM_PARALLEL: Final = 1
+# Default context by the GPU's memory (ollama docs/context-length.mdx@948f69330acf96a2310f1b53fdfc211731a386d8:
+# "< 24 GiB VRAM: 4k context - 24-48 GiB VRAM: 32k context - >= 48 GiB VRAM: 256k context")
+OLLAMA_CTX_BY_VRAM: Final = ((24 * GiB, 4096), (48 * GiB, 32_768))
+OLLAMA_CTX_LARGE: Final = 262_144
+
+# --- llama.cpp partial offload ----------------------------------------------------------------
+# A prompt is processed in micro-batches of n_ubatch tokens (llama.cpp common/common.h: n_ubatch =
+# 512); for a micro-batch of at least 32 tokens the CUDA backend copies the weights of the layers
+# left in host memory to the GPU and runs them there (ggml-cuda.cu, ggml_backend_cuda_device_offload_op:
+# min_batch_size = 32), so prefill reads the host layers over PCIe once per micro-batch
+LLAMA_CPP_UBATCH: Final = 512
+GGML_CUDA_OFFLOAD_MIN_BATCH: Final = 32
+
+
+def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
+    """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's
+    memory; at most the model's trained context (Ollama caps a larger request there)."""
+    if w.num_ctx is not None:
+        ctx = w.num_ctx
+    elif gpu is None:
+        ctx = OLLAMA_CTX_BY_VRAM[0][1]
+    else:
+        ctx = next((n for limit, n in OLLAMA_CTX_BY_VRAM if gpu.memory_bytes < limit), OLLAMA_CTX_LARGE)
+    return min(ctx, model.max_position_embeddings) if model.max_position_embeddings else ctx
+
+
+def kv_tokens_per_sequence(w: Workload, model: ModelSpec, gpu: GPU | None) -> tuple[int, int]:
+    """(tokens cached after the prefill, tokens cached at the end) per sequence, as the engine
+    allocates them: Ollama its whole num_ctx up front, transformers' static cache the whole
+    input + output up front (StaticCache, max_cache_len = the generation's max_length), the others
+    what the sequence has produced."""
+    n_in, n_out = w.input_len, w.output_len
+    if w.engine == "ollama":
+        ctx = ollama_num_ctx(w, model, gpu)
+        return ctx, ctx
+    if w.engine == "transformers" and w.cache_implementation == "static":
+        return n_in + n_out, n_in + n_out
+    return n_in, n_in + n_out
+
+
+@dataclass(frozen=True)
+class Offload:
+    """llama.cpp's -ngl split: `gpu_layers` of the `layers` transformer layers (weights and their
+    KV cache) on the GPU, the rest, the token embeddings and the output layer in host memory
+    (llama.cpp keeps the input layer on the CPU and offloads the output only with -ngl > layers)."""
+
+    gpu_layers: int
+    layers: int
+
+    @property
+    def gpu_share(self) -> float:
+        return self.gpu_layers / self.layers
+
+    @property
+    def cpu_layers(self) -> int:
+        return self.layers - self.gpu_layers
+
+
+def offload_of(model: ModelSpec, w: Workload) -> Offload | None:
+    """The partial offload of a llama.cpp / Ollama workload; None when every layer is on the GPU
+    (gpu_layers unset or at least the model's layers, like -ngl 99)."""
+    if w.task != "inference" or w.engine not in ("llama.cpp", "ollama") or w.gpu_layers is None:
+        return None
+    layers = model.num_layers
+    if layers <= 0 or w.gpu_layers >= layers:
+        return None
+    return Offload(w.gpu_layers, layers)
+
+
+def is_block(g: ParamGroup) -> bool:
+    """A tensor of the repeated layers (what -ngl moves), not the embeddings or the output layer."""
+    return g.role not in ("embedding", "position", "head")
+
+
+def host_link_note(off: Offload) -> str:
+    return (
+        f"{off.gpu_layers} of {off.layers} layers on the GPU (gpu_layers); {off.cpu_layers} layers, the "
+        "embeddings and the output layer in host memory"
+    )
