@@ -32,8 +32,8 @@ from gpuplan.specs.workload import Workload
 # --- inference --------------------------------------------------------------------------------
 
 
-def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
-    check_parallel(model, w)
+def _weights(model: ModelSpec, w: Workload) -> tuple[float, float, MemoryLine, engines.Offload | None]:
+    """(weights on each GPU, weights in host memory, their memory line, the partial offload)."""
     mp = w.tp * w.pp
     iw = inference_weights(model, w)
     fmt = iw.fmt
@@ -55,20 +55,25 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         ep_note = f"; {engines.host_link_note(off)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
     kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
-    lines_w = [
-        MemoryLine(
-            f"weights ({fmt})",
-            weights,
-            f"{model.total_params / 1e9:.3g}B params; "
-            + ("all tensors" if fmt in GGUF else "block linears")
-            + f" at {bits:.3g} bits"
-            + ("" if fmt in GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
-            + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
-            + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else "")
-            + ep_note,
-            "model",
-        )
-    ]
+    line = MemoryLine(
+        f"weights ({fmt})",
+        weights,
+        f"{model.total_params / 1e9:.3g}B params; "
+        + ("all tensors" if fmt in GGUF else "block linears")
+        + f" at {bits:.3g} bits"
+        + ("" if fmt in GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
+        + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
+        + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else "")
+        + ep_note,
+        "model",
+    )
+    return weights, host, line, off
+
+
+def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
+    check_parallel(model, w)
+    weights, host, line, off = _weights(model, w)
+    lines_w = [line]
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     kv_split = kv_shards(model, w.tp) * w.pp
     n_in, n_out = w.input_len, w.output_len

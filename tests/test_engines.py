@@ -1,0 +1,237 @@
+"""The engines beyond vLLM (estimators/engines.py): TGI, Ollama, transformers' static cache, and
+llama.cpp's partial GPU offload (perf/offload.py), against figures worked out here by hand from the
+model's tensors and the engines' cited defaults; and the examples that use them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+import gpuplan
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import comm, engines, runtime
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.perf import Op, estimate_inference_time
+from gpuplan.results import InferenceSpeed
+from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import Workload, check_keys_apply, make_workload
+
+Q4KM_BYTES = 4.84 / 8  # GGUF Q4_K_M bits per weight, whole-file average (specs/precision.py)
+GB = 1e9
+
+
+def _w(**kw: Any) -> Workload:
+    return make_workload({"model": "llama-3.1-8b", "task": "inference", **kw})
+
+
+def _line(e: MemoryEstimate, prefix: str) -> float:
+    return next(x.bytes for x in (*e.lines, *e.not_at_peak) if x.name.startswith(prefix))
+
+
+def _block_and_rest(m: ModelSpec) -> tuple[float, float]:
+    """Q4_K_M bytes of the repeated layers and of the embeddings + output layer."""
+    block = sum(g.total for g in m.groups if g.role not in ("embedding", "position", "head")) * Q4KM_BYTES
+    rest = sum(g.total for g in m.groups if g.role in ("embedding", "position", "head")) * Q4KM_BYTES
+    return block, rest
+
+
+@pytest.fixture(scope="module")
+def m8b() -> ModelSpec:
+    return load_model("llama-3.1-8b")
+
+
+@pytest.fixture(scope="module")
+def card(catalog: Catalog) -> GPU:
+    return catalog.get("RTX 3070")  # 8 GiB
+
+
+# --- llama.cpp partial offload -------------------------------------------------------------------
+OFF: dict[str, Any] = {"engine": "llama.cpp", "weight_dtype": "q4_k_m", "input_len": 512, "output_len": 128}
+
+
+def test_offload_memory_holds_only_the_gpu_layers(m8b: ModelSpec, card: GPU) -> None:
+    block, rest = _block_and_rest(m8b)
+    e = estimate_memory(m8b, _w(**OFF, gpu_layers=20), card)
+    assert _line(e, "weights") == pytest.approx(block * 20 / 32, rel=1e-9)
+    kv_all = 512 * m8b.kv_bytes_per_token()  # after the prefill, 2-byte KV
+    assert _line(e, "KV cache") == pytest.approx(kv_all * 20 / 32, rel=1e-6)
+    # host: 12 layers, the embeddings and the output layer, and the 12 layers' KV at the end
+    kv_end = (512 + 128) * m8b.kv_bytes_per_token()
+    assert e.host_bytes == pytest.approx(block * 12 / 32 + rest + kv_end * 12 / 32, rel=1e-6)
+    assert e.serving is None  # no vLLM-style KV budget for a split model
+
+
+def test_offload_decode_is_gpu_bytes_at_gpu_bandwidth_plus_cpu_bytes_at_host_bandwidth(
+    m8b: ModelSpec, card: GPU
+) -> None:
+    """tpot(ngl) = (ngl / L) x the all-GPU step + (host layers + output layer) bytes / host bandwidth.
+    The all-GPU step's launches stay whole (they are per kernel, not per layer): < 2% here."""
+    block, rest = _block_and_rest(m8b)
+    head = sum(g.total for g in m8b.groups if g.role == "head") * Q4KM_BYTES
+    full = estimate_inference_time(m8b, _w(**OFF), card)
+    for ngl in (8, 20, 28):
+        t = estimate_inference_time(m8b, _w(**OFF, gpu_layers=ngl), card)
+        cpu_bytes = block * (32 - ngl) / 32 + head
+        expected = full.tpot_s * ngl / 32 + cpu_bytes / (89.6 * GB)
+        assert t.tpot_s == pytest.approx(expected, rel=0.03), ngl
+        cpu = [o for o in t.decode_ops if o.name.startswith("CPU:")]
+        assert len(cpu) == 1 and cpu[0].bytes == pytest.approx(cpu_bytes, rel=0.02)  # + the host layers' KV
+    assert rest > head  # the input embeddings are in host memory but not read whole per token
+
+
+def test_cpu_only_decode_reads_everything_at_host_bandwidth(m8b: ModelSpec, card: GPU) -> None:
+    block, _ = _block_and_rest(m8b)
+    head = sum(g.total for g in m8b.groups if g.role == "head") * Q4KM_BYTES
+    t = estimate_inference_time(m8b, _w(**OFF, gpu_layers=0), card)
+    # 8B Q4_K_M: (6.98B block + 0.53B head params) x 0.605 B = 4.54 GB per token / 89.6 GB/s = 50.7 ms
+    assert (block + head) / (89.6 * GB) == pytest.approx(0.0507, rel=0.01)
+    # + the KV cache at the mean decode context (512 + 129 / 2 tokens x 128 KiB), and the graph's
+    # kernel launches, which stay on the GPU
+    kv = (512 + 129 / 2) * m8b.kv_bytes_per_token()
+    launches = sum(o.time_s for o in t.decode_ops if o.phase == "launch")
+    assert t.tpot_s == pytest.approx((block + head + kv) / (89.6 * GB) + launches, rel=0.01)
+    faster = estimate_inference_time(m8b, _w(**OFF, gpu_layers=0, host_memory_bandwidth=179.2), card)
+    assert faster.tpot_s == pytest.approx(t.tpot_s / 2, rel=0.03)
+
+
+def test_offload_prefill_copies_the_host_layers_over_pcie_per_micro_batch(m8b: ModelSpec, card: GPU) -> None:
+    """A prompt of >= 32 tokens runs on the GPU, the host layers' weights copied per 512-token micro-batch."""
+    block, rest = _block_and_rest(m8b)
+    for n_in, ubatches in ((512, 1), (1500, 3)):
+        t = estimate_inference_time(m8b, _w(**{**OFF, "input_len": n_in}, gpu_layers=20), card)
+        (copy,) = [o for o in t.prefill_ops if "over PCIe" in o.name]
+        assert copy.bytes == pytest.approx((block * 12 / 32 + rest) * ubatches, rel=1e-6)
+        assert copy.time_s == pytest.approx(copy.bytes / comm.host_link_bandwidth(card), rel=1e-9)
+
+
+def test_all_layers_on_the_gpu_is_the_unchanged_estimate(m8b: ModelSpec, card: GPU) -> None:
+    base = estimate_inference_time(m8b, _w(**OFF), card)
+    for ngl in (32, 99):
+        same = estimate_inference_time(m8b, _w(**OFF, gpu_layers=ngl), card)
+        assert (same.tpot_s, same.ttft_s) == (base.tpot_s, base.ttft_s)
+    assert estimate_memory(m8b, _w(**OFF, gpu_layers=99), card).per_gpu_bytes == pytest.approx(
+        estimate_memory(m8b, _w(**OFF), card).per_gpu_bytes, rel=1e-12
+    )
+
+
+def test_offload_keys_need_an_engine_that_reads_them() -> None:
+    with pytest.raises(InvalidSettingError, match=r"'gpu_layers'.*llama\.cpp and ollama.*engine is vllm"):
+        check_keys_apply(_w(gpu_layers=20))
+    with pytest.raises(InvalidSettingError, match=r"'cache_implementation'.*transformers"):
+        check_keys_apply(_w(engine="tgi", cache_implementation="static"))
+    with pytest.raises(InvalidSettingError, match=r"'num_ctx'.*ollama"):
+        check_keys_apply(_w(engine="llama.cpp", num_ctx=8192))
+    with pytest.raises(InvalidSettingError, match=r"'gpu_layers'.*inference"):
+        check_keys_apply(make_workload({"model": "llama-3.1-8b", "task": "lora", "gpu_layers": 4}))
+    check_keys_apply(_w(engine="ollama", gpu_layers=10, num_ctx=8192, host_memory_bandwidth=60))
+    with pytest.raises(InvalidSettingError, match="gpu_layers"):
+        _w(engine="llama.cpp", gpu_layers=-1)
+
+
+# --- TGI ---------------------------------------------------------------------------------------
+def test_tgi_kv_budget_is_the_whole_card_less_weights_warmup_and_context(catalog: Catalog, m8b: ModelSpec) -> None:
+    a10g = catalog.get("A10G")
+    w = _w(engine="tgi", batch_size=32, input_len=1000, output_len=250)
+    e = estimate_memory(m8b, w, a10g)
+    assert e.serving is not None and e.serving.gpu_memory_utilization == 1.0
+    weights = _line(e, "weights")
+    warmup = _line(e, "prefill activations")  # one prefill of max_input_tokens + 50 = 1,050 tokens
+    expected = a10g.memory_bytes * runtime.USABLE_MEMORY_FRACTION - weights - warmup - runtime.CUDA_CONTEXT_BYTES
+    assert e.serving.kv_budget_bytes == pytest.approx(expected, rel=1e-9)
+    per_token = m8b.kv_bytes_per_token()  # 128 KiB: 32 layers x 2 x 8 KV heads x 128 x 2 bytes
+    assert per_token == 131_072
+    assert e.serving.max_tokens == math.floor(expected / per_token)
+    vllm = estimate_memory(m8b, w.with_(engine="vllm"), a10g)
+    assert vllm.serving is not None and e.serving.max_tokens > vllm.serving.max_tokens  # 1.0 vs 0.9 of the card
+    set_fraction = estimate_memory(m8b, w.with_(gpu_memory_utilization=0.8), a10g)
+    assert set_fraction.serving is not None and set_fraction.serving.gpu_memory_utilization == 0.8
+
+
+def test_tgi_prefill_activation_peak_is_one_max_batch_prefill(catalog: Catalog, m8b: ModelSpec) -> None:
+    a10g = catalog.get("A10G")
+    tgi = estimate_memory(m8b, _w(engine="tgi", batch_size=32, input_len=1000), a10g)
+    vllm = estimate_memory(m8b, _w(engine="vllm", batch_size=32, input_len=1000), a10g)
+    assert _line(tgi, "prefill activations") == pytest.approx(_line(vllm, "prefill activations") * 1050 / 32000)
+
+
+def _launch(ops: tuple[Op, ...]) -> Op:
+    return next(o for o in ops if o.phase == "launch")
+
+
+def test_tgi_cuda_graphs_up_to_batch_32_and_at_most_128_requests(catalog: Catalog, m8b: ModelSpec) -> None:
+    h100 = catalog.get("H100")
+    small = estimate_inference_time(m8b, _w(engine="tgi", batch_size=32), h100)
+    big = estimate_inference_time(m8b, _w(engine="tgi", batch_size=64), h100)
+    assert _launch(small.decode_ops).name == "kernel launches (graph)"
+    assert _launch(big.decode_ops).name.startswith("kernel launches (no CUDA graph")
+    assert _launch(big.decode_ops).time_s >= _launch(small.decode_ops).time_s
+    t = estimate_inference_time(m8b, _w(engine="tgi", batch_size=8), h100, max_batch=5000)
+    assert t.max_batch == 128 and t.best_batch <= 128
+
+
+# --- Ollama ------------------------------------------------------------------------------------
+def test_ollama_defaults_q4_k_m_and_one_request(catalog: Catalog, m8b: ModelSpec) -> None:
+    w = _w(engine="ollama")
+    assert w.effective_weight_dtype == "q4_k_m"
+    assert _w(engine="ollama", weight_dtype="q8_0").effective_weight_dtype == "q8_0"
+    t = estimate_inference_time(m8b, w, catalog.get("RTX 4090"), max_batch=500)
+    assert t.max_batch == 1
+
+
+@pytest.mark.parametrize(("gpu", "ctx"), [("RTX 3070", 4096), ("RTX 4090", 32_768), ("H100", 131_072)])
+def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec, gpu: str, ctx: int) -> None:
+    """< 24 GiB: 4k, 24-48 GiB: 32k, >= 48 GiB: 256k, capped at Llama 3.1's 131,072 trained positions."""
+    card = catalog.get(gpu)
+    e = estimate_memory(m8b, _w(engine="ollama", input_len=100, output_len=100), card)
+    assert engines.ollama_num_ctx(_w(engine="ollama"), m8b, card) == ctx
+    assert _line(e, "KV cache") == pytest.approx(ctx * 131_072, rel=1e-9)
+    assert e.serving is None
+    e2 = estimate_memory(m8b, _w(engine="ollama", num_ctx=8192), card)
+    assert _line(e2, "KV cache") == pytest.approx(8192 * 131_072, rel=1e-9)
+
+
+# --- transformers' static cache ----------------------------------------------------------------
+def test_static_cache_preallocates_and_compiles_decode(catalog: Catalog, m8b: ModelSpec) -> None:
+    h100 = catalog.get("H100")
+    dyn = _w(engine="transformers", input_len=512, output_len=256)
+    static = dyn.with_(cache_implementation="static")
+    e_dyn, e_static = estimate_memory(m8b, dyn, h100), estimate_memory(m8b, static, h100)
+    per_token = m8b.kv_bytes_per_token()
+    assert _line(e_dyn, "KV cache") == pytest.approx(512 * per_token)  # after the prefill
+    after_prefill = [x for x in (*e_static.lines, *e_static.not_at_peak) if x.name == "KV cache"]
+    assert all(x.bytes == pytest.approx(768 * per_token) for x in after_prefill)
+    t_dyn = estimate_inference_time(m8b, dyn, h100)
+    t_static = estimate_inference_time(m8b, static, h100)
+    assert _launch(t_static.decode_ops).name == "kernel launches (graph)"
+    assert t_static.tpot_s < t_dyn.tpot_s * 0.9  # eager generate is CPU-bound at batch 1
+    assert t_static.ttft_s == pytest.approx(t_dyn.ttft_s, rel=1e-12)  # the prefill stays eager
+    # unset is transformers' default, the dynamic cache: the same numbers as before
+    assert estimate_inference_time(m8b, dyn.with_(cache_implementation="dynamic"), h100).tpot_s == t_dyn.tpot_s
+
+
+# --- the examples ------------------------------------------------------------------------------
+def test_tgi_example() -> None:
+    r = gpuplan.estimate("examples/tgi-8b.yaml")
+    assert r.verdict.fits and r.time is not None
+    assert r.memory.serving is not None and r.memory.serving.gpu_memory_utilization == 1.0
+    # 32 x 1,250 tokens x 128 KiB of KV = 4.88 GiB at the end of decode
+    assert r.memory.breakdown["KV cache"] == pytest.approx(32 * 1250 * 131_072, rel=1e-9)
+
+
+def test_laptop_offload_example() -> None:
+    r = gpuplan.estimate("examples/laptop-offload.yaml")
+    m = load_model("qwen2.5-14b")
+    block, rest = _block_and_rest(m)
+    assert r.verdict.fits
+    assert r.memory.breakdown["weights (q4_k_m)"] == pytest.approx(block * 36 / 48, rel=1e-9)
+    assert r.memory.host_bytes > block * 12 / 48 + rest
+    assert isinstance(r.time, InferenceSpeed)
+    head = sum(g.total for g in m.groups if g.role == "head") * Q4KM_BYTES
+    # the 12 host layers and the output layer: ~2.6 GB a token at 89.6 GB/s = ~29 ms of each step
+    cpu_s = (block * 12 / 48 + head) / (89.6 * GB)
+    assert 0.025 < cpu_s < 0.035
+    assert r.time.tpot_s > cpu_s
