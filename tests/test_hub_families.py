@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from conftest import RunCli
 from gpuplan.errors import InvalidSettingError, ModelConfigError
 from gpuplan.estimators.activations import stack_shapes
 from gpuplan.estimators.lora import lora_param_count, lora_targets
@@ -239,3 +240,9 @@ def test_sdpa_estimates_as_flash_and_eager_materialises_scores() -> None:
     eager = gpuplan.estimate({**base, "attention_impl": "eager"})
     assert sdpa.memory.per_gpu_bytes == flash.memory.per_gpu_bytes
     assert eager.memory.per_gpu_bytes > flash.memory.per_gpu_bytes * 1.05
+
+
+def test_measure_refuses_a_hub_family_instead_of_running_its_code(run_cli: RunCli) -> None:
+    code, _, err = run_cli("measure", str(CONFIGS / "qwen-7b.json"), "--set", "task=inference", "--device", "cpu")
+    assert code == 2
+    assert "trust_remote_code" in err and "never runs" in err and "Traceback" not in err
