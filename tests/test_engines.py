@@ -194,6 +194,31 @@ def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec
     assert _line(e2, "KV cache") == pytest.approx(8192 * 131_072, rel=1e-9)
 
 
+def test_ollama_splits_a_model_that_does_not_fit_itself(catalog: Catalog) -> None:
+    """num_gpu unset: as many layers as fit (Qwen2.5-14B Q4_K_M, 4k context, on 8 GiB: 41 of 48),
+    the same estimate as gpu_layers: 41, and one layer more would not fit."""
+    m, card = load_model("qwen2.5-14b"), catalog.get("RTX 3070")
+    w = make_workload({"model": "qwen2.5-14b", "task": "inference", "engine": "ollama"})
+    n = engines.ollama_gpu_layers(m, w, card)
+    assert n == 41
+    auto, explicit = estimate_memory(m, w, card), estimate_memory(m, w.with_(gpu_layers=n), card)
+    assert auto.per_gpu_bytes == pytest.approx(explicit.per_gpu_bytes, rel=1e-12)
+    usable = card.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    assert auto.per_gpu_bytes <= usable < estimate_memory(m, w.with_(gpu_layers=n + 1), card).per_gpu_bytes
+    assert estimate_inference_time(m, w, card).tpot_s == estimate_inference_time(m, w.with_(gpu_layers=n), card).tpot_s
+    # a model that fits keeps every layer on the GPU
+    assert engines.offload_of(load_model("llama-3.1-8b"), _w(engine="ollama"), card) is None
+
+
+def test_validation_prose_names_tgi_and_ollama() -> None:
+    from gpuplan.planner.validation_prose_speed import _engine
+
+    assert _engine("HF text-generation-inference 2.0, 16 concurrent users") == "tgi"
+    assert _engine("TGI on one A10G") == "tgi"
+    assert _engine("ollama 0.5 (llama.cpp backend), q4_K_M") == "ollama"
+    assert _engine("llama.cpp b3000 -ngl 99") == "llama.cpp"
+
+
 # --- transformers' static cache ----------------------------------------------------------------
 def test_static_cache_preallocates_and_compiles_decode(catalog: Catalog, m8b: ModelSpec) -> None:
     h100 = catalog.get("H100")

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from gpuplan.estimators import runtime
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
+from gpuplan.specs.precision import storage_format
 from gpuplan.specs.workload import Workload
 
 GiB: Final = 2**30
@@ -95,15 +97,42 @@ class Offload:
         return self.layers - self.gpu_layers
 
 
-def offload_of(model: ModelSpec, w: Workload) -> Offload | None:
+def offload_of(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Offload | None:
     """The partial offload of a llama.cpp / Ollama workload; None when every layer is on the GPU
-    (gpu_layers unset or at least the model's layers, like -ngl 99)."""
-    if w.task != "inference" or w.engine not in ("llama.cpp", "ollama") or w.gpu_layers is None:
+    (gpu_layers at least the model's layers, like -ngl 99, or unset: llama.cpp's every layer, and
+    Ollama's own split on `gpu`, which is every layer when they fit)."""
+    if w.task != "inference" or w.engine not in ("llama.cpp", "ollama") or model.kind != "decoder":
         return None
+    n = w.gpu_layers
+    if n is None and w.engine == "ollama" and gpu is not None:
+        n = ollama_gpu_layers(model, w, gpu)
     layers = model.num_layers
-    if layers <= 0 or w.gpu_layers >= layers:
+    if n is None or layers <= 0 or n >= layers:
         return None
-    return Offload(w.gpu_layers, layers)
+    return Offload(n, layers)
+
+
+def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
+    """Ollama's split when num_gpu is unset: as many layers, each with its share of the num_ctx KV
+    cache, as fit on `gpu` beside the CUDA context, the prefill's working set, the logits and the
+    allocator's slack, as gpuplan's memory estimate counts them (Ollama then runs the rest on the
+    CPU: `ollama ps` shows the split, docs/context-length.mdx)."""
+    from gpuplan.estimators.activations import prefill_working_bytes_per_token, stack_shapes
+    from gpuplan.estimators.memory.base import act_bytes, inference_weights, weight_bytes  # imports this module
+
+    iw = inference_weights(model, w)
+    other = 4.0 if iw.fmt == "fp32" else 2.0
+    block = weight_bytes([g for g in model.groups if is_block(g)], iw.fmt, other, iw.kept)
+    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    b = w.batch_size
+    kv = b * model.kv_cache_bytes(ollama_num_ctx(w, model, gpu), kv_b, input_len=w.input_len)
+    c = act_bytes(w.precision)
+    work = max(prefill_working_bytes_per_token(s, c, 1) for s in stack_shapes(model)) * b * max(w.input_len, 1)
+    logits = b * model.vocab_size * (c + 4.0)
+    fixed = runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc)
+    room = (gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION - fixed) / (1 + runtime.ALLOCATOR_SLACK_FRACTION)
+    per_layer = (block + kv) / model.num_layers
+    return max(0, min(model.num_layers, int((room - work - logits) // per_layer)))
 
 
 def is_block(g: ParamGroup) -> bool:
@@ -111,8 +140,9 @@ def is_block(g: ParamGroup) -> bool:
     return g.role not in ("embedding", "position", "head")
 
 
-def host_link_note(off: Offload) -> str:
+def host_link_note(off: Offload, auto: bool = False) -> str:
+    why = "Ollama's own split: as many as fit" if auto else "gpu_layers"
     return (
-        f"{off.gpu_layers} of {off.layers} layers on the GPU (gpu_layers); {off.cpu_layers} layers, the "
+        f"{off.gpu_layers} of {off.layers} layers on the GPU ({why}); {off.cpu_layers} layers, the "
         "embeddings and the output layer in host memory"
     )

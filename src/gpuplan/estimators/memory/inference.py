@@ -32,7 +32,7 @@ from gpuplan.specs.workload import Workload
 # --- inference --------------------------------------------------------------------------------
 
 
-def _weights(model: ModelSpec, w: Workload) -> tuple[float, float, MemoryLine, engines.Offload | None]:
+def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, float, MemoryLine, engines.Offload | None]:
     """(weights on each GPU, weights in host memory, their memory line, the partial offload)."""
     mp = w.tp * w.pp
     iw = inference_weights(model, w)
@@ -47,12 +47,12 @@ def _weights(model: ModelSpec, w: Workload) -> tuple[float, float, MemoryLine, e
         experts = weight_bytes([g for g in model.groups if g.role == "expert"], fmt, other, iw.kept)
         weights -= experts / mp * (1.0 - w.tp / spread)
         ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
-    off = engines.offload_of(model, w)
+    off = engines.offload_of(model, w, gpu)
     host = 0.0
     if off is not None:  # llama.cpp -ngl: only gpu_layers layers' weights on the GPU
         on_gpu = weight_bytes([g for g in model.groups if engines.is_block(g)], fmt, other, iw.kept) * off.gpu_share
         host, weights = weights - on_gpu, on_gpu
-        ep_note = f"; {engines.host_link_note(off)} ({host / 2**30:.2f} GiB)"
+        ep_note = f"; {engines.host_link_note(off, w.gpu_layers is None)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
     kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
     line = MemoryLine(
@@ -72,7 +72,7 @@ def _weights(model: ModelSpec, w: Workload) -> tuple[float, float, MemoryLine, e
 
 def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
     check_parallel(model, w)
-    weights, host, line, off = _weights(model, w)
+    weights, host, line, off = _weights(model, w, gpu)
     lines_w = [line]
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     kv_split = kv_shards(model, w.tp) * w.pp

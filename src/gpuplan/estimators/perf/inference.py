@@ -260,7 +260,7 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
             "4bit-dq": eff.BNB_4BIT_CALL_S + eff.BNB_4BIT_DQ_CALL_S,
         }[bnb]
         ops.append(Op(f"bitsandbytes {bnb} calls (host)", "launch", 0.0, 0.0, per_call * qcalls * pp, "launch"))
-    off = engines.offload_of(model, w)
+    off = engines.offload_of(model, w, c.gpu)
     if off is not None:  # llama.cpp -ngl: the host's layers on the CPU (perf/offload.py)
         ops = offload_step(c, ops, phase, tokens, off)
     return ops
@@ -325,7 +325,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     # the engine's default cap on the sequences one step schedules: vLLM's max_num_seqs by card
     cap = ENGINE_MAX_BATCH.get(w.engine) or (runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else 1024)
-    if engines.offload_of(model, w) is not None:
+    if engines.offload_of(model, w, c.gpu) is not None:
         cap = b  # host layers run on the CPU, whose arithmetic is not modelled: no larger batch is tried
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
