@@ -219,6 +219,42 @@ def test_validation_prose_names_tgi_and_ollama() -> None:
     assert _engine("llama.cpp b3000 -ngl 99") == "llama.cpp"
 
 
+# --- a serving benchmark's request rate ---------------------------------------------------------
+def _latency(m: ModelSpec, w: Workload, gpu: GPU, k: int, rate: float) -> float:
+    """L(k), worked from two plain estimates: one prompt's prefill and the decode step at batch k,
+    both stretched by rho = rate x that prefill (the engine's time arriving prompts take)."""
+    one = estimate_inference_time(m, w.with_(batch_size=1, request_rate=None), gpu)
+    at_k = estimate_inference_time(m, w.with_(batch_size=k, request_rate=None), gpu)
+    rho = rate * one.ttft_s
+    return (one.ttft_s + (w.output_len - 1) * at_k.tpot_s) / (1 - rho)
+
+
+@pytest.mark.parametrize(("rate", "k"), [(0.5, 1), (2.0, 4), (8.0, 21)])
+def test_request_rate_runs_littles_law_concurrency(catalog: Catalog, m8b: ModelSpec, rate: float, k: int) -> None:
+    """k is the least batch with k >= rate x L(k) (Llama 3.1 8B, 1,000 + 250 tokens, one H100)."""
+    h100 = catalog.get("H100")
+    w = _w(input_len=1000, output_len=250, request_rate=rate)
+    t = estimate_inference_time(m8b, w, h100)
+    assert t.batch == k
+    assert k >= rate * _latency(m8b, w, h100, k, rate)
+    assert k == 1 or k - 1 < rate * _latency(m8b, w, h100, k - 1, rate)
+    assert any(n.startswith(f"request_rate {rate:g}/s:") for n in t.notes)
+    # two replicas share the arrivals: each sees half the rate
+    two = estimate_inference_time(m8b, w.with_(num_gpus=2, request_rate=2 * rate), h100)
+    assert two.batch == k and two.replicas == 2
+
+
+def test_request_rate_past_capacity_says_so(catalog: Catalog, m8b: ModelSpec) -> None:
+    h100 = catalog.get("H100")
+    w = _w(input_len=1000, output_len=250, request_rate=100)
+    t = estimate_inference_time(m8b, w, h100, max_batch=329)
+    assert t.batch == 329 and any("more than it serves" in n for n in t.notes)
+    capped = estimate_inference_time(m8b, w.with_(batch_size=16), h100, max_batch=329)  # --max-concurrency 16
+    assert capped.batch == 16 and any("more than it serves" in n for n in capped.notes)
+    with pytest.raises(InvalidSettingError, match=r"'request_rate'.*inference"):
+        check_keys_apply(make_workload({"model": "llama-3.1-8b", "task": "lora", "request_rate": 2}))
+
+
 # --- transformers' static cache ----------------------------------------------------------------
 def test_static_cache_preallocates_and_compiles_decode(catalog: Catalog, m8b: ModelSpec) -> None:
     h100 = catalog.get("H100")

@@ -242,6 +242,10 @@ class Workload(BaseModel):
     # Ollama's context window (num_ctx, OLLAMA_CONTEXT_LENGTH): its KV cache holds this many tokens
     # per parallel request whatever the prompt; unset: Ollama's default by the GPU's memory
     num_ctx: int | None = Field(None, ge=1, le=10_000_000)
+    # serving benchmark with arrivals (vLLM benchmark_serving --request-rate, Poisson): requests per
+    # second, all replicas together; batch_size, when set, caps the requests in flight
+    # (--max-concurrency); input_len and output_len are the mean prompt and output lengths
+    request_rate: float | None = Field(None, gt=0, le=1_000_000)
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -508,7 +512,7 @@ ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
 INFERENCE_ONLY: Final = frozenset(
     {
         "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
-        "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx",
+        "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
     }
 )  # fmt: skip
 # Inference keys that only some engines read (the same one-line refusal names the engines)
