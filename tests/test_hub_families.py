@@ -246,3 +246,11 @@ def test_measure_refuses_a_hub_family_instead_of_running_its_code(run_cli: RunCl
     code, _, err = run_cli("measure", str(CONFIGS / "qwen-7b.json"), "--set", "task=inference", "--device", "cpu")
     assert code == 2
     assert "trust_remote_code" in err and "never runs" in err and "Traceback" not in err
+
+
+def test_launch_files_say_the_checkpoint_needs_its_own_code(run_cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(_config("chatglm3-6b")))
+    code, out, _ = run_cli("launch", str(tmp_path), "--format", "vllm", "--set", "gpu=A100 SXM4 80GB")
+    assert code == 0
+    assert "# chatglm: its modeling code ships with the checkpoint (THUDM/chatglm3-6b modeling_chatglm.py)" in out
+    assert "--trust-remote-code \\" not in out  # gpuplan never adds it for the user
