@@ -192,6 +192,9 @@ def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec
     assert e.serving is None
     e2 = estimate_memory(m8b, _w(engine="ollama", num_ctx=8192), card)
     assert _line(e2, "KV cache") == pytest.approx(8192 * 131_072, rel=1e-9)
+    short = estimate_memory(m8b, _w(engine="ollama", num_ctx=1024, input_len=1000, output_len=100), card)
+    assert any("drops the start of the prompt" in n for n in short.notes)
+    assert not any("drops" in n for n in e2.notes)
 
 
 def test_ollama_splits_a_model_that_does_not_fit_itself(catalog: Catalog) -> None:

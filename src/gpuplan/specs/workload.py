@@ -69,7 +69,9 @@ CHECKPOINTING: Final = ("none", "selective", "full")
 # the memory-efficient kernel when the inputs allow (PyTorch docs, scaled_dot_product_attention:
 # "three supported implementations ... FlashAttention-2, Memory-Efficient Attention, a PyTorch
 # implementation defined in C++"), neither of which materialises the scores: "flash". Only its C++
-# math fallback would, and transformers' SDPA path takes the fused kernels on Ampere and later.
+# math fallback would, and transformers' SDPA path takes the fused kernels on Ampere and later
+# (fp32 inputs take the memory-efficient kernel, slower than FlashAttention-2; the speed estimate
+# does not tell the two apart).
 _ATTENTION_ALIASES: Final = {
     "sdpa": "flash",
     "flash_attention_2": "flash",

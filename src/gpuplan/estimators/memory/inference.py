@@ -92,6 +92,11 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         kv_full = b * model.kv_cache_bytes(t_full, kv_b, input_len=n_in) / kv_split
         if (t_prefill, t_full) != (n_in, n_in + n_out):
             notes.append(f"the {w.engine} engine allocates the KV cache of {t_full:,} tokens per sequence up front")
+        if t_full < n_in + n_out:
+            notes.append(
+                f"Ollama's context (num_ctx {t_full:,}) is shorter than {n_in:,} + {n_out:,} tokens: it drops the "
+                "start of the prompt; set num_ctx to keep it all"
+            )
     else:
         kv_prefill = kv_full = 0.0
         t_full = n_in + n_out
