@@ -55,7 +55,9 @@ GGML_CUDA_OFFLOAD_MIN_BATCH: Final = 32
 
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
     """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's
-    memory; at most the model's trained context (Ollama caps a larger request there)."""
+    memory; at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
+    GGUF's context_length, warning "requested context size too large for model", and asks the
+    runner for KvSize = NumCtx x parallel)."""
     if w.num_ctx is not None:
         ctx = w.num_ctx
     elif gpu is None:
