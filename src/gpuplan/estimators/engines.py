@@ -83,25 +83,37 @@ def kv_tokens_per_sequence(w: Workload, model: ModelSpec, gpu: GPU | None) -> tu
 
 @dataclass(frozen=True)
 class Offload:
-    """llama.cpp's -ngl split: `gpu_layers` of the `layers` transformer layers (weights and their
-    KV cache) on the GPU, the rest, the token embeddings and the output layer in host memory
-    (llama.cpp keeps the input layer on the CPU and offloads the output only with -ngl > layers)."""
+    """llama.cpp's -ngl split (src/llama-model.cpp, load_tensors: i_gpu_start = max(n_layer + 1 -
+    n_gpu_layers, 0) with the output layer placed as layer n_layer, so -ngl counts it and it goes to
+    the GPU first; the input layer always on the CPU: "there is very little benefit to offloading
+    the input layer"). With -ngl N >= 1: the output layer and N - 1 repeating layers, with their KV
+    cache, on the GPU; the other layers and the token embeddings in host memory. Ollama's num_gpu
+    counts the same way (its 33/33 layers for Llama 3.1 8B's 32 and the output)."""
 
-    gpu_layers: int
-    layers: int
+    gpu_layers: int  # N as given: counts the output layer
+    layers: int  # the model's repeating layers
+
+    @property
+    def head_on_gpu(self) -> bool:
+        return self.gpu_layers >= 1
+
+    @property
+    def gpu_blocks(self) -> int:
+        return max(self.gpu_layers - 1, 0)
 
     @property
     def gpu_share(self) -> float:
-        return self.gpu_layers / self.layers
+        """The repeating layers' share on the GPU."""
+        return self.gpu_blocks / self.layers
 
     @property
     def cpu_layers(self) -> int:
-        return self.layers - self.gpu_layers
+        return self.layers - self.gpu_blocks
 
 
 def offload_of(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Offload | None:
-    """The partial offload of a llama.cpp / Ollama workload; None when every layer is on the GPU
-    (gpu_layers at least the model's layers, like -ngl 99, or unset: llama.cpp's every layer, and
+    """The partial offload of a llama.cpp / Ollama workload; None when everything is on the GPU
+    (gpu_layers above the model's layers, like -ngl 99, or unset: llama.cpp's every layer, and
     Ollama's own split on `gpu`, which is every layer when they fit)."""
     if w.task != "inference" or w.engine not in ("llama.cpp", "ollama") or model.kind != "decoder":
         return None
@@ -109,22 +121,37 @@ def offload_of(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Offload
     if n is None and w.engine == "ollama" and gpu is not None:
         n = ollama_gpu_layers(model, w, gpu)
     layers = model.num_layers
-    if n is None or layers <= 0 or n >= layers:
+    if n is None or layers <= 0 or n > layers:
         return None
     return Offload(n, layers)
 
 
-def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
-    """Ollama's split when num_gpu is unset: as many layers, each with its share of the num_ctx KV
-    cache, as fit on `gpu` beside the CUDA context, the prefill's working set, the logits and the
-    allocator's slack, as gpuplan's memory estimate counts them (Ollama then runs the rest on the
-    CPU: `ollama ps` shows the split, docs/context-length.mdx)."""
-    from gpuplan.estimators.activations import prefill_working_bytes_per_token, stack_shapes
-    from gpuplan.estimators.memory.base import act_bytes, inference_weights, weight_bytes  # imports this module
+def split_weight_bytes(model: ModelSpec, w: Workload) -> tuple[float, float, float]:
+    """(repeating layers, output layer as the GPU holds it, untied output weights) in bytes, in the
+    format the workload loads: a tied output reuses the embeddings, which llama.cpp duplicates onto
+    the output layer's device (TENSOR_DUPLICATED), so the GPU holds vocab x hidden either way."""
+    # memory.base imports this module: imported here, when called
+    from gpuplan.estimators.memory.base import inference_weights, is_quantised, weight_bytes
 
     iw = inference_weights(model, w)
     other = 4.0 if iw.fmt == "fp32" else 2.0
     block = weight_bytes([g for g in model.groups if is_block(g)], iw.fmt, other, iw.kept)
+    heads = [g for g in model.groups if g.role == "head" and g.linear is not None]
+    per = storage_format(iw.fmt).bytes_per_value
+    output = sum(g.linear[0] * g.linear[1] * (per if is_quantised(g, iw.fmt) else other) for g in heads if g.linear)
+    untied = weight_bytes(heads, iw.fmt, other, iw.kept)
+    return block, output, untied
+
+
+def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
+    """Ollama's split when num_gpu is unset: the output layer, then as many layers, each with its
+    share of the num_ctx KV cache, as fit on `gpu` beside the CUDA context, the prefill's working
+    set, the logits and the allocator's slack, as gpuplan's memory estimate counts them (Ollama
+    runs the rest on the CPU: `ollama ps` shows the split, docs/context-length.mdx)."""
+    from gpuplan.estimators.activations import prefill_working_bytes_per_token, stack_shapes
+    from gpuplan.estimators.memory.base import act_bytes
+
+    block, output, _ = split_weight_bytes(model, w)
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     b = w.batch_size
     kv = b * model.kv_cache_bytes(ollama_num_ctx(w, model, gpu), kv_b, input_len=w.input_len)
@@ -133,8 +160,11 @@ def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
     logits = b * model.vocab_size * (c + 4.0)
     fixed = runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc)
     room = (gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION - fixed) / (1 + runtime.ALLOCATOR_SLACK_FRACTION)
+    room -= work + logits + output
+    if room < 0:
+        return 0
     per_layer = (block + kv) / model.num_layers
-    return max(0, min(model.num_layers, int((room - work - logits) // per_layer)))
+    return min(model.num_layers + 1, 1 + int(room // per_layer))
 
 
 def is_block(g: ParamGroup) -> bool:
@@ -143,8 +173,10 @@ def is_block(g: ParamGroup) -> bool:
 
 
 def host_link_note(off: Offload, auto: bool = False) -> str:
-    why = "Ollama's own split: as many as fit" if auto else "gpu_layers"
+    why = "Ollama's own split: as many as fit" if auto else f"gpu_layers {off.gpu_layers}"
+    where = "the output layer and " if off.head_on_gpu else ""
+    host = "the embeddings" + ("" if off.head_on_gpu else " and the output layer")
     return (
-        f"{off.gpu_layers} of {off.layers} layers on the GPU ({why}); {off.cpu_layers} layers, the "
-        "embeddings and the output layer in host memory"
+        f"{where}{off.gpu_blocks} of {off.layers} layers on the GPU ({why}); {off.cpu_layers} layers and "
+        f"{host} in host memory"
     )

@@ -235,8 +235,9 @@ class Workload(BaseModel):
     # and what unset means); "static" preallocates input + output tokens (StaticCache), which
     # generate compiles for decode
     cache_implementation: Literal["dynamic", "static"] | None = None
-    # llama.cpp -ngl / Ollama num_gpu: the transformer layers held and run on the GPU, the rest in host
-    # memory on the CPU; unset: all of them (0: CPU-only decode)
+    # llama.cpp -ngl / Ollama num_gpu: layers held and run on the GPU, counting the output layer (placed
+    # there first), the rest in host memory on the CPU; unset: all of them (Ollama: as many as fit);
+    # 0: CPU-only decode
     gpu_layers: int | None = Field(None, ge=0, le=100_000)
     # host memory bandwidth in GB/s, which the CPU layers of a partial offload read at; unset:
     # DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS

@@ -26,7 +26,6 @@ from gpuplan.estimators.memory.base import (
     is_quantised,
     kv_shards,
     pipeline_ranks,
-    weight_bytes,
 )
 from gpuplan.estimators.memory.inference import inference_memory
 from gpuplan.estimators.memory.training import cnn_training_memory, training_memory
@@ -47,7 +46,6 @@ __all__ = [
     "is_quantised",
     "kv_shards",
     "pipeline_ranks",
-    "weight_bytes",
 ]
 
 

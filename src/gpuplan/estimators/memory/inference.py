@@ -49,9 +49,10 @@ def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, flo
         ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
     off = engines.offload_of(model, w, gpu)
     host = 0.0
-    if off is not None:  # llama.cpp -ngl: only gpu_layers layers' weights on the GPU
-        on_gpu = weight_bytes([g for g in model.groups if engines.is_block(g)], fmt, other, iw.kept) * off.gpu_share
-        host, weights = weights - on_gpu, on_gpu
+    if off is not None:  # llama.cpp -ngl: the output layer and gpu_layers - 1 layers on the GPU
+        block, output, untied = engines.split_weight_bytes(model, w)
+        host = weights - block * off.gpu_share - (untied if off.head_on_gpu else 0.0)
+        weights = block * off.gpu_share + (output if off.head_on_gpu else 0.0)
         ep_note = f"; {engines.host_link_note(off, w.gpu_layers is None)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
     kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)

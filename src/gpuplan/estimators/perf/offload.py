@@ -1,9 +1,9 @@
 """llama.cpp / Ollama partial GPU offload (`gpu_layers`, llama.cpp's -ngl): a step's operators as
 they run when only some layers sit on the GPU (estimators/engines.py says which).
 
-Decode is a stream of weight and KV reads: the GPU's share of the layers runs as before, at the
-GPU's bandwidth; the host's layers, the output layer and their KV are read by the CPU at the
-host's memory bandwidth (`host_memory_bandwidth`), one after the other (llama.cpp evaluates the
+Decode is a stream of weight and KV reads: the GPU's share of the layers (and the output layer,
+which -ngl puts there first) runs as before, at the GPU's bandwidth; the host's layers and their KV
+are read by the CPU at the host's memory bandwidth (`host_memory_bandwidth`), one after the other (llama.cpp evaluates the
 graph's splits in order), so a token takes bytes_gpu / bw_gpu + bytes_cpu / bw_cpu. A prompt of at
 least 32 tokens runs every layer on the GPU instead and copies the host layers' weights over PCIe
 once per 512-token micro-batch (ggml-cuda's op offload; engines.LLAMA_CPP_UBATCH). CPU arithmetic
@@ -15,19 +15,17 @@ from __future__ import annotations
 import math
 
 from gpuplan.estimators import comm, engines
-from gpuplan.estimators.memory import inference_weights, weight_bytes
 from gpuplan.estimators.perf.ops import Ctx, Op
 
 GB = 1e9
 
 
 def host_weight_bytes(c: Ctx, off: engines.Offload) -> float:
-    """Weights left in host memory: the host's share of the layers, the embeddings, the output."""
-    iw = inference_weights(c.model, c.w)
-    other = 4.0 if iw.fmt == "fp32" else 2.0
-    total = weight_bytes(list(c.model.groups), iw.fmt, other, iw.kept)
-    block = weight_bytes([g for g in c.model.groups if engines.is_block(g)], iw.fmt, other, iw.kept)
-    return total - block * off.gpu_share
+    """Weights a prompt's matmuls copy to the GPU: the host's share of the layers and the output
+    layer when it is there (the embeddings are a row lookup, GET_ROWS, which ggml-cuda does not
+    offload)."""
+    block, output, _ = engines.split_weight_bytes(c.model, c.w)
+    return block * (1.0 - off.gpu_share) + (0.0 if off.head_on_gpu else output)
 
 
 def _on_cpu(c: Ctx, ops: list[Op], phase: str, off: engines.Offload) -> list[Op]:
@@ -39,15 +37,19 @@ def _on_cpu(c: Ctx, ops: list[Op], phase: str, off: engines.Offload) -> list[Op]
     for o in ops:
         if o.phase in ("launch", "communication"):
             out.append(o)
-        elif o.name.startswith("linear lm_head"):  # the output layer stays on the CPU
-            cpu_bytes += o.bytes
-            cpu_flops += o.flops
+        elif o.name.startswith("linear lm_head"):  # the output layer: on the GPU from -ngl 1 on
+            if off.head_on_gpu:
+                out.append(o)
+            else:
+                cpu_bytes += o.bytes
+                cpu_flops += o.flops
         else:
             out.append(Op(o.name, o.phase, o.flops * share, o.bytes * share, o.time_s * share, o.bound))
             cpu_bytes += o.bytes * (1.0 - share)
             cpu_flops += o.flops * (1.0 - share)
     host_bw = c.w.host_bandwidth_gbps * GB
-    name = f"CPU: {off.cpu_layers} host layers + output layer at {c.w.host_bandwidth_gbps:g} GB/s host memory"
+    output = "" if off.head_on_gpu else " + output layer"
+    name = f"CPU: {off.cpu_layers} host layers{output} at {c.w.host_bandwidth_gbps:g} GB/s host memory"
     out.append(Op(name, phase, cpu_flops, cpu_bytes, cpu_bytes / host_bw, "memory"))
     return out
 
