@@ -241,14 +241,14 @@ class Workload(BaseModel):
     gpu_layers: int | None = Field(None, ge=0, le=100_000)
     # host memory bandwidth in GB/s, which the CPU layers of a partial offload read at; unset:
     # DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS
-    host_memory_bandwidth: float | None = Field(None, gt=0, le=100_000)
+    host_memory_bandwidth: float | None = Field(None, ge=0.1, le=100_000)
     # Ollama's context window (num_ctx, OLLAMA_CONTEXT_LENGTH): its KV cache holds this many tokens
     # per parallel request whatever the prompt; unset: Ollama's default by the GPU's memory
     num_ctx: int | None = Field(None, ge=1, le=10_000_000)
     # serving benchmark with arrivals (vLLM benchmark_serving --request-rate, Poisson): requests per
     # second, all replicas together; batch_size, when set, caps the requests in flight
     # (--max-concurrency); input_len and output_len are the mean prompt and output lengths
-    request_rate: float | None = Field(None, gt=0, le=1_000_000)
+    request_rate: float | None = Field(None, ge=1e-6, le=1_000_000)
 
     @field_validator("gpu", mode="before")
     @classmethod
