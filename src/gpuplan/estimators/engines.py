@@ -18,17 +18,64 @@ from gpuplan.specs.workload import Workload
 
 GiB: Final = 2**30
 
-# --- text-generation-inference (TGI launcher arguments, huggingface/text-generation-inference
-# docs/source/reference/launcher.md@575af7e67210332b8177507d7d89c65284af0bf9) -----------------------
-# --cuda-memory-fraction: "the total visible memory multiplied by cuda-memory-fraction" [default: 1.0]
+# --- text-generation-inference (TGI) ---------------------------------------------------------------
+# Read at huggingface/text-generation-inference@db931fcf42da018a3657580c64bf2720f167f9ab (2026-01-08)
+# and its launcher reference (docs/source/reference/launcher.md):
+# --cuda-memory-fraction [default: 1.0] (server/text_generation_server/utils/dist.py MEMORY_FRACTION)
 TGI_CUDA_MEMORY_FRACTION: Final = 1.0
+# the KV cache gets the memory free after a warm-up prefill, less (1 - fraction x TGI_WIGGLE_ROOM)
+# of the card (models/flash_causal_lm.py warmup; utils/import_utils.py get_cuda_free_memory);
+# TGI_WIGGLE_ROOM defaults to 0.90 (models/globals.py)
+TGI_WIGGLE_ROOM: Final = 0.90
 # --max-concurrent-requests [default: 128]: more concurrent requests are refused, not batched
 TGI_MAX_CONCURRENT_REQUESTS: Final = 128
-# --cuda-graphs: "Default = 1,2,4,8,16,32": decode batches above 32 run without a CUDA graph
+# --cuda-graphs: default [1, 2, 4, 8, 16, 32] (launcher/src/main.rs): decode batches above 32 run
+# without a CUDA graph
 TGI_CUDA_GRAPH_MAX_BATCH: Final = 32
-# --max-batch-prefill-tokens: "Default to `max_input_tokens + 50`"; the warm-up prefill of that many
-# tokens sizes the activation peak TGI keeps free before it hands the rest to the KV cache
-TGI_PREFILL_EXTRA_TOKENS: Final = 50
+# --max-batch-prefill-tokens unset (launcher/src/main.rs): compute_optimal = the cards' f16 FLOP/s
+# / the model's FLOPs per token (Config::flop), else 4,096 where it cannot tell, at most
+# max_position_embeddings; the warm-up prefill runs that many tokens, and no prefill runs more
+TGI_DEFAULT_PREFILL_TOKENS: Final = 4096
+# TGI's card table (launcher/src/main.rs, ComputeType::f16_flop), keyed by the lower-cased,
+# dash-joined name nvidia-smi reports: the catalog cards whose nvidia-smi name it matches ("NVIDIA
+# H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA A10G" ...). The others ("Tesla T4", "NVIDIA
+# GeForce RTX 4090", "NVIDIA H100 PCIe", "NVIDIA A10" ...) are Unknown to it: 4,096 tokens.
+TGI_CARD_F16_FLOPS: Final = {
+    "H100 SXM5 80GB": 900e12,
+    "H100 NVL 94GB": 900e12,
+    "H200 SXM 141GB": 989e12,
+    "A100 SXM4 40GB": 312e12,
+    "A100 SXM4 80GB": 312e12,
+    "A100 PCIe 80GB": 312e12,
+    "L40": 181e12,
+    "L40S": 363e12,
+    "L4": 121e12,
+    "A10G": 125e12,
+    "A40": 149e12,
+}
+
+
+def tgi_model_flop(model: ModelSpec) -> float:
+    """TGI's FLOPs per token of a model (launcher/src/main.rs, Config::flop): per layer 2 x hidden x
+    head_dim x (3 x heads + 2 x KV heads) for q, k, v, the attention and o, and 6 x hidden x
+    intermediate (x the routed + shared experts) for the MLP."""
+    h, hd = model.hidden_size, model.head_dim
+    ff = model.intermediate_size * (max(model.experts_per_token, 1) + model.num_shared_experts)
+    attn = 2 * h * hd * (3 * model.num_heads + 2 * model.num_kv_heads)
+    return float((attn + 6 * h * ff) * model.num_layers)
+
+
+def tgi_max_batch_prefill_tokens(model: ModelSpec, gpu: GPU, shards: int) -> int:
+    """TGI's default --max-batch-prefill-tokens: the shards' f16 FLOP/s from its card table over
+    tgi_model_flop, at most the model's context; 4,096 for a card it does not know or where that
+    ratio is not over 100 (TGI: "most likely an error"). TGI also caps it at what its own VRAM
+    estimate allows, which is not modelled."""
+    peak = TGI_CARD_F16_FLOPS.get(gpu.name, 0.0)
+    flop = tgi_model_flop(model)
+    optimal = int(peak * shards / flop) if flop > 0 else 0
+    value = optimal if optimal > 100 else TGI_DEFAULT_PREFILL_TOKENS
+    return min(value, model.max_position_embeddings) if model.max_position_embeddings else value
+
 
 # --- Ollama (llama.cpp underneath) ------------------------------------------------------------
 # The library's default tags are 4-bit K-quants: e.g. ollama.com/library/llama3.1 `8b` is

@@ -108,8 +108,8 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     shapes = stack_shapes(model) if model.kind != "cnn" else []
     work_per_token = max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0)
     prefill_tokens = b * seq
-    if w.engine == "tgi":  # TGI prefills at most --max-batch-prefill-tokens (max_input_tokens + 50) at once
-        prefill_tokens = min(prefill_tokens, w.input_len + engines.TGI_PREFILL_EXTRA_TOKENS)
+    if w.engine == "tgi" and gpu is not None:  # TGI prefills at most --max-batch-prefill-tokens at once
+        prefill_tokens = min(prefill_tokens, engines.tgi_max_batch_prefill_tokens(model, gpu, w.tp))
     work = work_per_token * prefill_tokens
     if model.kind == "cnn":
         # a CNN's largest feature map: ResNet stem output 64 x 112 x 112 per image
@@ -142,7 +142,7 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
             work,
             f"one layer's working set for {b} x {seq} tokens"
             if prefill_tokens == b * seq
-            else f"one layer's working set for {prefill_tokens:,} tokens (TGI --max-batch-prefill-tokens)",
+            else f"one layer's working set for {prefill_tokens:,} tokens (TGI's --max-batch-prefill-tokens)",
             "activation",
         ),
         MemoryLine("logits", logits, "last position only, fp32 (generate / vLLM sampler)", "activation"),
@@ -186,16 +186,17 @@ def _serving(
 def _tgi_serving(
     model: ModelSpec, w: Workload, gpu: GPU, weights: float, work_per_token: float, kv_b: float, kv_split: int
 ) -> ServingCapacity:
-    """TGI's sizing: the memory --cuda-memory-fraction allows (1.0 by default; a set
-    gpu_memory_utilization reads as it), less the weights, the warm-up prefill of
-    --max-batch-prefill-tokens (max_input_tokens + 50, with max_input_tokens the workload's prompt)
-    and the CUDA context, holds the KV cache (estimators/engines.py)."""
+    """TGI's sizing (estimators/engines.py): after a warm-up prefill of --max-batch-prefill-tokens,
+    the KV cache gets the free memory less (1 - cuda_memory_fraction x TGI_WIGGLE_ROOM 0.90) of the
+    card: total x fraction x 0.90 - weights - the warm-up's activations - the CUDA context.
+    --cuda-memory-fraction is 1.0 unless gpu_memory_utilization is set (it reads as it)."""
     fraction = (
         w.gpu_memory_utilization if "gpu_memory_utilization" in w.model_fields_set else engines.TGI_CUDA_MEMORY_FRACTION
     )
-    profile = work_per_token * (w.input_len + engines.TGI_PREFILL_EXTRA_TOKENS)
+    profile = work_per_token * engines.tgi_max_batch_prefill_tokens(model, gpu, w.tp)
     non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
-    budget = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION * fraction - weights - profile - non_torch
+    usable = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION * fraction * engines.TGI_WIGGLE_ROOM
+    budget = usable - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
     if budget <= 0 or per_token <= 0:
