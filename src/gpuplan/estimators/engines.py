@@ -78,8 +78,9 @@ def tgi_max_batch_prefill_tokens(model: ModelSpec, gpu: GPU, shards: int) -> int
 
 
 # --- Ollama (llama.cpp underneath) ------------------------------------------------------------
-# The library's default tags are 4-bit K-quants: e.g. ollama.com/library/llama3.1 `8b` is
-# `8b-instruct-q4_K_M`; a model pulled without a quantisation tag loads as Q4_K_M
+# The library's default tags are 4-bit K-quants: a model pulled without a quantisation tag loads as
+# Q4_K_M (ollama.com/library/llama3.1: `8b` is `8b-instruct-q4_K_M`, 4.7-4.9 GB; as third-party guides
+# say, e.g. devtoolkit.sh/examples/llama/quantization: "ollama pull llama3.1:8b # default Q4_K_M")
 OLLAMA_DEFAULT_WEIGHTS: Final = "q4_k_m"
 # OLLAMA_NUM_PARALLEL unset: one request at a time per loaded model (Ollama 0.20.3's server log reads
 # "Parallel:1" with the variable absent, a dated run of 2026-11-04: baeseokjae.github.io
