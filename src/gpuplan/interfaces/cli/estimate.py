@@ -137,7 +137,7 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
     return f"[red]✗ does not fit[/red] on {where}: {need} needed, {gib(mem.capacity_bytes)} usable ({gib(short)} short)"
 
 
-def _print_memory_detail(c: Console, mem: Memory) -> None:
+def _print_memory_detail(c: Console, mem: Memory, engine: Any = "vllm") -> None:
     c.print(
         f"allocated (torch peak) {gib(mem.allocated_bytes)} · reserved {gib(mem.reserved_bytes)} · "
         f"device {gib(mem.per_gpu_bytes)}"
@@ -147,6 +147,11 @@ def _print_memory_detail(c: Console, mem: Memory) -> None:
     for note in mem.notes:
         c.print(f"  • {escape(note)}")
     srv = mem.serving
+    who = (
+        "TGI, cuda_memory_fraction"
+        if engine == "tgi"
+        else f"{srv.engine if srv and srv.engine else 'vLLM'}, gpu_memory_utilization"
+    )
     if srv and srv.max_sequences == 0:
         left = (
             "no room left for a KV cache after weights and the profile run"
@@ -154,17 +159,17 @@ def _print_memory_detail(c: Console, mem: Memory) -> None:
             else f"a KV budget of {gib(srv.kv_budget_bytes)}"
         )
         c.print(
-            f"serving ({srv.engine or 'vLLM'}, gpu_memory_utilization {srv.gpu_memory_utilization:g}): {left}, "
+            f"serving ({who} {srv.gpu_memory_utilization:g}): {left}, "
             f"{gib(srv.kv_short_bytes)} short of one sequence ({gib(srv.sequence_kv_bytes)} of KV cache); "
             + (
                 "it would not start: see the fixes above"
                 if srv.engine
-                else "for reference only: the workload's engine allocates as it goes"
+                else "for reference only: the workload's engine does not refuse to start on it"
             )
         )
     elif srv:
         c.print(
-            f"serving (vLLM, gpu_memory_utilization {srv.gpu_memory_utilization:g}): KV budget "
+            f"serving ({who} {srv.gpu_memory_utilization:g}): KV budget "
             f"{gib(srv.kv_budget_bytes)} = {srv.max_tokens:,} tokens, at most {srv.max_sequences:,} "
             "concurrent sequences of this length"
         )
@@ -227,7 +232,7 @@ def _print_fit(c: Console, rec: FitResult) -> None:
     mem = rec.memory
     c.print(_breakdown_table(mem, f"{escape(_workload_title(rec.model, rec.workload))} on {rec.gpu} × {rec.num_gpus}"))
     c.print(_verdict(mem, rec.gpu, rec.num_gpus))
-    _print_memory_detail(c, mem)
+    _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.min_gpus is not None and rec.min_gpus != rec.num_gpus:
         c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus} {rec.min_gpus_layout}")
     elif rec.min_gpus is None:
@@ -342,7 +347,7 @@ def estimate(
     title += f" on {rec.gpu} × {rec.num_gpus}" if rec.gpu else ""
     c.print(_breakdown_table(mem, title))
     c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
-    _print_memory_detail(c, mem)
+    _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.verdict.fits is False:
         c.print("Time, cost and energy are left out: the job would not run (apply a fix above, or use --json).")
         return
