@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from conftest import RunCli
 from gpuplan.interfaces import api, web
 from gpuplan.planner.recommend import pareto_front
+from gpuplan.specs import frameworks
 from gpuplan.specs.models import find_preset, preset_config
 from gpuplan.specs.workload import make_workload
 
@@ -92,6 +93,53 @@ def test_pareto_front_is_the_set_of_undominated_points(points: list[tuple[float,
         assert on[points.index(min(valid, key=lambda q: (q[1], q[0])))]
 
 
+def test_a_serving_plan_prices_output_tokens_within_the_latency_target(client: TestClient) -> None:
+    body = {**SERVE, "max_tpot_ms": 30, "gpus": ["L40S", "A40", "H100 SXM5 80GB"]}
+    rec = client.post("/api/plan", json=body).json()
+    w = make_workload({k: v for k, v in body.items() if k != "gpus"})
+    same(rec, api.plan(w, gpus=body["gpus"]).to_dict())
+    fitting = [o for o in rec["options"] if o["fits"]]
+    assert fitting and all(o["serving"] is not None for o in fitting)
+    for o in fitting:
+        s = o["serving"]
+        if s["batch"] is None:
+            assert s["limited_by"].startswith("no batch meets"), s
+            continue
+        # the batch quoted meets the target, and its $/Mtok is the hour's price over the hour's tokens (1e-9)
+        assert s["tpot_s"] <= 0.030 and s["batch"] >= 1
+        assert s["usd_per_million_tokens"] == pytest.approx(
+            o["usd_per_hour"] / (s["tokens_per_s"] * 3600) * 1e6, rel=1e-9
+        )
+    # the page's estimate shows a missed target in its verdict; fit (memory only) refuses a target in one line
+    miss = client.post("/api/estimate", json={**SERVE, "max_tpot_ms": 1}).json()["verdict"]["notes"]
+    assert len(miss) == 1 and re.fullmatch(
+        r"misses its latency target max_tpot_ms=1 \(batch 16 takes .* ms/token\)", miss[0]
+    )
+    r = client.post("/api/fit", json={**SERVE, "max_tpot_ms": 30})
+    assert r.status_code == 422 and r.json()["detail"].startswith(
+        "fit answers memory only and does not read max_tpot_ms"
+    )
+
+
+def test_a_framework_fills_the_keys_a_training_request_leaves_unset(client: TestClient) -> None:
+    rec = client.post("/api/estimate", json={**LORA, "framework": "unsloth"}).json()
+    same(rec, api.estimate(make_workload({**LORA, "framework": "unsloth"})).to_dict())
+    assert rec["workload"]["activation_checkpointing"] == "full" and rec["workload"]["optimizer"] == "adamw-8bit"
+    # a key the request sets wins over the framework's
+    mine = client.post(
+        "/api/estimate", json={**LORA, "framework": "unsloth", "activation_checkpointing": "none"}
+    ).json()
+    assert mine["workload"]["activation_checkpointing"] == "none"
+    assert mine["memory"]["per_gpu_bytes"] > rec["memory"]["per_gpu_bytes"]
+
+
+def test_the_page_offers_the_librarys_frameworks() -> None:
+    html = (web.STATIC / "index.html").read_text()
+    menu = re.search(r'<select id="framework" name="framework">(.*?)</select>', html, re.S)
+    assert menu is not None
+    assert re.findall(r"<option(?: value=\"\")?>([^<]*)</option>", menu.group(1)) == ["—", *frameworks.names()]
+
+
 def test_roofline_points_never_beat_the_roof(client: TestClient) -> None:
     for body in (LORA, SERVE, {**SERVE, "gpu": "T4", "weight_dtype": "awq"}, {**LORA, "gpu": "V100"}):
         rec = client.post("/api/roofline", json=body).json()
@@ -159,6 +207,10 @@ def test_a_cluster_plan_searches_layouts(client: TestClient) -> None:
         ({**SERVE, "seq_len": 4096}, 422, r"'seq_len' key is read only by training .*task is inference"),
         ({"task": "streaming", "streams": 4, "lora_rank": 8}, 422, r"'lora_rank' key is read only by adapter"),
         ({**LORA, "tp": 3}, 422, r"num_gpus=1 must be a multiple of tp"),
+        # the page shows the latency targets for inference only and the framework for training only
+        ({**LORA, "max_tpot_ms": 50}, 422, r"'max_tpot_ms' key is read only by inference jobs; .* task is lora"),
+        ({**SERVE, "framework": "unsloth"}, 422, r"'framework' key is read only by training .*task is inference"),
+        ({**LORA, "framework": "nemo2"}, 422, r"'framework' key: must be one of megatron, nemo, .*Got 'nemo2'"),
         ({**LORA, "deadline": {}}, 422, r"'deadline' key: expected a duration"),
         ({**LORA, "model": "no-such-model"}, 422, r"Unknown model 'no-such-model'"),
         ({**LORA, "model": "org/not-cached"}, 422, r"not in the local Hugging Face cache"),

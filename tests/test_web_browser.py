@@ -18,7 +18,9 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, Response, ViewportSize, sync_playwright
 
+from gpuplan.specs import frameworks
 from gpuplan.specs.models import find_preset, preset_config
+from gpuplan.specs.prices import OWN_POWER
 from helpers.web_server import chromium, served
 
 GIB = 2**30
@@ -157,9 +159,14 @@ def check_plan_tables(page: Page, plan: dict[str, Any]) -> None:
             for field in ("time_s", "throughput", "cost_usd"):
                 cell = row.query_selector(f"td[data-field={field}]")
                 assert cell is not None and raw(cell.get_attribute("data-raw") or "null") == opt[field], field
-            mine = opt["gpu"] == plan["chosen_gpu"]
+            # a row folds in the cards with its very figures (`same_as`), named in its GPU cell
+            same_as = opt.get("same_as") or []
+            mine = plan["chosen_gpu"] in (opt["gpu"], *same_as)
             assert ("chosen" in (row.get_attribute("class") or "")) == mine
             assert ("(yours)" in row.inner_text()) == mine
+            assert raw(row.get_attribute("data-same-as") or "null") == (same_as or None)
+            gpu_cell = (row.query_selector("td:nth-child(2)") or row).text_content() or ""  # folded-away rows too
+            assert (f"(= {', '.join(same_as)})" in gpu_cell) == bool(same_as), gpu_cell
             misses = (row.query_selector("td[data-field=misses]") or row).inner_text()
             assert ("deadline" in misses) == (opt["meets_deadline"] is False)
     stars = sum("★" in (r.query_selector("td") or r).inner_text() for r in page.query_selector_all("#plan-box tr"))
@@ -405,6 +412,14 @@ def test_i_have_bounds_the_plan(browser: Browser, base_url: str) -> None:
     assert page.inner_text("#plan-title") == "On the GPUs you have"
     rent = page.query_selector_all("#rent-table tbody tr")
     assert [r.get_attribute("data-gpu") for r in rent] == [o["gpu"] for o in plan["rent_options"]]
+    # your own GPUs cost electricity only, labelled as the CLI labels it; renting is rental cost
+    owned_head = [h.inner_text() for h in page.query_selector_all("#plan-table thead th")]
+    rent_head = [h.inner_text() for h in page.query_selector_all("#rent-table thead th")]
+    assert "power cost per step" in owned_head and "power $/h (all GPUs)" in owned_head, owned_head
+    assert "cost per step" in rent_head and not any("power" in h for h in rent_head), rent_head
+    assert page.inner_text("#own-note") == (
+        f"Power cost on your GPUs: {OWN_POWER}; what renting would add is priced at rental rates."
+    )
     page.close()
 
 
@@ -491,15 +506,147 @@ def test_axe_finds_no_serious_violations(browser: Browser, base_url: str, viewpo
     for workload in (NO_FIT, STREAMS):
         page.goto(link(base_url, workload))
         finished(page, 1)
-        page.evaluate(AXE.read_text())  # through DevTools, not a <script>: the page's CSP stays as served
-        found = page.evaluate(
-            "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
-            ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}))"
-        )
-        serious = [v for v in found if v["impact"] in ("serious", "critical")]
-        assert not serious, serious
+        assert not axe_serious(page)
     # the check can fail: an unlabelled image is a critical violation
     page.evaluate("document.body.append(document.createElement('img'))")
     found = page.evaluate("async () => (await axe.run(document)).violations.map(v => v.id)")
     assert "image-alt" in found
+    page.close()
+
+
+def axe_serious(page: Page) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page as it stands."""
+    page.evaluate(AXE.read_text())  # through DevTools, not a <script>: the page's CSP stays as served
+    found = page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+        ".map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}))"
+    )
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+# --- serving plans, latency targets, folded rows, frameworks ----------------------------------------
+
+SERVING = {"model": "mistral-7b", "task": "inference", "precision": "bf16", "gpu": "A40", "batch_size": 8,
+           "input_len": 512, "output_len": 256, "max_tpot_ms": 50, "objective": "cost"}  # fmt: skip
+
+
+def test_a_serving_plan_prices_tokens_at_the_latency_target(browser: Browser, base_url: str) -> None:
+    page = browser.new_page(viewport=PHONE)
+    page.goto(base_url)
+    page.wait_for_selector("body[data-state=ready]", state="attached", timeout=TIMEOUT_MS)
+    page.select_option("#task", "lora")  # the latency targets are inference keys: neither shown nor sent here
+    assert page.is_hidden("#max_tpot_ms") and page.is_hidden("#max_ttft_ms") and page.is_visible("#framework")
+    page.select_option("#task", "inference")
+    assert page.is_visible("#max_tpot_ms") and page.is_visible("#max_ttft_ms") and page.is_hidden("#framework")
+    page.fill("#model", "mistral-7b")
+    page.select_option("#gpu", "A40")
+    page.select_option("#objective", "cost")
+    for key in ("batch_size", "input_len", "output_len", "max_tpot_ms"):
+        page.fill(f"#{key}", str(SERVING[key]))
+    sent: dict[str, Any] = {}
+    page.on("request", lambda r: sent.update({urlparse(r.url).path: raw(r.post_data or "null")}))
+    page.click("#run")
+    finished(page, 1)
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    assert sent["/api/plan"] == SERVING and sent["/api/estimate"] == SERVING
+    assert "max_tpot_ms" not in sent["/api/fit"]  # fit answers memory only and refuses a latency target
+
+    plan = api(base_url, "/api/plan", SERVING)
+    priced = [o for o in plan["options"] if o["fits"] and o["usd_per_hour"] is not None]
+    assert len(priced) > 10
+    page.click("#plan-more")
+    heads = [h.inner_text() for h in page.query_selector_all("#plan-table thead th")]
+    assert "$/Mtok @ batch" in heads and "cost per hour" in heads, heads
+    rows = page.query_selector_all("#plan-table tbody tr")
+    assert len(rows) == len(priced)
+    for row, opt in zip(rows, priced, strict=True):
+        s = opt["serving"]
+        cell = row.query_selector("td[data-field=serving]")
+        assert cell is not None
+        assert raw(cell.get_attribute("data-raw") or "") == s["usd_per_million_tokens"]
+        assert raw(cell.get_attribute("data-batch") or "") == s["batch"]
+        assert cell.get_attribute("title") == f"limited by {s['limited_by']}"
+        text = cell.inner_text()
+        if s["batch"] is None:
+            assert text == "misses target", text
+        else:  # "$0.09 @ 106"
+            assert text.endswith(f" @ {s['batch']:,}") and text.startswith("$"), text
+            shown = float(text[1:].split(" @ ")[0].replace(",", ""))  # cents (two decimals) or two digits below $0.01
+            assert shown == pytest.approx(s["usd_per_million_tokens"], abs=0.0051), text
+    assert any(o["serving"]["batch"] is None for o in priced)  # a card that cannot meet 50 ms at any batch
+    assert any(o["serving"]["batch"] > SERVING["batch_size"] for o in priced)  # the target allows more than 8
+    # GPUs with the very same figures are one row, the others named in its GPU cell
+    folded = [(r, o) for r, o in zip(rows, priced, strict=True) if o.get("same_as")]
+    assert folded
+    for row, opt in folded:
+        assert f"{opt['gpu']} (= {', '.join(opt['same_as'])})" in row.inner_text()
+    first = priced[0]
+    note = page.inner_text("#serving-note")
+    assert note.startswith("$/Mtok @ batch: $ per million output tokens at the largest batch that fits and meets "
+                           "max_tpot_ms=50 (concurrent sequences)"), note  # fmt: skip
+    assert f"on 1× {first['gpu']}, batch {first['serving']['batch']:,}: a larger one is limited by " in note
+    assert first["serving"]["limited_by"] in note
+    # the chosen GPU meets 50 ms per token at batch 8: no miss in the answer
+    assert api(base_url, "/api/estimate", SERVING)["verdict"]["notes"] == [] and page.is_hidden("#target-miss")
+    no_sideways_scroll(page)
+    assert not axe_serious(page)
+
+    # a target it cannot meet: the answer says which, by how much
+    page.fill("#max_tpot_ms", "10")
+    page.click("#run")
+    finished(page, 2)
+    notes = api(base_url, "/api/estimate", {**SERVING, "max_tpot_ms": 10})["verdict"]["notes"]
+    assert len(notes) == 1 and notes[0].startswith("misses its latency target max_tpot_ms=10 (batch 8 takes ")
+    miss = page.inner_text("#target-miss")
+    assert miss.startswith(f"M{notes[0][1:]}."), miss
+    assert page.get_attribute("#answer-box", "data-fits") == "true" and page.locator("#target-miss").is_visible()
+    assert "max_tpot_ms=10" in page.inner_text("#serving-note")
+    no_sideways_scroll(page)
+    page.close()
+
+
+def test_a_framework_fills_the_training_keys_left_unset(browser: Browser, base_url: str) -> None:
+    page = browser.new_page(viewport=LAPTOP)
+    page.goto(base_url)
+    page.wait_for_selector("body[data-state=ready]", state="attached", timeout=TIMEOUT_MS)
+    page.select_option("#task", "lora")
+    assert page.input_value("#framework") == "" and page.inner_text("#framework option:checked") == "—"
+    # the menu is the library's frameworks
+    names = page.eval_on_selector_all("#framework option", "os => os.map((o) => o.value)")
+    assert names == ["", *frameworks.names()]
+    page.fill("#model", "llama-3.1-8b")
+    page.select_option("#gpu", "A100 SXM4 80GB")
+    page.select_option("#framework", "unsloth")
+    with page.expect_request("**/api/estimate") as sent:
+        page.click("#run")
+    finished(page, 1)
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    body = raw(sent.value.post_data or "null")
+    # checkpointing left at "—" is not sent, so the framework's value (unsloth: full) applies
+    assert body == {"model": "llama-3.1-8b", "task": "lora", "gpu": "A100 SXM4 80GB", "precision": "bf16",
+                    "objective": "time", "framework": "unsloth"}  # fmt: skip
+    est = api(base_url, "/api/estimate", body)
+    assert est["workload"]["activation_checkpointing"] == "full"
+    plain = api(base_url, "/api/estimate", {k: v for k, v in body.items() if k != "framework"})
+    assert est["memory"]["per_gpu_bytes"] < 0.9 * plain["memory"]["per_gpu_bytes"]  # the framework's keys count
+    for key, value in shown_estimate(page).items():
+        assert value == dig(est, key), key
+    assert parse_qs(urlparse(page.url).query)["framework"] == ["unsloth"]
+    # your key wins over the framework's
+    page.select_option("#activation_checkpointing", "none")
+    with page.expect_request("**/api/estimate") as sent2:
+        page.click("#run")
+    finished(page, 2)
+    mine = raw(sent2.value.post_data or "null")
+    assert mine == {**body, "activation_checkpointing": "none"}
+    assert (
+        shown_estimate(page)["memory.per_gpu_bytes"] == api(base_url, "/api/estimate", mine)["memory"]["per_gpu_bytes"]
+    )
+    # a training key: not shown, not sent for inference
+    page.select_option("#task", "inference")
+    assert page.is_hidden("#framework")
+    with page.expect_request("**/api/plan") as sent3:
+        page.click("#run")
+    finished(page, 3)
+    assert "framework" not in raw(sent3.value.post_data or "null") and "framework" not in page.url
     page.close()

@@ -9,7 +9,8 @@ const DEFAULT_GPU = "H100 SXM5 80GB";
 // form fields: id -> how the API wants the value (kept in the URL under the same name)
 const FIELDS = {
   model: "str", task: "str", precision: "str", batch_size: "int", seq_len: "int", input_len: "int",
-  output_len: "int", weight_dtype: "str", lora_rank: "int", activation_checkpointing: "str", tokens: "float",
+  output_len: "int", max_tpot_ms: "float", max_ttft_ms: "float", weight_dtype: "str", lora_rank: "int",
+  framework: "str", activation_checkpointing: "str", tokens: "float",
   resolution: "str", fps: "float", streams: "int", users: "int", frames: "int", spp: "int", scene: "str",
   persona: "str", codec: "str", gpu: "str", num_gpus: "int", cluster: "str", have: "str", objective: "str",
   deadline: "str", budget: "float",
@@ -19,9 +20,10 @@ const FIELDS = {
 const llm = (t) => !GRAPHICS.has(t);
 const USED_BY = {
   model: (t) => llm(t) || t === "ai-video", precision: llm, batch_size: llm, tokens: llm,
-  seq_len: (t) => TRAINING.has(t), activation_checkpointing: (t) => TRAINING.has(t),
+  seq_len: (t) => TRAINING.has(t), activation_checkpointing: (t) => TRAINING.has(t), framework: (t) => TRAINING.has(t),
   lora_rank: (t) => t === "lora" || t === "qlora",
   input_len: (t) => t === "inference", output_len: (t) => t === "inference", weight_dtype: (t) => t === "inference",
+  max_tpot_ms: (t) => t === "inference", max_ttft_ms: (t) => t === "inference", // latency targets: serving only
   resolution: (t) => GRAPHICS.has(t), fps: (t) => ["streaming", "vdi", "ai-video"].includes(t),
   streams: (t) => t === "streaming" || t === "ai-video", users: (t) => t === "vdi",
   frames: (t) => t === "render", spp: (t) => t === "render", scene: (t) => t === "streaming",
@@ -156,6 +158,8 @@ async function planLanguageModel(s, w, id) {
   let fitBody = { ...noHave };
   delete fitBody.gpu;
   delete fitBody.cluster;
+  delete fitBody.max_tpot_ms; // fit answers memory only and refuses a latency target (the plan and estimate read it)
+  delete fitBody.max_ttft_ms;
   const planJob = call("/api/plan", w);
   // on a cluster, the estimate and roofline are of the best layout the plan found, and every GPU's
   // fit is of that layout on as many GPUs as the cluster has

@@ -84,6 +84,7 @@ function durTicks(values) {
 }
 
 // --- the answer block ----------------------------------------------------------------------------
+const LATENCY_MISS = "misses its latency target"; // the estimate's verdict note (api/estimate.py)
 function setAnswer(kind, verdict, binds, headline, notes) {
   const box = $("answer-box");
   box.className = kind;
@@ -92,7 +93,12 @@ function setAnswer(kind, verdict, binds, headline, notes) {
   $("binds").textContent = binds;
   $("headline").textContent = headline || "";
   $("headline").hidden = !headline;
-  $("answer-notes").textContent = (notes || []).join(" · ");
+  // a job that runs but misses the latency target asked for says so in the answer, not in small print
+  const misses = (notes || []).filter((n) => n.startsWith(LATENCY_MISS));
+  $("target-miss").textContent = misses.map((n) => `${n[0].toUpperCase()}${n.slice(1)}.`).join(" ")
+    + (misses.length ? " The plan's $/Mtok column shows each GPU's largest batch within it." : "");
+  $("target-miss").hidden = !misses.length;
+  $("answer-notes").textContent = (notes || []).filter((n) => !n.startsWith(LATENCY_MISS)).join(" · ");
   box.hidden = false;
 }
 
@@ -214,19 +220,35 @@ function planUnits(p) {
   return { time: "time for the job", cost: "cost of the job", axisT: "time for the whole job", axisC: "cost of the whole job (USD)", perStep: false };
 }
 
-function optionRows(p, opts, units, start = 0) {
-  const unit = p.throughput_unit || "tokens/s";
-  const head = el("tr", {}, ...["#", "GPU", "×", units.time, unit, units.cost, "$/h (all GPUs)", "misses", "bottleneck", "why"].map((h) => el("th", { scope: "col" }, h)));
+// a serving option's $ per million output tokens at the largest batch within the latency targets
+// (results/plan.py ServingCost), as the CLI's "$/Mtok @ batch" column; hover: what stops a larger batch
+function servingCell(s) {
+  if (!s) return num("serving", null, "—");
+  const attrs = { "data-batch": s.batch == null ? "null" : s.batch, title: `limited by ${s.limited_by}` };
+  if (s.batch == null) return el("td", { class: "num miss", "data-field": "serving", "data-raw": "null", ...attrs }, "misses target");
+  const td = num("serving", s.usd_per_million_tokens, `${s.usd_per_million_tokens == null ? "no price" : fmt.usd(s.usd_per_million_tokens)} @ ${fmt.n(s.batch)}`);
+  for (const [k, v] of Object.entries(attrs)) td.setAttribute(k, v);
+  return td;
+}
+
+// `owned`: options on the user's own GPUs, whose cost is electricity only (the CLI's "power cost")
+function optionRows(p, opts, units, start = 0, owned = false) {
+  const unit = p.throughput_unit || "tokens/s", power = owned ? "power " : "";
+  const serving = opts.some((o) => o.serving);
+  const heads = ["#", "GPU", "×", units.time, unit, power + units.cost, `${power}$/h (all GPUs)`, serving ? `${power}$/Mtok @ batch` : null, "misses", "bottleneck", "why"];
+  const head = el("tr", {}, ...heads.filter((h) => h != null).map((h) => el("th", { scope: "col" }, h)));
   const rows = opts.map((o, i) => {
-    const mine = o.gpu === p.chosen_gpu, misses = missesOf(o);
-    return el("tr", { "data-gpu": o.gpu, "data-n": o.num_gpus, class: [o.usable ? "" : "unusable", mine ? "chosen" : ""].join(" ").trim() || null },
+    // a row may stand for several cards with the very same figures (`same_as`): yours among them too
+    const mine = o.gpu === p.chosen_gpu || (o.same_as || []).includes(p.chosen_gpu), misses = missesOf(o);
+    return el("tr", { "data-gpu": o.gpu, "data-n": o.num_gpus, "data-same-as": o.same_as, class: [o.usable ? "" : "unusable", mine ? "chosen" : ""].join(" ").trim() || null },
       el("td", {}, `${start + i + 1}${o.pareto ? " ★" : ""}`),
-      el("td", {}, o.gpu, mine ? " (yours)" : ""),
+      el("td", {}, o.gpu, mine ? " (yours)" : "", o.same_as && o.same_as.length ? ` (= ${o.same_as.join(", ")})` : ""),
       num("num_gpus", o.num_gpus, o.num_gpus),
       num("time_s", o.time_s, fmt.dur(o.time_s)),
       num("throughput", o.throughput, fmt.rate(o.throughput, "")),
       num("cost_usd", o.cost_usd, o.cost_usd == null ? "no price" : fmt.usd(o.cost_usd)),
       num("usd_per_hour", o.usd_per_hour, fmt.usd(o.usd_per_hour)),
+      serving ? servingCell(o.serving) : null,
       el("td", { class: misses.length ? "miss" : "", "data-field": "misses" }, misses.join(", ")),
       el("td", {}, o.bottleneck),
       el("td", { class: "why" }, o.why));
@@ -237,7 +259,7 @@ function optionRows(p, opts, units, start = 0) {
 function renderPlan(p) {
   $("plan-box").hidden = false;
   $("plan-title").textContent = p.mode === "cluster" ? "Best parallel layouts" : p.have ? "On the GPUs you have" : "Recommended GPUs";
-  $("unpriced-box").hidden = $("rent-box").hidden = $("plan-more").hidden = true;
+  $("unpriced-box").hidden = $("rent-box").hidden = $("plan-more").hidden = $("own-note").hidden = $("serving-note").hidden = true;
   if (p.mode === "cluster") return renderLayouts(p);
   const units = planUnits(p);
   const fitting = p.options.filter((o) => o.fits);
@@ -247,7 +269,7 @@ function renderPlan(p) {
   const owned = p.have ? ` on ${Object.entries(p.have).map(([g, n]) => `${n}× ${g}`).join(", ")}` : "";
   $("plan-caption").textContent = `${main.length} ${p.have ? "options that fit" : "rentable options (a listed price) that fit"}${owned} of ${p.considered} considered (${p.mode}), ranked by ${p.objective}; ★ = on the cost-time Pareto front; ${units.perStep ? "figures are per training step (set tokens for the whole job)" : units.time === "latency per request" ? "cost is per hour of serving" : "figures are for the whole job"}.`;
   const show = (all) => {
-    $("plan-table").replaceChildren(...optionRows(p, all ? main : main.slice(0, TOP_ROWS), units));
+    $("plan-table").replaceChildren(...optionRows(p, all ? main : main.slice(0, TOP_ROWS), units, 0, !!p.have));
     $("plan-more").hidden = main.length <= TOP_ROWS;
     $("plan-more").textContent = all ? `Show the top ${TOP_ROWS}` : `Show all ${main.length}`;
     $("plan-more").onclick = () => show(!all);
@@ -262,7 +284,26 @@ function renderPlan(p) {
     $("rent-box").hidden = false;
     $("rent-table").replaceChildren(...optionRows(p, p.rent_options, units));
   }
+  planNotes(p, main);
   drawPareto(p, units);
+}
+
+// the CLI's lines under its table (interfaces/cli/plan.py): what an owned GPU's cost is, and what
+// "$/Mtok @ batch" means
+const OWN_POWER = "electricity only, GPU energy x the EIA 2022 US commercial average price"; // specs/prices.py
+function planNotes(p, main) {
+  $("own-note").hidden = !p.have;
+  $("own-note").textContent = p.have ? `Power cost on your GPUs: ${OWN_POWER}; what renting would add is priced at rental rates.` : "";
+  const serving = main.filter((o) => o.serving);
+  $("serving-note").hidden = !serving.length;
+  if (!serving.length) return;
+  const w = p.workload || {};
+  const targets = ["max_tpot_ms", "max_ttft_ms"].filter((k) => w[k] != null).map((k) => `${k}=${w[k]}`);
+  const at = targets.length ? `the largest batch that fits and meets ${targets.join(", ")}` : "the workload's batch_size";
+  const first = serving[0], s = first.serving, where = `${first.num_gpus}× ${first.gpu}`;
+  const limit = s.batch == null ? `on ${where}, ${s.limited_by}` : `on ${where}, batch ${fmt.n(s.batch)}: a larger one is limited by ${s.limited_by}`;
+  $("serving-note").textContent = `$/Mtok @ batch: $ per million output tokens at ${at} (concurrent sequences)`
+    + (targets.length ? `; ${limit}` : "; set a max time per output token (max_tpot_ms) or to first token (max_ttft_ms) to price the largest batch within it") + ".";
 }
 
 function renderLayouts(p) {
