@@ -94,10 +94,11 @@ def test_pareto_front_is_the_set_of_undominated_points(points: list[tuple[float,
 
 
 def test_a_serving_plan_prices_output_tokens_within_the_latency_target(client: TestClient) -> None:
-    body = {**SERVE, "max_tpot_ms": 30, "gpus": ["L40S", "A40", "H100 SXM5 80GB"]}
+    gpus = ["L40S", "A40", "H100 SXM5 80GB"]
+    body = {**SERVE, "max_tpot_ms": 30, "gpus": gpus}
     rec = client.post("/api/plan", json=body).json()
     w = make_workload({k: v for k, v in body.items() if k != "gpus"})
-    same(rec, api.plan(w, gpus=body["gpus"]).to_dict())
+    same(rec, api.plan(w, gpus=gpus).to_dict())
     fitting = [o for o in rec["options"] if o["fits"]]
     assert fitting and all(o["serving"] is not None for o in fitting)
     for o in fitting:

@@ -325,13 +325,7 @@ def _header_text(lp: LaunchPlan) -> list[str]:
             f"estimate: TTFT {i.ttft_single_s * 1e3:.0f} ms (one request), {i.tpot_s * 1e3:.1f} ms/token, "
             f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
         )
-    fam = family_of(lp.model.model_type)
-    if fam is not None and fam.hub_code:
-        lines.append(
-            f"{fam.model_type}: its modeling code ships with the checkpoint ({fam.hub_code}); loading it needs "
-            "trust_remote_code (vLLM/TGI --trust-remote-code), which gpuplan does not add: read that code first"
-        )
-    return lines + ([lp.checkpoint_note] if lp.checkpoint_note else [])
+    return lines + [n for n in (lp.remote_code_note, lp.checkpoint_note) if n]
 
 
 def torchrun(lp: LaunchPlan) -> str:

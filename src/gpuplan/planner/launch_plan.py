@@ -15,7 +15,7 @@ from gpuplan.planner.layouts import Layout, search_layouts
 from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import Catalog
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.models import find_preset
 from gpuplan.specs.workload import Workload
 
@@ -43,6 +43,17 @@ class LaunchPlan:
     time_limit_note: str  # how it was reached, for the script's header
     weight_format: str  # the weights' storage format as the engine loads them (e.g. fp8, awq)
     weights_from_checkpoint: bool  # pre-quantised: the engine reads the format from config.json
+
+    @property
+    def remote_code_note(self) -> str | None:
+        """A hub family whose modeling code ships with the checkpoint (specs/model/families.py)."""
+        fam = family_of(self.model.model_type)
+        if fam is None or not fam.hub_code:
+            return None
+        return (
+            f"{fam.model_type}: its modeling code ships with the checkpoint ({fam.hub_code}); loading it needs "
+            "trust_remote_code (vLLM/TGI --trust-remote-code), which gpuplan does not add: read that code first"
+        )
 
     @property
     def checkpoint_note(self) -> str | None:
