@@ -1,6 +1,6 @@
 """What the inference engines beyond vLLM do by default, where the estimate depends on it, each
-default cited: text-generation-inference (TGI), Ollama, transformers' static cache, and llama.cpp's
-(and Ollama's) partial GPU offload. The memory and speed estimators read these; the numbers of the
+default cited: text-generation-inference (TGI), Ollama, transformers' static cache, AutoAWQ's fused
+runtime, and llama.cpp's (and Ollama's) partial GPU offload. The memory and speed estimators read these; the numbers of the
 engines that were there before (vllm, tensorrt-llm, sglang, mlc, llama.cpp with every layer on the
 GPU, transformers with its dynamic cache) do not go through here.
 """
@@ -101,6 +101,69 @@ LLAMA_CPP_UBATCH: Final = 512
 GGML_CUDA_OFFLOAD_MIN_BATCH: Final = 32
 
 
+# --- AutoAWQ's fused runtime (engine: autoawq) ------------------------------------------------
+# AutoAWQForCausalLM.from_quantized(..., fuse_layers=True), as its examples/benchmark.py and README
+# run it. Read at casper-hansen/AutoAWQ@5c7e368 (2023-11-05, "New benchmarks in README", v0.1.6:
+# the commit that published the README's benchmark tables and the benchmark.py that made them).
+# Its fused attention (awq/modules/fused/attn.py, QuantAttentionFused) keeps a WindowedCache of
+# batch x max_seq_len tokens, allocated at load (torch.zeros) and rolled when exceeded; max_seq_len
+# is from_quantized's max_new_tokens, else the model's max_position_embeddings (models/base.py),
+# else 2048.
+AUTOAWQ_DEFAULT_CACHE_TOKENS: Final = 2048
+# A prompt (seqlen > 1) runs eager attention: torch.matmul scores (fp16), F.softmax(scores.float())
+# (an fp32 copy and an fp32 result), .type_as back to fp16: at the softmax, 2 + 4 + 4 bytes per
+# materialised score are live. Decode runs FasterTransformer's single_query_attention kernel.
+AUTOAWQ_SCORE_BYTES: Final = 10.0
+# A fused LlamaLikeBlock (awq/modules/fused/block.py) issues one kernel per module
+# (FasterTransformerRMSNorm, fused qkv, the FT attention, o_proj, residual add, norm, gate, up,
+# act x up, down, add), about the kernels a fused engine launches, with no CUDA graph and no host
+# sync inside the step (benchmark.py syncs once per forward): eager issue at one op per kernel,
+# overlapped with the GPU's work (perf/inference.py).
+AUTOAWQ_OPS_PER_KERNEL: Final = 1.0
+# Its decode attention, FasterTransformer's decoder_masked_multihead_attention (awq_cuda/attention,
+# built as ft_inference_engine on Linux), launches grid(num_heads, batch): one thread block per
+# query head and sequence streams its KV head's keys and values. A few dozen blocks (batch 1) leave
+# most SMs idle, so a layer takes at least one block's cache / its streaming rate. That rate is
+# fitted on the autoawq decode rows of split=fit (RTX 4090 only: another card's rate is assumed equal).
+AUTOAWQ_FT_BLOCK_BYTES_PER_S: float = 18e9
+AUTOAWQ_DEFAULT_VERSION: Final = "gemm"  # from_quantized(version="GEMM"); quant_config "version"
+# The first forward after loading pays once for what later ones reuse (CUDA's lazy loading of each
+# kernel module on first launch, the caching allocator's first cudaMalloc of each block size):
+# AutoAWQ's benchmark.py times its prefill as that first forward, after a torch.mm warm-up only. A
+# validation row says so with `measure: cold=true`; estimates are of the warm engine. Fitted on the
+# autoawq prefill rows of split=fit (planner/stack_fits.py).
+FIRST_FORWARD_S: dict[str, float] = {"autoawq": 0.054}
+
+
+# AutoAWQ's kernels by version: (share of the weight-streaming bandwidth, share of the fp16 GEMM
+# efficiency in tensor-core tiles, most rows run as a matrix-vector product). WQLinear_GEMV runs
+# gemv_forward_cuda up to 8 rows and gemmv2_forward_cuda above (awq/modules/linear.py: "if
+# inputs.shape[0] > 8"); WQLinear_GEMM runs gemm_forward_cuda for every row count. The GEMV share
+# is the weight-only GEMV share every engine gets (perf/ops.py WEIGHT_ONLY_GEMV_BW_SHARE); the
+# others are fitted on the autoawq rows of split=fit only (planner/validation_stacks.fit_constant,
+# tests/test_validation_stacks_fit.py).
+AUTOAWQ_KERNELS: dict[str, tuple[float, float, float]] = {
+    "gemm": (0.72, 0.57, 0.0),
+    "gemv": (0.85, 0.09, 8.0),
+}
+
+
+def autoawq_kernel(w: Workload) -> tuple[float, float, float] | None:
+    """(bandwidth share, tensor-core share, GEMV rows) of AutoAWQ's quantised linear kernels; None
+    for any other engine."""
+    if w.engine != "autoawq" or w.task != "inference":
+        return None
+    return AUTOAWQ_KERNELS[w.awq_version or AUTOAWQ_DEFAULT_VERSION]
+
+
+def autoawq_cache_tokens(w: Workload, model: ModelSpec) -> int:
+    """Tokens of AutoAWQ's fused cache per sequence: num_ctx (its max_new_tokens) as set, else the
+    model's max_position_embeddings, else 2048 (models/base.py at v0.1.6)."""
+    if w.num_ctx is not None:
+        return w.num_ctx
+    return model.max_position_embeddings or AUTOAWQ_DEFAULT_CACHE_TOKENS
+
+
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
     """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's
     memory; at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
@@ -118,14 +181,17 @@ def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
 def kv_tokens_per_sequence(w: Workload, model: ModelSpec, gpu: GPU | None) -> tuple[int, int]:
     """(tokens cached after the prefill, tokens cached at the end) per sequence, as the engine
     allocates them: Ollama its whole num_ctx up front, transformers' static cache the whole
-    input + output up front (StaticCache, max_cache_len = the generation's max_length), the others
-    what the sequence has produced."""
+    input + output up front (StaticCache, max_cache_len = the generation's max_length), AutoAWQ its
+    fused cache's window up front, the others what the sequence has produced."""
     n_in, n_out = w.input_len, w.output_len
     if w.engine == "ollama":
         ctx = ollama_num_ctx(w, model, gpu)
         return ctx, ctx
     if w.engine == "transformers" and w.cache_implementation == "static":
         return n_in + n_out, n_in + n_out
+    if w.engine == "autoawq":
+        ctx = autoawq_cache_tokens(w, model)
+        return ctx, ctx
     return n_in, n_in + n_out
 
 

@@ -36,6 +36,8 @@ MEASURE_KEYS: Final[dict[str, tuple[str | bool, ...]]] = {
     "max_batch": (True, False),  # served at the largest batch that fits
     "flops": ("model", "megatron"),  # TFLOP/s: model FLOPs, or Megatron's count with the recompute pass
     "per_gpu": (True, False),  # a throughput table per GPU whatever its unit says
+    "batch_sum": (True, False),  # a decode rate summed over the batch: batch / time per output token
+    "cold": (True, False),  # the prefill is the first forward after loading: the engine's first-call cost
 }
 # the number formats the columns hold (str(int), repr(float)): a grammar, not prose
 _INT: Final = re.compile(r"-?[0-9]+")

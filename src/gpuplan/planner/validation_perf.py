@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import engines
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.estimators.uncertainty import kind_of
@@ -81,14 +82,22 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
         max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
     it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
     dom = it.bottleneck
-    if prompt_rate:
+    if prompt_rate and measure.get("cold"):
+        # the first forward after loading (AutoAWQ's benchmark.py): the engine's first-call cost on top
+        first = engines.FIRST_FORWARD_S.get(work.engine)
+        if first is None:
+            raise InvalidSettingError(f"measure cold: no first-forward cost is known for the {work.engine} engine")
+        value = it.batch * max(work.input_len, 1) / (it.ttft_s + first)
+    elif prompt_rate:
         value = it.prefill_tokens_per_s
     elif "images_per_s" in metric:
         value = it.output_tokens_per_s * (work.num_gpus if model.kind == "cnn" else 1)
     elif "first_token" in metric:
         value = it.ttft_s * 1e3
     elif "decode_tokens_per_s" in metric:
-        value = 1.0 / it.tpot_s
+        # per sequence, or summed over the batch where the source multiplies by it (AutoAWQ's
+        # benchmark.py: 1 / median step time x batch size)
+        value = (it.batch if measure.get("batch_sum") else 1.0) / it.tpot_s
     elif "per_output_token" in metric:
         value = it.tpot_s * 1e3
     elif "output_token" in metric or "throughput" in metric:

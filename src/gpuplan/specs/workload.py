@@ -223,8 +223,13 @@ class Workload(BaseModel):
     # them, then what renting would add (specs/cluster.parse_have reads it against the catalog)
     have: str | dict[str, int] | None = None
     # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
-    # llama.cpp) against eager PyTorch (transformers' generate)
-    engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama"] = "vllm"
+    # llama.cpp) against eager PyTorch (transformers' generate) and AutoAWQ's fused modules (autoawq)
+    engine: Literal[
+        "vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama", "autoawq"
+    ] = "vllm"
+    # AutoAWQ's packing of an AWQ checkpoint (quant_config "version"), which picks its kernels: gemm
+    # (its default) or gemv; unset: gemm (estimators/engines.py)
+    awq_version: Literal["gemm", "gemv"] | None = None
     # the engine runs decode without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph;
     # vLLM before its CUDA-graph runner, PR #1926 of December 2023): each op issued by the host
     enforce_eager: bool = False
@@ -277,7 +282,8 @@ class Workload(BaseModel):
     # DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS
     host_memory_bandwidth: float | None = Field(None, ge=0.1, le=100_000)
     # Ollama's context window (num_ctx, OLLAMA_CONTEXT_LENGTH): its KV cache holds this many tokens
-    # per parallel request whatever the prompt; unset: Ollama's default by the GPU's memory
+    # per parallel request whatever the prompt; unset: Ollama's default by the GPU's memory. AutoAWQ:
+    # its fused cache's length (from_quantized max_new_tokens), a window that rolls when exceeded
     num_ctx: int | None = Field(None, ge=1, le=10_000_000)
     # serving benchmark with arrivals (vLLM benchmark_serving --request-rate, Poisson): requests per
     # second, all replicas together; batch_size, when set, caps the requests in flight
@@ -455,6 +461,8 @@ class Workload(BaseModel):
             return "nf4"
         if self.task == "inference" and self.engine == "ollama":
             return "q4_k_m"  # Ollama's library tags default to Q4_K_M (estimators/engines.py)
+        if self.task == "inference" and self.engine == "autoawq":
+            return "awq"  # AutoAWQ runs AWQ checkpoints only
         return "fp32" if self.precision == "tf32" else self.precision
 
     @property
@@ -550,7 +558,7 @@ INFERENCE_ONLY: Final = frozenset(
     {
         "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
         "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
-        "max_tpot_ms", "max_ttft_ms",
+        "max_tpot_ms", "max_ttft_ms", "awq_version",
     }
 )  # fmt: skip
 # Inference keys that only some engines read (the same one-line refusal names the engines)
@@ -558,7 +566,8 @@ ENGINE_ONLY: Final = {
     "cache_implementation": ("transformers",),
     "gpu_layers": ("llama.cpp", "ollama"),
     "host_memory_bandwidth": ("llama.cpp", "ollama"),
-    "num_ctx": ("ollama",),
+    "num_ctx": ("ollama", "autoawq"),
+    "awq_version": ("autoawq",),
 }
 GRAPHICS_ONLY: Final = frozenset(
     {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}

@@ -64,7 +64,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "datacenter": "Deployed in a datacenter (the GeForce driver licence forbids it); false for a workstation. "
     "Unset, GeForce cards you own (`have`) are a note, not barred.",
     "have": "The GPUs you own ('4x RTX 3090, 1x A100 40GB'): `plan` ranks on them, then what renting adds.",
-    "engine": "Inference engine: vllm, tensorrt-llm, sglang, tgi, mlc, llama.cpp, ollama (CUDA graphs), transformers (eager).",
+    "engine": "Inference engine: vllm, tensorrt-llm, sglang, tgi, mlc, llama.cpp, ollama (CUDA graphs), transformers (eager), "
+    "autoawq (AutoAWQ's fused modules, fuse_layers=True).",
     "enforce_eager": "The engine runs decode without CUDA graphs (vLLM --enforce-eager).",
     "max_tpot_ms": "Serving: the latency target per output token (ms); `plan` prices tokens at the largest batch within it.",
     "max_ttft_ms": "Serving: the target time to first token of one request (ms); `plan` marks options over it and prices within it.",
@@ -76,5 +77,7 @@ KEY_DOCS: Final[dict[str, str]] = {
     "gpu_layers": "llama.cpp -ngl / Ollama num_gpu: the output layer + N-1 layers on the GPU, the rest on the CPU; 0: CPU only.",
     "host_memory_bandwidth": "GB/s the CPU layers of a partial offload read at; unset: 89.6 (dual-channel DDR5-5600 peak).",
     "request_rate": "Serving benchmark: arrivals per second (Poisson, as --request-rate); batch_size then caps in-flight requests.",
-    "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB).",
+    "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB). "
+    "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_new_tokens; unset: the model's context).",
+    "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",
 }

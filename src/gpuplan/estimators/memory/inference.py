@@ -93,7 +93,9 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         kv_full = b * model.kv_cache_bytes(t_full, kv_b, input_len=n_in) / kv_split
         if (t_prefill, t_full) != (n_in, n_in + n_out):
             notes.append(f"the {w.engine} engine allocates the KV cache of {t_full:,} tokens per sequence up front")
-        if t_full < n_in + n_out:
+        if t_full < n_in + n_out and w.engine == "autoawq":
+            notes.append(f"AutoAWQ's fused cache ({t_full:,} tokens, num_ctx) rolls: the oldest tokens drop out")
+        elif t_full < n_in + n_out:
             notes.append(
                 f"Ollama's context (num_ctx {t_full:,}) is shorter than {n_in:,} + {n_out:,} tokens: it drops the "
                 "start of the prompt; set num_ctx to keep it all"
@@ -114,10 +116,12 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     if model.kind == "cnn":
         # a CNN's largest feature map: ResNet stem output 64 x 112 x 112 per image
         work = b * 64 * 112 * 112 * c * 2
-    if w.attention_impl == "eager" and shapes:
-        # transformers' eager attention materialises heads x s x s scores (softmax in fp32)
+    if (w.attention_impl == "eager" or w.engine == "autoawq") and shapes:
+        # transformers' eager attention materialises heads x s x s scores (softmax in fp32);
+        # AutoAWQ's fused prompt attention keeps fp16 scores, an fp32 copy and the fp32 softmax
         ctx = seq if shapes[-1].window is None else min(seq, int(shapes[-1].window))
-        work += b * model.num_heads / w.tp * seq * ctx * (4.0 + c)
+        per = engines.AUTOAWQ_SCORE_BYTES if w.engine == "autoawq" else 4.0 + c
+        work += b * model.num_heads / w.tp * seq * ctx * per
     logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
     fam = family_of(model.model_type)
     shown = (

@@ -134,6 +134,8 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
     ops: list[Op] = []
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     kernel = attn_kernel(c)
+    if w.engine == "autoawq" and phase == "decode":
+        kernel = "fa2"  # one query: FasterTransformer's fused single_query_attention kernel
     for a_stack in stack_shapes(model):
         layers = a_stack.layers / pp
         kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
@@ -142,6 +144,8 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
             qtok = tokens
         else:
             full = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
+            if w.engine == "autoawq":  # its fused cache rolls at its window (estimators/engines.py)
+                full = min(full, engines.autoawq_cache_tokens(w, model))
             attn_ctx = full
             qtok = batch
         if a_stack.stack == "encoder" and phase == "decode":
@@ -156,7 +160,14 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
             # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
             gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)
-        ops.append(roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff))
+        op = roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff)
+        if w.engine == "autoawq" and phase == "decode":
+            # FasterTransformer's masked MHA: one thread block per query head and sequence streams
+            # its KV head's cache at a per-block rate (estimators/engines.py)
+            per_block = attn_ctx * (a_stack.k + a_stack.v) / max(model.num_kv_heads, 1) * kv_b
+            t_block = layers * per_block / engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S
+            op = Op(op.name, op.phase, op.flops, op.bytes, max(op.time_s, t_block), op.bound)
+        ops.append(op)
         if kernel == "eager":
             # eager attention materialises every query's scores over the whole context (the causal
             # mask hides half of a prefill's square without saving its traffic); no dropout
@@ -250,7 +261,13 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     elif not is_eager(w, model) or static_decode:
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
-        extra = _eager_overhead(ops, kernels, calls * pp)
+        if w.engine == "autoawq":
+            # AutoAWQ's fused blocks hold no host sync: the CPU issues ahead of the GPU and a step
+            # is the longer of the two (its benchmark syncs once per step, estimators/engines.py)
+            issue = kernels * engines.AUTOAWQ_OPS_PER_KERNEL * eff.LAUNCH_EAGER_S
+            extra = max(issue - total_time(ops), 0.0)
+        else:
+            extra = _eager_overhead(ops, kernels, calls * pp)
         if extra > 0:
             ops.append(Op("kernel launches (CPU-bound eager)", "launch", 0.0, 0.0, extra, "launch"))
     if bnb:

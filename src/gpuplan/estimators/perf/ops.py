@@ -265,6 +265,12 @@ def gemm(
     flops = 2.0 * m * n * k * count
     nbytes = count * (n * k * w_bytes + (m * k + m * n) * c.act_b)
     bw = c.bw * c.bw_eff
+    awq = engines.autoawq_kernel(c.w) if weight_only else None
+    if awq is not None:
+        # AutoAWQ's own kernels, by the checkpoint's version and the rows (estimators/engines.py)
+        bw_share, compute_share, gemv_rows = awq
+        rate = c.fp32_peak * eff.FP32_CORE_EFF if m <= gemv_rows else c.peak * c.gemm_eff * compute_share
+        return roof(name, phase, flops, nbytes, rate, bw * bw_share)
     if m < GEMV_ROWS:
         # a matrix-vector product: CUDA-core FMAs over the streamed weights, no tensor-core tiles
         rate = c.fp32_peak * eff.FP32_CORE_EFF
@@ -356,6 +362,8 @@ def attn_kernel(c: Ctx) -> str:
     w = c.w
     if w.attention_impl in ("eager", "fa3"):
         return w.attention_impl
+    if w.engine == "autoawq":
+        return "eager"  # its fused prompt attention: torch.matmul + softmax (estimators/engines.py)
     return "fa3" if not w.is_training and w.engine in FA3_ENGINES else "fa2"
 
 

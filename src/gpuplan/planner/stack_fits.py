@@ -1,0 +1,139 @@
+"""The few constants fitted per software stack, and how: each on its stack's `split=fit` rows of
+data/validation/stacks.csv only (held-out rows never reach a fit), by a grid search for the value
+with the least median |error| over the rows it moves. The fitted values live, cited to this module,
+in the engine's table (estimators/engines.py); `fit_all()` recomputes them, and
+tests/test_validation_stacks_fit.py checks that the committed values are what it finds, that no
+held-out row moves a fit, and that a constant moves no row of another stack or of the vendor files.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.estimators import engines
+from gpuplan.planner.validation import run_rows, stack_rows
+from gpuplan.planner.validation_columns import Row
+from gpuplan.specs.gpu import Catalog, load_catalog
+
+
+@dataclass(frozen=True)
+class StackConstant:
+    """One fitted constant: its name, the stack whose rows fit it, which of those rows it moves,
+    how to set it, and the values tried (ascending)."""
+
+    name: str
+    stack: str
+    moves: Callable[[Row], bool]
+    apply: Callable[[float], None]
+    grid: tuple[float, ...]
+
+
+def _awq(version: str, prefill: bool) -> Callable[[Row], bool]:
+    def moves(row: Row) -> bool:
+        wl = row["workload"]
+        is_gemv = "awq_version=gemv" in wl
+        return (
+            row["category"] == "inference"
+            and is_gemv == (version == "gemv")
+            and ("prompt_rate=true" in row["measure"]) == prefill
+        )
+
+    return moves
+
+
+def _set_kernel(version: str, index: int) -> Callable[[float], None]:
+    def apply(value: float) -> None:
+        shares = list(engines.AUTOAWQ_KERNELS[version])
+        shares[index] = value
+        engines.AUTOAWQ_KERNELS[version] = (shares[0], shares[1], shares[2])
+
+    return apply
+
+
+def _set_block_rate(value: float) -> None:
+    engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S = value
+
+
+def _set_first_forward(value: float) -> None:
+    engines.FIRST_FORWARD_S["autoawq"] = value
+
+
+def _grid(lo: float, hi: float, step: float) -> tuple[float, ...]:
+    n = round((hi - lo) / step)
+    return tuple(round(lo + i * step, 10) for i in range(n + 1))
+
+
+# In the order they are fitted: each fit sees the values fitted before it.
+CONSTANTS: Final[tuple[StackConstant, ...]] = (
+    # the FT decode attention's per-block rate, on the GEMV decode rows (the GEMV share is every
+    # engine's weight-only GEMV share, not fitted here)
+    StackConstant("AUTOAWQ_FT_BLOCK_BYTES_PER_S", "autoawq", _awq("gemv", False), _set_block_rate, _grid(4e9, 40e9, 1e9)),
+    # the GEMM kernel's weight-streaming share at decode row counts
+    StackConstant("AUTOAWQ_KERNELS[gemm] bandwidth", "autoawq", _awq("gemm", False), _set_kernel("gemm", 0), _grid(0.4, 1.0, 0.01)),
+    # the first forward's fixed cost, then each kernel's tensor-core share in the prefill
+    StackConstant("FIRST_FORWARD_S[autoawq]", "autoawq", _awq("gemm", True), _set_first_forward, _grid(0.0, 0.1, 0.002)),
+    StackConstant("AUTOAWQ_KERNELS[gemm] compute", "autoawq", _awq("gemm", True), _set_kernel("gemm", 1), _grid(0.05, 1.0, 0.01)),
+    StackConstant("AUTOAWQ_KERNELS[gemv] compute", "autoawq", _awq("gemv", True), _set_kernel("gemv", 1), _grid(0.01, 0.5, 0.005)),
+)  # fmt: skip
+
+
+PASSES: Final = 6  # at most; each pass refits every constant with the others' latest values
+
+
+def fit_rows(rows: Sequence[Row], c: StackConstant) -> list[Row]:
+    """The rows that fit `c`: its stack's, split=fit, that it moves. Held-out rows never."""
+    return [r for r in rows if r["stack"] == c.stack and r["split"] == "fit" and c.moves(r)]
+
+
+def median_abs_error(rows: Sequence[Row], catalog: Catalog) -> float:
+    results, _ = run_rows(rows, catalog)
+    return statistics.median(abs(r.error) for r in results) if results else float("inf")
+
+
+def fit_one(rows: Sequence[Row], c: StackConstant, catalog: Catalog) -> float:
+    """The grid value with the least median |error| over fit_rows (the smallest on a tie)."""
+    chosen = fit_rows(rows, c)
+    best, best_err = c.grid[0], float("inf")
+    for value in c.grid:
+        c.apply(value)
+        err = median_abs_error(chosen, catalog)
+        if err < best_err - 1e-12:
+            best, best_err = value, err
+    c.apply(best)
+    return best
+
+
+@contextmanager
+def _restored() -> Iterator[None]:
+    kernels, block, first = (
+        dict(engines.AUTOAWQ_KERNELS),
+        engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
+        dict(engines.FIRST_FORWARD_S),
+    )
+    try:
+        yield
+    finally:
+        engines.AUTOAWQ_KERNELS.clear()
+        engines.AUTOAWQ_KERNELS.update(kernels)
+        engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S = block
+        engines.FIRST_FORWARD_S.clear()
+        engines.FIRST_FORWARD_S.update(first)
+
+
+def fit_all(rows: Sequence[Row] | None = None, catalog: Catalog | None = None) -> dict[str, float]:
+    """Every constant, fitted in order on `rows` (the bundled stacks file by default), pass after
+    pass until no value changes; the engine tables are left as they were."""
+    rows = stack_rows() if rows is None else rows
+    catalog = catalog or load_catalog()
+    with _restored():
+        fitted: dict[str, float] = {}
+        for _ in range(PASSES):  # coordinate descent: the prefill constants share their rows
+            before = dict(fitted)
+            fitted = {c.name: fit_one(rows, c, catalog) for c in CONSTANTS}
+            if fitted == before:
+                break
+        return fitted
