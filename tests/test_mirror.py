@@ -63,7 +63,7 @@ TESTED_BY: dict[str, str] = {
     "estimators/comm": "test_parallel.py",
     "estimators/cost": "test_perf.py",
     "estimators/efficiency": "test_perf.py test_catalog_card_facts.py",
-    "estimators/engines": "test_engines.py",
+    "estimators/engines": "test_engines.py test_engine_autoawq.py",
     "estimators/graphics": "test_graphics.py",
     "estimators/lora": "test_memory.py test_families.py test_hub_families.py",
     "estimators/optimizer": "test_memory.py",
@@ -102,6 +102,7 @@ TESTED_BY: dict[str, str] = {
     "planner/validation_prose": "test_validation_columns.py",
     "planner/validation_prose_speed": "test_validation_columns.py",
     "planner/validation_stacks": "test_validation_stacks.py",
+    "planner/stack_fits": "test_validation_stacks_fit.py",
     # interfaces
     "interfaces/__init__": f"why: {REEXPORTS}",
     "interfaces/api/__init__": "test_library.py",

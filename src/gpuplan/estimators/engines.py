@@ -110,6 +110,8 @@ GGML_CUDA_OFFLOAD_MIN_BATCH: Final = 32
 # is from_quantized's max_new_tokens, else the model's max_position_embeddings (models/base.py),
 # else 2048.
 AUTOAWQ_DEFAULT_CACHE_TOKENS: Final = 2048
+# The cache's batch is fixed at load (from_quantized batch_size; another batch raises "Batch size
+# is incorrectly set"): no continuous batching, so the estimate runs the batch given and no larger.
 # A prompt (seqlen > 1) runs eager attention: torch.matmul scores (fp16), F.softmax(scores.float())
 # (an fp32 copy and an fp32 result), .type_as back to fp16: at the softmax, 2 + 4 + 4 bytes per
 # materialised score are live. Decode runs FasterTransformer's single_query_attention kernel.

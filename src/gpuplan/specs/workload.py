@@ -92,6 +92,7 @@ DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS: Final = 89.6
 # Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
 DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
 
+Engine = Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama", "autoawq"]
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr|hours?|d|days?|w|weeks?)?\s*$", re.IGNORECASE)
 _DURATION_S: Final = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
 # The longest deadline: a century. No plan looks further, and a service priced over 1e300 s
@@ -222,13 +223,9 @@ class Workload(BaseModel):
     # the GPUs the user owns ("4x RTX 3090, 1x A100 40GB", or {name: count}): `plan` ranks what runs on
     # them, then what renting would add (specs/cluster.parse_have reads it against the catalog)
     have: str | dict[str, int] | None = None
-    # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
-    # llama.cpp) against eager PyTorch (transformers' generate) and AutoAWQ's fused modules (autoawq)
-    engine: Literal[
-        "vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama", "autoawq"
-    ] = "vllm"
-    # AutoAWQ's packing of an AWQ checkpoint (quant_config "version"), which picks its kernels: gemm
-    # (its default) or gemv; unset: gemm (estimators/engines.py)
+    # inference engine: CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc, llama.cpp),
+    engine: Engine = "vllm"  # eager PyTorch (transformers' generate) or AutoAWQ's fused modules
+    # AutoAWQ's AWQ packing (quant_config "version"): its kernels, gemm (unset) or gemv (engines.py)
     awq_version: Literal["gemm", "gemv"] | None = None
     # the engine runs decode without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph;
     # vLLM before its CUDA-graph runner, PR #1926 of December 2023): each op issued by the host
@@ -281,9 +278,8 @@ class Workload(BaseModel):
     # host memory bandwidth in GB/s, which the CPU layers of a partial offload read at; unset:
     # DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS
     host_memory_bandwidth: float | None = Field(None, ge=0.1, le=100_000)
-    # Ollama's context window (num_ctx, OLLAMA_CONTEXT_LENGTH): its KV cache holds this many tokens
-    # per parallel request whatever the prompt; unset: Ollama's default by the GPU's memory. AutoAWQ:
-    # its fused cache's length (from_quantized max_new_tokens), a window that rolls when exceeded
+    # Ollama's context window (num_ctx, OLLAMA_CONTEXT_LENGTH): its KV cache holds this many tokens per
+    # parallel request whatever the prompt; unset: Ollama's default by GPU memory. AutoAWQ: its window
     num_ctx: int | None = Field(None, ge=1, le=10_000_000)
     # serving benchmark with arrivals (vLLM benchmark_serving --request-rate, Poisson): requests per
     # second, all replicas together; batch_size, when set, caps the requests in flight
@@ -459,10 +455,9 @@ class Workload(BaseModel):
             return self.weight_dtype
         if self.task == "qlora":
             return "nf4"
-        if self.task == "inference" and self.engine == "ollama":
-            return "q4_k_m"  # Ollama's library tags default to Q4_K_M (estimators/engines.py)
-        if self.task == "inference" and self.engine == "autoawq":
-            return "awq"  # AutoAWQ runs AWQ checkpoints only
+        if self.task == "inference" and self.engine in ("ollama", "autoawq"):
+            # Ollama's library tags default to Q4_K_M (estimators/engines.py); AutoAWQ runs AWQ only
+            return "q4_k_m" if self.engine == "ollama" else "awq"
         return "fp32" if self.precision == "tf32" else self.precision
 
     @property

@@ -157,8 +157,13 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         MemoryLine("logits", logits, "last position only, fp32", "activation"),
     ]
     serving = None
-    # Ollama's cache is num_ctx x its parallel slots, not a budget: no serving view
-    if gpu is not None and model.kind in ("decoder", "encoder-decoder") and off is None and w.engine != "ollama":
+    # Ollama's cache is num_ctx x its parallel slots, AutoAWQ's one batch x its window: no serving view
+    if (
+        gpu is not None
+        and model.kind in ("decoder", "encoder-decoder")
+        and off is None
+        and w.engine not in ("ollama", "autoawq")
+    ):
         serving = _serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
     return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, host, 0, notes, serving)
 

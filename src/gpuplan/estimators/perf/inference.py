@@ -377,6 +377,8 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     cap = ENGINE_MAX_BATCH.get(w.engine) or (runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else 1024)
     if engines.offload_of(model, w, c.gpu) is not None:
         cap = b  # host layers run on the CPU, whose arithmetic is not modelled: no larger batch is tried
+    if w.engine == "autoawq":
+        cap = b  # its fused cache is sized for one batch at load: no other batch runs (engines.py)
     if w.request_rate is not None:
         # an open-loop benchmark: batch_size, when given, is its --max-concurrency
         most = min(max_batch if max_batch is not None else cap, cap)

@@ -1,0 +1,84 @@
+"""The constants fitted per software stack (planner/stack_fits.py): the committed values are what
+the fit finds on the stacks file's split=fit rows, no held-out row can move a fit, and a constant
+fitted on one stack moves no prediction of another stack's rows or of the vendor files' rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan.estimators import engines
+from gpuplan.planner import stack_fits
+from gpuplan.planner.validation import bundled_rows, run_rows, stack_rows
+from gpuplan.planner.validation_columns import Row
+from gpuplan.specs.gpu import Catalog
+
+ROWS = stack_rows()
+
+
+def _committed() -> dict[str, float]:
+    gemm, gemv = engines.AUTOAWQ_KERNELS["gemm"], engines.AUTOAWQ_KERNELS["gemv"]
+    return {
+        "AUTOAWQ_FT_BLOCK_BYTES_PER_S": engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
+        "AUTOAWQ_KERNELS[gemm] bandwidth": gemm[0],
+        "FIRST_FORWARD_S[autoawq]": engines.FIRST_FORWARD_S["autoawq"],
+        "AUTOAWQ_KERNELS[gemm] compute": gemm[1],
+        "AUTOAWQ_KERNELS[gemv] compute": gemv[1],
+    }
+
+
+def test_the_committed_constants_are_what_the_fit_finds(catalog: Catalog) -> None:
+    before = _committed()
+    assert stack_fits.fit_all(ROWS, catalog) == pytest.approx(before, rel=1e-9)
+    assert _committed() == before  # fitting leaves the engine tables as they were
+    # the GEMV kernel's bandwidth share is every engine's weight-only GEMV share, not fitted
+    assert engines.AUTOAWQ_KERNELS["gemv"][0] == 0.85
+
+
+def test_fits_read_split_fit_rows_only(catalog: Catalog) -> None:
+    for c in stack_fits.CONSTANTS:
+        chosen = stack_fits.fit_rows(ROWS, c)
+        assert chosen, c.name
+        assert {r["split"] for r in chosen} == {"fit"}
+        assert {r["stack"] for r in chosen} == {c.stack}
+    # held-out rows' figures scaled 10x (and their ids kept): every fit comes out the same
+    scaled = [Row({**r.fields, "value": repr(float(r["value"]) * 10)}) if r["split"] == "heldout" else r for r in ROWS]
+    assert scaled != ROWS
+    assert stack_fits.fit_all(scaled, catalog) == stack_fits.fit_all(ROWS, catalog)
+
+
+def _predictions(rows: list[Row], catalog: Catalog) -> dict[str, float]:
+    results, skipped = run_rows(rows, catalog)
+    return {r.id: r.predicted for r in results} | {s.id: -1.0 for s in skipped}
+
+
+@pytest.mark.parametrize("stack", sorted({c.stack for c in stack_fits.CONSTANTS}))
+def test_a_stack_constant_moves_no_other_stack_nor_the_vendor_rows(catalog: Catalog, stack: str) -> None:
+    others = [r for r in ROWS if r["stack"] != stack] + bundled_rows()
+    mine = [r for r in ROWS if r["stack"] == stack]
+    base_others, base_mine = _predictions(others, catalog), _predictions(mine, catalog)
+    kernels, block, first = (
+        dict(engines.AUTOAWQ_KERNELS),
+        engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
+        dict(engines.FIRST_FORWARD_S),
+    )
+    try:
+        for c in stack_fits.CONSTANTS:
+            if c.stack == stack:
+                c.apply(c.grid[0])  # every constant of the stack far from its fitted value
+        assert _predictions(others, catalog) == base_others
+        moved = _predictions(mine, catalog)
+        assert sum(moved[k] != v for k, v in base_mine.items()) >= 20  # and they do move its own rows
+    finally:
+        engines.AUTOAWQ_KERNELS.update(kernels)
+        engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S = block
+        engines.FIRST_FORWARD_S.update(first)
+
+
+def test_a_constant_is_fitted_on_the_rows_it_moves(catalog: Catalog) -> None:
+    # each constant's rows are the autoawq speed rows of its kernel and phase: together, every
+    # predicted autoawq speed row of split=fit, and no memory row
+    fitted = {r["id"] for c in stack_fits.CONSTANTS for r in stack_fits.fit_rows(ROWS, c)}
+    speed = {r["id"] for r in ROWS if r["stack"] == "autoawq" and r["split"] == "fit" and r["category"] == "inference"}
+    results, _ = run_rows([r for r in ROWS if r["id"] in speed], catalog)
+    assert {r.id for r in results} <= fitted <= speed
+    assert {c.stack for c in stack_fits.CONSTANTS} == {"autoawq"}
