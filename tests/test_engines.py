@@ -327,3 +327,17 @@ def test_laptop_offload_example() -> None:
     cpu_s = block * 12 / 48 / (89.6 * GB)
     assert 0.020 < cpu_s < 0.030
     assert r.time.tpot_s > cpu_s
+
+
+def test_llama_cpp_layer_split_runs_the_output_layer_once_a_step(catalog: Catalog, m8b: ModelSpec) -> None:
+    # -sm layer passes the token through the stages in turn: the output layer (on the last stage)
+    # runs once a step, so splitting over 8 cards adds only the hops between them
+    card = catalog.get("RTX 3090")
+    kw: dict[str, Any] = {"engine": "llama.cpp", "weight_dtype": "fp16", "input_len": 0, "output_len": 512}
+    one = estimate_inference_time(m8b, _w(**kw), card)
+    eight = estimate_inference_time(m8b, _w(num_gpus=8, pp=8, **kw), card)
+    head = [o.time_s for o in one.decode_ops if o.name == "linear lm_head"]
+    assert [o.time_s for o in eight.decode_ops if o.name == "linear lm_head"] == pytest.approx(head, rel=1e-9)
+    hops = sum(o.time_s for o in eight.decode_ops if o.name == "pipeline send/recv")
+    assert hops > 0
+    assert eight.tpot_s == pytest.approx(one.tpot_s + hops, rel=1e-6)

@@ -87,7 +87,12 @@ def _linear_step_ops(
             continue
         is_ep = g.role == "expert" and ep > 1
         k_in, n_out = shard_dims(g, etp if is_ep else tp)
-        count = g.count / pp if g.role not in ("head",) else 1.0
+        # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
+        # last stage: with one micro-batch per stage in flight that stage runs it pp times a step
+        # and sets the pace; a layer split that passes one batch through the stages in turn
+        # (llama.cpp) runs it once a step
+        inflight = w.engine in PP_INFLIGHT_ENGINES
+        count = g.count / pp if g.role != "head" or not inflight else 1.0
         m = tokens * g.active_fraction
         if is_ep:
             # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
