@@ -127,7 +127,7 @@ AUTOAWQ_OPS_PER_KERNEL: Final = 1.0
 # query head and sequence streams its KV head's keys and values. A few dozen blocks (batch 1) leave
 # most SMs idle, so a layer takes at least one block's cache / its streaming rate. That rate is
 # fitted on the autoawq decode rows of split=fit (RTX 4090 only: another card's rate is assumed equal).
-AUTOAWQ_FT_BLOCK_BYTES_PER_S: float = 18e9
+AUTOAWQ_FT_BLOCK_BYTES_PER_S: float = 19e9
 AUTOAWQ_DEFAULT_VERSION: Final = "gemm"  # from_quantized(version="GEMM"); quant_config "version"
 # The first forward after loading pays once for what later ones reuse (CUDA's lazy loading of each
 # kernel module on first launch, the caching allocator's first cudaMalloc of each block size):
