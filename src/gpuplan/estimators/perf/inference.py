@@ -72,7 +72,7 @@ def _bnb_kernel(c: Ctx) -> str | None:
 
 
 def _linear_step_ops(
-    c: Ctx, batch: float, tokens: float, phase: str, ep: int, etp: int, dp: int
+    c: Ctx, batch: float, tokens: float, phase: str, ep: int, etp: int, dp: int, head_passes: float = 1.0
 ) -> tuple[list[Op], float, float]:
     """The step's linear layers (on this pipeline stage) in their stored formats, with bitsandbytes'
     dequantisation where it applies; returns (ops, linear calls, quantised calls)."""
@@ -88,11 +88,8 @@ def _linear_step_ops(
         is_ep = g.role == "expert" and ep > 1
         k_in, n_out = shard_dims(g, etp if is_ep else tp)
         # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
-        # last stage: with one micro-batch per stage in flight that stage runs it pp times a step
-        # and sets the pace; a layer split that passes one batch through the stages in turn
-        # (llama.cpp) runs it once a step
-        inflight = w.engine in PP_INFLIGHT_ENGINES
-        count = g.count / pp if g.role != "head" or not inflight else 1.0
+        # last stage, which runs it once per micro-batch passing it a step (head_passes)
+        count = g.count / pp if g.role != "head" else head_passes / pp
         m = tokens * g.active_fraction
         if is_ep:
             # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
@@ -238,10 +235,13 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
         # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
         # (a sequence is not split: fewer sequences than stages leave stages idle)
-        batch = max(batch / pp, min(batch, 1.0))
+        micro = max(batch / pp, min(batch, 1.0))
+        passes, batch = batch / micro, micro
+    else:
+        passes = 1.0  # one batch through the stages in turn (llama.cpp's layer split), or no pipeline
     tokens = batch * new_tokens
     ep, etp, dp = _serving_layout(model, w)
-    ops, calls, qcalls = _linear_step_ops(c, batch, tokens, phase, ep, etp, dp)
+    ops, calls, qcalls = _linear_step_ops(c, batch, tokens, phase, ep, etp, dp, passes)
     ops += _attention_step_ops(c, batch, tokens, new_tokens, ctx_len, phase)
     layers_total = sum(s.layers for s in stack_shapes(model)) / pp
     ops += _comm_step_ops(c, tokens, ep, etp, dp)
