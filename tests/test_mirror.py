@@ -21,7 +21,7 @@ TESTED_BY: dict[str, str] = {
     "safeio": "test_security_bad_files.py test_security_bad_numbers.py test_fuzz_files.py",
     "data/__init__": "why: marks the package data folder (no code)",
     # results
-    "results/__init__": "test_results.py",
+    "results/__init__": "test_results.py test_startup.py",
     "results/base": "test_results.py",
     "results/estimate": "test_results.py test_library.py test_golden.py",
     "results/plan": "test_results.py test_library.py test_golden.py",
@@ -116,7 +116,7 @@ TESTED_BY: dict[str, str] = {
     "interfaces/quoting": "test_security_scripts.py",
     "interfaces/web": "test_web.py test_security_server.py test_web_fuzz.py",
     "interfaces/web_schemas": "test_web.py test_web_fuzz.py",
-    "interfaces/cli/__init__": "test_cli.py",
+    "interfaces/cli/__init__": "test_cli.py test_startup.py",
     "interfaces/cli/__main__": "test_security_bad_files.py",
     "interfaces/cli/common": "test_cli.py",
     "interfaces/cli/catalog": "test_cli.py test_golden.py",

@@ -8,15 +8,16 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from gpuplan.results.base import Result, plain
-from gpuplan.safeio import dumps_json
-from gpuplan.specs.gpu import GIB, GPU
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuplan.results.base import Result
+    from gpuplan.specs.gpu import GPU
 
 app = typer.Typer(
     help="gpuplan: what can I run, on which GPU, how fast and at what cost.",
@@ -43,6 +44,8 @@ CalibrationOpt = Annotated[
 
 def console() -> Console:
     """Rich console; when piped (no terminal, no $COLUMNS) tables get 160 columns, not 80."""
+    from rich.console import Console
+
     width = None
     if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         width = 160
@@ -66,6 +69,9 @@ def carbon_intensity(value: float | None) -> float | None:
 
 def emit_json(obj: Any) -> None:
     """One JSON document on stdout: a typed result's `to_dict()`, or plain data as it is."""
+    from gpuplan.results.base import plain
+    from gpuplan.safeio import dumps_json
+
     sys.stdout.write(dumps_json(plain(obj)) + "\n")  # strict: never a NaN or Infinity token
 
 
@@ -82,6 +88,8 @@ def fmt_tflops(v: float | None) -> str:
 
 
 def fmt_memory(g: GPU) -> str:
+    from gpuplan.specs.gpu import GIB
+
     if g.memory_unit_stated == "GiB":
         return f"{g.memory_bytes / GIB:g} GiB"
     return f"{g.memory_bytes / 1e9:g} GB"
@@ -105,6 +113,8 @@ def fmt_nvlink(g: GPU) -> str:
 
 
 def gpu_table(gpus: list[GPU]) -> Table:
+    from rich.table import Table
+
     t = Table(title=f"{len(gpus)} GPUs (dense peaks; fp16/bf16 with fp32 accumulate)")
     t.add_column("GPU", no_wrap=True)
     for col, just in (
@@ -157,6 +167,8 @@ SetOpt = Annotated[
 
 
 def gib(b: float | None) -> str:
+    from gpuplan.specs.gpu import GIB
+
     return "—" if b is None else f"{b / GIB:,.2f} GiB"
 
 

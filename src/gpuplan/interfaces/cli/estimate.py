@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
@@ -25,17 +22,20 @@ from gpuplan.interfaces.cli.common import (
     with_range,
 )
 from gpuplan.interfaces.cli.plan import print_graphics_plan
-from gpuplan.results import (
-    Estimate,
-    FitResult,
-    FitTable,
-    GraphicsPlan,
-    InferenceSpeed,
-    Memory,
-    TrainingSpeed,
-    Verdict,
-)
-from gpuplan.specs.context import Context
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuplan.results import (
+        Estimate,
+        FitResult,
+        FitTable,
+        InferenceSpeed,
+        Memory,
+        TrainingSpeed,
+        Verdict,
+    )
 
 
 def _workload_title(model: str, w: dict[str, Any], throughput_unit: str = "tokens/s") -> str:
@@ -57,6 +57,8 @@ def _changes(changes: dict[str, Any]) -> str:
 
 def print_verdict(c: Console, v: Verdict) -> None:
     """The answer first: fits or not, by how much, what binds, and the verified fixes."""
+    from rich.markup import escape
+
     if v.fits is None or v.gpu is None:
         return
     where = f"{v.num_gpus}× {v.gpu}"
@@ -85,6 +87,9 @@ def print_verdict(c: Console, v: Verdict) -> None:
 
 
 def _breakdown_table(mem: Memory, title: str) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=title)
     t.add_column("term")
     t.add_column("per GPU", justify="right")
@@ -123,6 +128,8 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
 
 
 def _print_memory_detail(c: Console, mem: Memory) -> None:
+    from rich.markup import escape
+
     c.print(
         f"allocated (torch peak) {gib(mem.allocated_bytes)} · reserved {gib(mem.reserved_bytes)} · "
         f"device {gib(mem.per_gpu_bytes)}"
@@ -179,6 +186,9 @@ def fit(
     as_json: JsonOpt = False,
 ) -> None:
     """Will it fit? A memory breakdown on one GPU, or a table over every GPU in the catalog."""
+    from gpuplan.results import FitTable, GraphicsPlan
+    from gpuplan.specs.context import Context
+
     keys: dict[str, Any] = {
         "task": task,
         "gpu": gpu,
@@ -209,6 +219,9 @@ def fit(
 
 
 def _print_fit_table(c: Console, rec: FitTable) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=f"{escape(_workload_title(rec.model, rec.workload))} · {rec.num_gpus} GPU(s)")
     for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
@@ -236,6 +249,9 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
 
 
 def _print_fit(c: Console, rec: FitResult) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     print_verdict(c, rec.verdict)
     mem = rec.memory
     c.print(_breakdown_table(mem, f"{escape(_workload_title(rec.model, rec.workload))} on {rec.gpu} × {rec.num_gpus}"))
@@ -272,6 +288,8 @@ def _rate(v: float) -> str:
 
 def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> None:
     """The speed rows of the time table: a training step, or latency and throughput of inference."""
+    from gpuplan.results import TrainingSpeed
+
     if isinstance(t, TrainingSpeed):
         tab.add_row("step time", with_range(t, "step_time_s", fmt_dur))
         tab.add_row(f"{'images' if images else 'tokens'}/s (all GPUs)", with_range(t, "tokens_per_s", _rate))
@@ -296,6 +314,11 @@ def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> N
 
 
 def _print_time(c: Console, rec: Estimate) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.results import TrainingSpeed
+
     t, cost, energy = rec.time, rec.cost, rec.energy
     if t is None or cost is None or energy is None:
         return
@@ -343,6 +366,8 @@ def estimate(
     as_json: JsonOpt = False,
 ) -> None:
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
+    from gpuplan.specs.context import Context
+
     keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
     keys.update(api.parse_set_options(set_ or []))
     rec = api.estimate(
@@ -351,6 +376,8 @@ def estimate(
     if as_json:
         emit_json(rec)
         return
+    from rich.markup import escape  # tables only: --json does not load rich
+
     c = console()
     print_verdict(c, rec.verdict)
     mem = rec.memory

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
@@ -25,11 +22,18 @@ from gpuplan.interfaces.cli.common import (
     gib,
     with_range,
 )
-from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
-from gpuplan.specs.context import Context
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
 
 
 def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     w = rec.workload
     res = w.get("resolution", "1080p")
     what = {
@@ -60,6 +64,8 @@ def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
 
 
 def _print_llm_plan(c: Console, rec: Plan) -> None:
+    from rich.markup import escape
+
     w = rec.workload
     mode = rec.mode
     unit = rec.throughput_unit
@@ -92,6 +98,9 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
 
 
 def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     w, mode, unit = rec.workload, rec.mode, rec.throughput_unit
     t = Table(title=title)
     # a training job without tokens has no end: its figure is one step, and says so
@@ -175,6 +184,9 @@ def plan(
 ) -> None:
     """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
     --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
+    from gpuplan.results import GraphicsPlan, LayoutPlan
+    from gpuplan.specs.context import Context
+
     keys: dict[str, Any] = {"objective": objective, "deadline": deadline, "budget": budget}
     keys.update(api.parse_set_options(set_ or []))
     w = api.build_workload(workload, keys)
@@ -202,6 +214,9 @@ def plan(
 
 
 def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     cl, search = rec.cluster, rec.search
     w = rec.workload
     tab = Table(

@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
@@ -25,7 +23,6 @@ from gpuplan.interfaces.cli.common import (
     fmt_dur,
     gib,
 )
-from gpuplan.specs.context import Context
 
 
 @app.command()
@@ -44,6 +41,11 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs published for every measurement gpuplan can express, with per-category errors."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.specs.context import Context
+
     rec = api.validate(file, Context.of(catalog or []), category)
     if write_residuals is not None:
         write_residuals.write_text(json.dumps(api.residual_file(rec), indent=1) + "\n", encoding="utf-8")
@@ -128,6 +130,8 @@ def launch(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
+    from gpuplan.specs.context import Context
+
     keys = api.parse_set_options(set_ or [])
     rec = api.launch(
         workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit, force
@@ -157,6 +161,7 @@ def serve(
 ) -> None:
     """Start the local web app: plan in the browser, with charts (works offline)."""
     from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
+    from gpuplan.specs.context import Context
 
     web.check_serve_options(port, workers)  # before the banner: a bad --port is the only line printed
     Context.of(catalog or [], prices).check()  # a missing or malformed catalog or price file: one line, first
@@ -184,8 +189,10 @@ def bench(
     """Measure this machine's GPU (matmul FLOP/s per precision, memory and host bandwidth) and write a
     calibration file for `estimate`/`plan --calibration`."""
     import yaml
+    from rich.table import Table
 
     from gpuplan.interfaces import bench as bench_api
+    from gpuplan.specs.context import Context
 
     rec = bench_api.bench(quick, device, Context.of(catalog or []))
     if out is not None:
@@ -224,7 +231,10 @@ def measure(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload for real (random weights) and set step time and peak memory beside the estimate."""
+    from rich.table import Table
+
     from gpuplan.interfaces import measure as measure_api
+    from gpuplan.specs.context import Context
 
     w = api.build_workload(workload, api.parse_set_options(set_ or []))
     rec = measure_api.measure(w, steps, device, Context.of(catalog or []))
