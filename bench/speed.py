@@ -131,13 +131,14 @@ def web(rounds: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=7, help="rounds of the start-up timings")
+    ap.add_argument("--runs", type=int, default=7, help="rounds of the start-up timings (0: none)")
     ap.add_argument("--web", action="store_true", help="also time a real `gpuplan serve` under load")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each web load case")
     ap.add_argument("--skip-in-process", action="store_true")
     args = ap.parse_args()
     out: dict[str, Any] = {"machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start"}
-    out["start-up (end to end, ratio to a bare python start-up)"] = startup(args.runs)
+    if args.runs > 0:
+        out["start-up (end to end, ratio to a bare python start-up)"] = startup(args.runs)
     if not args.skip_in_process:
         out["in-process"] = in_process()
     if args.web:

@@ -26,6 +26,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.planner.screening import Candidates
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.prices import Price
@@ -145,15 +146,18 @@ def evaluate(
     n: int,
     price: Price | None,
     carbon_g_per_kwh: float | None = None,
+    candidates: Candidates | None = None,
 ) -> Option:
-    """One option: the first layout on n GPUs that fits, timed and priced."""
+    """One option: the first layout on n GPUs that fits, timed and priced. `candidates`: the
+    plan's layouts validated once for every GPU (planner/screening.py)."""
+    cands = candidates if candidates is not None else Candidates(w)
     chosen: dict[str, Any] | None = None
     mem: MemoryEstimate | None = None
     last: MemoryEstimate | None = None
     cand_w = w
     for layout in _layouts(model, w, n):
         try:
-            cand = w.with_(gpu=gpu.name, **layout)
+            cand = cands.get(w, gpu.name, layout)
             e = estimate_memory(model, cand, gpu)
         except GpuplanError:
             continue
@@ -182,7 +186,7 @@ def evaluate(
         winner: tuple[dict[str, Any], Workload, MemoryEstimate] | None = None
         for layout in _replica_layouts(model, w, n):
             try:
-                cand = w.with_(gpu=gpu.name, **layout)
+                cand = cands.get(w, gpu.name, layout)
                 e = estimate_memory(model, cand, gpu)
                 if not e.fits:
                     continue
@@ -299,9 +303,10 @@ def plan_options(
 ) -> list[Option]:
     """Every (GPU type, count) option, ranked by the workload's objective (usable ones first)."""
     out: list[Option] = []
+    cands = Candidates(w)
     for gpu in gpus if gpus is not None else catalog:
         for n in counts:
-            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh)
+            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
             if o.fits and gpu.geforce_eula and w.datacenter:
                 o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
             out.append(o)
