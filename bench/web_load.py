@@ -26,10 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from helpers.web_server import Answer, fire, served
 
 
-def bodies(endpoint: str, n: int) -> list[dict[str, Any]]:
+def bodies(endpoint: str, n: int, start: int = 0) -> list[dict[str, Any]]:
+    """n different workloads (task and batch size vary); `start` shifts the batch sizes, so that
+    every round of a benchmark asks new questions (none answered from the server's cache)."""
     tasks = ("inference", "lora", "qlora", "finetune")
     out = []
-    for i in range(n):
+    for i in range(start, start + n):
         b: dict[str, Any] = {"model": "llama-3.1-8b", "task": tasks[i % 4], "batch_size": 1 + i // 4, "tokens": 1e8}
         if endpoint in ("/api/estimate", "/api/roofline"):
             b["gpu"] = "H100"
@@ -37,15 +39,15 @@ def bodies(endpoint: str, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def plan_bodies(n: int) -> list[dict[str, Any]]:
+def plan_bodies(n: int, start: int = 0) -> list[dict[str, Any]]:
     """n different plan requests (batch sizes and tasks differ), as `bodies` gives."""
-    return bodies("/api/plan", n)
+    return bodies("/api/plan", n, start)
 
 
-def mixed(n: int) -> list[tuple[str, dict[str, Any]]]:
+def mixed(n: int, start: int = 0) -> list[tuple[str, dict[str, Any]]]:
     """n different requests, estimate / fit (every GPU) / plan in turn."""
     eps = ("/api/estimate", "/api/fit", "/api/plan")
-    return [(eps[i % 3], body) for i, body in enumerate(bodies("/api/fit", n))] if n else []
+    return [(eps[i % 3], body) for i, body in enumerate(bodies("/api/fit", n, start))]
 
 
 async def _fire_mixed(url: str, requests: Sequence[tuple[str, dict[str, Any]]], timeout_s: float) -> list[Answer]:

@@ -54,3 +54,13 @@ def test_shared_candidates_give_the_options_of_one_at_a_time() -> None:
             shared = evaluate(model, TRAIN, gpu, n, prices.get(gpu.name), None, cands)
             alone = evaluate(model, TRAIN, gpu, n, prices.get(gpu.name), None)
             assert shared == alone, (gpu.name, n)
+
+
+def test_a_fit_table_with_shared_candidates_is_the_one_without() -> None:
+    from gpuplan.planner.fit import smallest_gpu_count
+
+    model = api.get_model("llama-3.1-70b")
+    w = make_workload({"model": "llama-3.1-70b", "task": "finetune", "batch_size": 1})
+    cands = Candidates(w)
+    for gpu in list(api.catalog())[:20]:
+        assert smallest_gpu_count(model, w, gpu, candidates=cands) == smallest_gpu_count(model, w, gpu), gpu.name

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
+
+if TYPE_CHECKING:
+    from gpuplan.planner.screening import Candidates
 
 # GPU counts tried when looking for the smallest that fits: one node's worth in powers of two,
 # then whole 8-GPU nodes (what clusters and clouds rent)
@@ -61,13 +64,16 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterable[dict[str, Any]]:
             yield {"num_gpus": n, "tp": 1, "pp": n}
 
 
-def smallest_gpu_count(model: ModelSpec, w: Workload, gpu: GPU, counts: Iterable[int] = GPU_COUNTS) -> GpuCount:
+def smallest_gpu_count(
+    model: ModelSpec, w: Workload, gpu: GPU, counts: Iterable[int] = GPU_COUNTS, candidates: Candidates | None = None
+) -> GpuCount:
     """The fewest GPUs of type `gpu` on which the workload fits (ZeRO-3 for training, tensor
-    parallelism for inference), with the estimate at that count."""
+    parallelism for inference), with the estimate at that count. `candidates`: the layouts'
+    workloads validated once for every GPU of a fit table (planner/screening.py)."""
     for n in counts:
         for change in _layouts(model, w, n):
             try:
-                cand = w.with_(**change) if change else w
+                cand = (candidates.changed(w, change) if candidates else w.with_(**change)) if change else w
             except InvalidSettingError:
                 continue
             e = _estimate(model, cand, gpu)

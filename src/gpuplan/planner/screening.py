@@ -1,5 +1,5 @@
-"""Work a whole-catalog plan shares across its options, done once per plan instead of once per
-(GPU type, count).
+"""Work a whole-catalog plan (or fit) shares across its options, done once per plan instead of
+once per (GPU type, count).
 
 A plan tries the same few layouts (1, 2, 4, 8 GPUs; ZeRO stages; checkpointing) on every GPU
 type. Each try used to validate a new workload (`Workload.with_`: a dump, a walk over every value
@@ -38,7 +38,23 @@ class Candidates:
                 done = exc
             self._done[key] = done
         if isinstance(done, GpuplanError):
-            raise done
+            raise done.with_traceback(None)  # the same error, without the tracebacks of earlier raises
         if done.gpu == gpu_name:
             return done
         return done.model_copy(update={"gpu": gpu_name})
+
+    def changed(self, w: Workload, change: dict[str, Any]) -> Workload:
+        """`w.with_(**change)` for a change that names no GPU (`fit`'s GPU counts), validated once."""
+        if w is not self.base or "gpu" in change:
+            return w.with_(**change)
+        key = (("\0changed", True), *sorted(change.items()))
+        done = self._done.get(key)
+        if done is None:
+            try:
+                done = w.with_(**change)
+            except GpuplanError as exc:
+                done = exc
+            self._done[key] = done
+        if isinstance(done, GpuplanError):
+            raise done.with_traceback(None)
+        return done
