@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,10 +51,16 @@ def _per_call(fn: Callable[[], Any], n: int) -> float:
     return statistics.median(samples)
 
 
-def _wall(cmd: list[str], env: dict[str, str]) -> float:
+def _wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of `cmd`: its CPU time (user + system, from the
+    kernel's accounting of finished children) barely moves when other processes share the CPUs,
+    where the wall time stretches."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, env=env)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def startup(runs: int) -> dict[str, Any]:

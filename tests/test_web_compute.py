@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+import gpuplan
 from gpuplan.interfaces import api, web
 from gpuplan.interfaces.web_compute import AnswerCache, catalog_version, compute, pool_size, request_key
 from gpuplan.specs.context import Context
 from gpuplan.specs.workload import make_workload
+from helpers.web_server import free_port
 
 PLAN = {"model": "llama-3.1-8b", "task": "lora", "batch_size": 2, "tokens": 5e7}
 
@@ -100,3 +108,60 @@ def test_answers_are_compressed_for_clients_that_accept_gzip(client: TestClient)
     )
     assert "content-encoding" not in plain.headers and plain.content == r.content
     assert gzip.compress(plain.content)  # the same document either way
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_worker_processes_stop_with_the_server(how: signal.Signals) -> None:
+    """Stopped (SIGTERM: the app's end closes them) or killed outright (SIGKILL: each worker sees
+    its server gone within a second), a server leaves no worker process behind."""
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(gpuplan.__file__).parent.parent)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuplan.interfaces.cli", "serve", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.post(f"{url}/api/estimate", json={"model": "gpt2", "gpu": "L4"}, timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "the server did not start"
+            time.sleep(0.3)
+        workers = [p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+        assert workers, "no worker process"
+        proc.send_signal(how)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in workers if _alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -404,6 +404,7 @@ def create_app(
         await anyio.to_thread.run_sync(relative)  # the one costly reference answer, computed before serving
         await anyio.to_thread.run_sync(computer.warm)  # worker processes started, each with the catalog read
         yield
+        await anyio.to_thread.run_sync(computer.close)  # and stopped with the app
 
     app = FastAPI(
         lifespan=lifespan,

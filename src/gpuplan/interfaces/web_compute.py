@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -117,8 +118,19 @@ def request_key(kind: str, payload: Mapping[str, Any], version: str) -> str:
 _CONTEXT: list[Context] = []  # the worker's context, read once in `_start`
 
 
+def _orphan_watch(parent: int, every_s: float = 1.0) -> None:
+    """Exit when the server that started this worker is gone: a server killed outright (SIGKILL,
+    a crash) cannot stop its workers, which would otherwise wait for work forever."""
+    while True:
+        time.sleep(every_s)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
 def _start(files: Sequence[str], price_file: str | None, env: Mapping[str, str | None]) -> None:
-    """A worker process's start: the server's environment, then its catalog and prices, read once."""
+    """A worker process's start: a watch on its server, the server's environment, then its catalog
+    and prices, read once."""
+    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
     for k, v in env.items():
         if v is None:
             os.environ.pop(k, None)
@@ -175,12 +187,26 @@ _POOLS: dict[tuple[Any, ...], ProcessPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
+def _pool_key(files: Sequence[str], price_file: str | None, size: int) -> tuple[Any, ...]:
+    env = {k: os.environ.get(k) for k in ENV_KEYS}
+    return (tuple(files), price_file, size, tuple(sorted(env.items(), key=lambda kv: kv[0])))
+
+
+def close_pool(files: Sequence[str], price_file: str | None, size: int) -> None:
+    """Stop the worker processes of this key, if started (queued work is cancelled)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.pop(_pool_key(files, price_file, size), None)
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def process_pool(files: Sequence[str], price_file: str | None, size: int) -> ProcessPoolExecutor:
     """The worker processes for this catalog, price file, environment and size, started on first use
-    and shared by every app in this process (tests build many); they stop when the process exits.
-    Spawned, not forked: a fork of a server with threads and an event loop can deadlock."""
+    and shared by the apps of this process (tests build many) until one's end closes them; they stop
+    when the process exits, and on their own when it dies. Spawned, not forked: a fork of a server
+    with threads and an event loop can deadlock."""
     env = {k: os.environ.get(k) for k in ENV_KEYS}
-    key = (tuple(files), price_file, size, tuple(sorted(env.items(), key=lambda kv: kv[0])))
+    key = _pool_key(files, price_file, size)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:
@@ -209,6 +235,11 @@ class Computer:
         if self.processes > 0:
             pool = process_pool(self.files, self.price_file, self.processes)
             list(pool.map(_ready, range(self.processes)))
+
+    def close(self) -> None:
+        """Stop this app's worker processes (the app's end; a later request would start new ones)."""
+        if self.processes > 0:
+            close_pool(self.files, self.price_file, self.processes)
 
     def answer(self, kind: str, payload: dict[str, Any]) -> bytes:
         """The JSON bytes of the answer; bad input raises GpuplanError with its one line."""
