@@ -64,8 +64,8 @@ def _wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def startup(runs: int) -> dict[str, Any]:
-    """Each command's median wall time and its ratio to the bare start-up's median, both timed in
-    every round (bare, then each command), so that load on the machine hits them alike."""
+    """Each command's median wall time and CPU time, and their ratios to the bare start-up's, all
+    timed in every round (bare, then each command), so that load on the machine hits them alike."""
     exe = Path(sys.executable).parent / "gpuplan"
     gp = [str(exe)] if exe.exists() else [sys.executable, "-m", "gpuplan.interfaces.cli"]
     # as installed: bytecode cached (the warm-up run writes it even where the shell sets
@@ -75,20 +75,24 @@ def startup(runs: int) -> dict[str, Any]:
     for _, args in COMMANDS:  # warm: bytecode and caches written
         subprocess.run([*gp, *args], check=True, capture_output=True, env=env)
     walls: dict[str, list[float]] = {"bare python": [], **{label: [] for label, _ in COMMANDS}}
+    cpus: dict[str, list[float]] = {label: [] for label in walls}
     for _ in range(runs):
-        walls["bare python"].append(_wall(bare, env))
-        for label, args in COMMANDS:
-            walls[label].append(_wall([*gp, *args], env))
-    base = statistics.median(walls["bare python"])
-    out: dict[str, Any] = {"runs": runs, "bare python -c pass s": round(base, 4)}
+        for label, cmd in (("bare python", bare), *((lb, [*gp, *args]) for lb, args in COMMANDS)):
+            wall, cpu = _wall(cmd, env)
+            walls[label].append(wall)
+            cpus[label].append(cpu)
+    base, base_cpu = statistics.median(walls["bare python"]), statistics.median(cpus["bare python"])
+    out: dict[str, Any] = {"runs": runs, "bare python -c pass s": round(base, 4), "its CPU s": round(base_cpu, 4)}
     for label, _ in COMMANDS:
-        med = statistics.median(walls[label])
+        med, cpu = statistics.median(walls[label]), statistics.median(cpus[label])
         # per-round ratios too: their median is robust to one slow round of either
         per_round = statistics.median(w / b for w, b in zip(walls[label], walls["bare python"], strict=True))
         out[label] = {
             "median_s": round(med, 4),
             "x_bare": round(med / base, 1),
             "x_bare_per_round": round(per_round, 1),
+            "cpu_s": round(cpu, 4),
+            "cpu_x_bare": round(cpu / base_cpu, 1),
         }
     return out
 

@@ -417,7 +417,7 @@ def create_app(
         redoc_url=None,
     )
     app.add_middleware(GuardMiddleware, body_timeout_s=body_timeout_s)
-    app.add_middleware(GZipMiddleware, minimum_size=1_000)  # answers over 1 KB compressed for clients that accept gzip
+    app.add_middleware(GZipMiddleware, minimum_size=1_000, compresslevel=5)  # answers over 1 KB gzipped if accepted
     if trusted_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(trusted_hosts))
     _install_error_handlers(app)
