@@ -98,6 +98,13 @@ def test_json_commands_build_no_tables() -> None:
         assert loaded(names, ("gpuplan.interfaces.web", "gpuplan.planner.lab", "gpuplan.results.lab")) == [], args
 
 
+def test_fit_over_every_gpu_imports_no_time_estimator() -> None:
+    """A fit is memory only: the time estimators (and numpy, their array code) stay unloaded."""
+    names = imported("fit", "llama-3.1-8b", "--task", "lora", "--json")
+    assert loaded(names, ("numpy", "gpuplan.estimators.perf", "gpuplan.estimators.comm")) == []
+    assert "gpuplan.estimators.memory" in names
+
+
 def test_help_imports_no_estimator_numpy_or_pydantic() -> None:
     names = imported("--help")
     assert loaded(names, ("numpy", "pydantic", "scipy", "fastapi", "gpuplan.estimators", "gpuplan.planner")) == []

@@ -6,7 +6,6 @@ from functools import partial
 
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import estimate_memory
-from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import (
     band,
@@ -52,6 +51,8 @@ def estimate(
 ) -> Estimate:
     """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
+    from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time  # numpy: not for `fit`
+
     ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
     model = model or load_model(w.model)

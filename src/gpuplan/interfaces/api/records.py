@@ -4,12 +4,12 @@ cost and energy (results/estimate.py's types)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy
 from gpuplan.estimators.memory import MemoryEstimate
-from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.api.catalog import context
 from gpuplan.results import (
     Cost,
@@ -28,6 +28,9 @@ from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
+
+if TYPE_CHECKING:  # the time estimators (numpy) load where a time is estimated: `fit` needs none
+    from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime
 
 ENERGY_BASIS = "GPU board power = TDP x (0.2 + 0.8 x busy share), busy from the operators' bounds; GPU only"
 
@@ -208,6 +211,7 @@ def energy_result(ce: CostEnergy) -> Energy:
 def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) -> list[FixResult]:
     """The verified fixes of a job that does not fit (planner/verdict.py), each with the time it
     gives: a training step, or one request."""
+    from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
     from gpuplan.planner.verdict import fixes
 
     c = context(ctx)
