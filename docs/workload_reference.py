@@ -15,6 +15,8 @@ from typing import Any
 
 from annotated_types import Ge, Gt, Le, Lt
 
+from gpuplan.interfaces.cli.common import WORKLOAD_FLAGS
+from gpuplan.specs import frameworks
 from gpuplan.specs.workload import ADAPTER_ONLY, GRAPHICS_ONLY, INFERENCE_ONLY, OPTIMIZERS, TRAINING_ONLY, Workload
 from gpuplan.specs.workload_docs import KEY_DOCS
 
@@ -24,6 +26,8 @@ OUT = Path(__file__).with_name("workload.md")
 def _values(name: str, annotation: Any) -> str:
     if name == "optimizer":
         return ", ".join(OPTIMIZERS)
+    if name == "framework":
+        return ", ".join(frameworks.names())
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     literal = [a for a in args if typing.get_origin(a) is typing.Literal] or (
         [annotation] if typing.get_origin(annotation) is typing.Literal else []
@@ -67,7 +71,42 @@ def render() -> str:
         "A workload is a YAML file (see `examples/`), a dict in the library, or flags and `--set KEY=VALUE` on "
         "the command line. Sizes are per GPU. A key the task does not read is refused with one line naming the "
         'task that does ("read by").\n\n'
-        "| key | meaning | default | values | read by |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "| key | meaning | default | values | read by |\n|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
+        + _flags()
+        + _framework_section()
+    )
+
+
+def _flags() -> str:
+    flags = ", ".join(f"`{f.flag}` (`{f.key}`)" if f.key != f.param else f"`{f.flag}`" for f in WORKLOAD_FLAGS)
+    return (
+        "\n## On the command line\n\n"
+        "`gpuplan fit`, `gpuplan estimate` and `gpuplan plan` take the keys people set most as flags, with the "
+        "same names and meaning in all three: a flag is `--set KEY=VALUE` for its key (`--seq-len 4096` is "
+        "`--set seq_len=4096`), and `--set` wins where both name a key. They override the workload file. "
+        f"The flags: {flags}. `plan` also takes `--objective`, `--deadline`, `--budget` and `--have` (a list "
+        "of GPUs, or a lab file whose nodes' GPUs you own). Every other key: `--set KEY=VALUE`.\n"
+    )
+
+
+def _framework_section() -> str:
+    """Per key, the value each training framework gives it when `framework:` is set and the key is
+    not (the sources: docs/frameworks.md)."""
+    by_key: dict[str, list[str]] = {}
+    for fw in frameworks.frameworks().values():
+        for d in fw.defaults:
+            when = f" (when {d.when})" if d.when else ""
+            by_key.setdefault(d.key, []).append(
+                f"{fw.name}: `{str(d.value).lower() if isinstance(d.value, bool) else d.value}`{when}"
+            )
+    rows = [f"| `{k}` | {'; '.join(v)} |" for k, v in by_key.items()]
+    return (
+        "\n## Framework defaults\n\n"
+        "With `framework:` set (training), each key below that the workload leaves unset takes the framework's "
+        "value; a key you set wins. Every value's source is cited in [frameworks.md](frameworks.md).\n\n"
+        "| key | value per framework |\n|---|---|\n" + "\n".join(rows) + "\n"
     )
 
 

@@ -7,6 +7,10 @@ own, or simply skipped), trailing cells (columns trimmed), and the end of a cell
 for the rest of it). Table borders are not compared (the README shows tables without them), nor
 the wall-clock time a search took. Anything shown must be current: an estimator change that moves
 a figure in the docs fails here until the example is regenerated.
+
+Every console block sits between `<!-- gpuplan:begin console ... -->` markers: docs/readme_blocks.py
+regenerates it (`--write`) and tests/test_readme_blocks.py compares it whole, line for line; this
+test reads the same blocks more leniently, cell by cell.
 """
 
 from __future__ import annotations
@@ -126,7 +130,7 @@ def test_console_example_is_current(example: Example, run_cli: RunCli, monkeypat
             at += 1
         assert at < len(actual), (
             f"{example.doc} line {example.line + offset}: `gpuplan {' '.join(example.argv)}` "
-            f"no longer prints (in this order):\n  {text.strip()}\n(if only its ranges moved: "
-            f".venv/bin/python docs/refresh_ranges.py)\nIt prints:\n{out}"
+            f"no longer prints (in this order):\n  {text.strip()}\n(regenerate: python docs/readme_blocks.py --write)"
+            f"\nIt prints:\n{out}"
         )
         at += 1

@@ -22,6 +22,7 @@ TINY: dict[str, Any] = {
     "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128,  # GPT-2's names
     "d_model": 64, "n_layers": 2, "n_heads": 4,  # MPT's
     "ffn_dim": 128,  # OPT's
+    "ffn_hidden_size": 128, "kv_channels": 16,  # ChatGLM's (Qwen v1 reads kv_channels too)
     "num_layers": 2, "num_heads": 4, "d_ff": 128, "d_kv": 16,  # T5's
     "kv_lora_rank": 16, "q_lora_rank": 32, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 16,  # MLA
     "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
@@ -31,6 +32,8 @@ TINY: dict[str, Any] = {
 }  # fmt: skip
 TINY["text_config"] = {k: v for k, v in TINY.items() if k != "vision_config"}
 TRANSFORMERS = [t for t in SUPPORTED_MODEL_TYPES if FAMILIES[t].kind != "cnn"]
+# the families transformers ships (the hub families' modeling code is the checkpoint's own)
+IN_TRANSFORMERS = [t for t in TRANSFORMERS if not FAMILIES[t].hub_code]
 
 
 def _tiny(model_type: str, **changes: Any) -> dict[str, Any]:
@@ -144,7 +147,7 @@ def _transformers_module(f: Family, kind: str) -> Any:
     return importlib.import_module(f"transformers.models.{name}.{kind}_{name}")
 
 
-@pytest.mark.parametrize("model_type", TRANSFORMERS)
+@pytest.mark.parametrize("model_type", IN_TRANSFORMERS)
 def test_fsdp_layer_classes_exist_in_transformers(model_type: str) -> None:
     """The class FSDP's transformer auto-wrap names is in the family's modeling module and in a
     model's _no_split_modules (what transformers itself keeps whole)."""
@@ -161,7 +164,7 @@ def test_fsdp_layer_classes_exist_in_transformers(model_type: str) -> None:
     assert f.fsdp_layer in no_split, sorted(no_split)
 
 
-@pytest.mark.parametrize("model_type", [t for t in TRANSFORMERS if FAMILIES[t].kind == "decoder"])
+@pytest.mark.parametrize("model_type", [t for t in IN_TRANSFORMERS if FAMILIES[t].kind == "decoder"])
 def test_decoder_tie_defaults_are_the_config_classes(model_type: str) -> None:
     """tied is what the transformers config class fills in when config.json leaves
     tie_word_embeddings out (checked for the decoders: transformers 5's MT5Config forces True

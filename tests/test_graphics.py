@@ -112,3 +112,33 @@ def test_plan_cli_contract(run_cli: RunCli, tmp_path: Path) -> None:
     code, out, err = run_cli("plan", str(g), "--json")  # LLM workloads are planned too (issue 4)
     assert code == 0, err
     assert json.loads(out)["mode"] == "training"
+
+
+def test_a10g_streams_and_is_one_workstation_per_gpu(catalog: Catalog) -> None:
+    # AWS G5 (A10G) is sold for remote workstations and cloud gaming and runs NVIDIA's GRID drivers
+    # on the whole GPU: a graphics mode ('passthrough'), with GA102's 1 NVENC / 2 NVDEC engines
+    a10g = catalog.get("A10G")
+    assert a10g.graphics == "passthrough" and (a10g.nvenc, a10g.nvdec) == (1, 2)
+    s = cap(catalog, "A10G", task="streaming", resolution="1080p")
+    # 1080p60 medium scenes: 6 GB each -> 24 GiB / 6 = 4 streams; NVENC 868/60 = 14.5; shader 31.2/(0.25x30.3) = 4.1
+    assert s.suitable and s.per_gpu == 4 and s.bottleneck == "memory"
+    assert s.limits["encode (NVENC)"] == pytest.approx(868 / 60)
+    v = cap(catalog, "A10G", task="vdi", persona="knowledge")
+    # passthrough: one VM per GPU, though 24 x 1 GB vPC profiles would fit a vGPU-partitioned A10
+    assert v.suitable and v.per_gpu == 1 and v.bottleneck == "one VM per GPU (passthrough)"
+    assert cap(catalog, "A10", task="vdi", persona="knowledge").per_gpu == 24
+    assert cap(catalog, "A10G", task="render").suitable  # 72 gen-2 RT cores
+
+
+def test_a10g_in_graphics_plans(run_cli: RunCli, tmp_path: Path) -> None:
+    f = tmp_path / "g.yaml"
+    f.write_text("task: streaming\nresolution: 1080p\nstreams: 20\nobjective: cost\n")
+    code, out, err = run_cli("plan", str(f), "--json", "--top", "100")
+    assert code == 0, err
+    rec = json.loads(out)
+    row = next(o for o in rec["options"] if o["gpu"] == "A10G")
+    assert row["num_gpus"] == 5 and row["per_gpu"] == 4  # 20 streams at 4 per GPU
+    assert all(u["gpu"] != "A10G" for u in rec["unsuitable"])
+    code, out, err = run_cli("gpus", "show", "A10G")
+    assert code == 0, err
+    assert "passed through to one VM" in out and "No graphics mode: no display outputs" not in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.prices import load_prices, price_per_hour
 
@@ -21,3 +23,15 @@ def test_cheapest_on_demand_and_spot(catalog: Catalog) -> None:
     assert spot is not None and spot.usd_per_hour == 2.253  # GCP spot us-central1
     assert price_per_hour(catalog.get("L40S"), catalog).usd_per_hour == 0.86  # type: ignore[union-attr]
     assert price_per_hour(catalog.get("MI300X"), catalog) is None
+
+
+def test_v100_32gb_priced_from_its_own_listing(catalog: Catalog) -> None:
+    """A 32 GB V100 is priced from a 32 GB listing (AWS p3dn.24xlarge, 8 x V100 32GB, $31.212/h in
+    us-east-1 in the skypilot-catalog snapshot), never from a 16 GB one (Lambda gpu_8x_v100, GCP V100)."""
+    rows = [p for p in load_prices(catalog) if p.gpu == "V100 SXM2 32GB"]
+    assert rows and all("p3dn.24xlarge" in p.provider and "32GB" in p.provider for p in rows)
+    on_demand = price_per_hour(catalog.get("V100 SXM2 32GB"), catalog)
+    assert on_demand is not None and on_demand.usd_per_hour == pytest.approx(31.212 / 8, abs=1e-4)
+    sixteen = price_per_hour(catalog.get("V100 SXM2 16GB"), catalog)
+    assert sixteen is not None and sixteen.usd_per_hour == pytest.approx(4.4 / 8)  # Lambda gpu_8x_v100
+    assert all("16GB" in p.provider for p in load_prices(catalog) if p.gpu == "V100 SXM2 16GB")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import shlex
 from typing import Any
 
 import pytest
@@ -194,3 +196,27 @@ def test_the_chosen_gpu_is_marked_and_a_step_is_called_a_step(run_cli: RunCli) -
     code, out, _ = run_cli("plan", "examples/lora-4090.yaml", "--gpus", "4090", "--set", "tokens=1e8")
     assert "time to train" in out
     assert gpuplan.plan("examples/lora-4090.yaml", gpus=["L4"]).to_dict()["chosen_gpu"] == "GeForce RTX 4090"
+
+
+@pytest.mark.parametrize(
+    ("args", "fix"),
+    [
+        (["--gpu", "H100"], "--set weight_dtype=awq"),  # 70B bf16 on one 80 GB H100: 138.49 GiB (int8 leaves no KV)
+        (["--gpu", "H100", "--num-gpus", "4"], "--set tp=4"),  # 4 whole-model replicas: 139.08 GiB each
+    ],
+)
+def test_vllm_launch_refuses_then_writes_what_vllm_parses(run_cli: RunCli, args: list[str], fix: str) -> None:
+    """The issue's vLLM cases: launch exits 2 naming the shortfall and the best fix as --set flags;
+    with exactly those flags it writes a `vllm serve` line that vLLM's own parser accepts."""
+    from helpers.tool_schemas import check_vllm_serve
+
+    job = ["launch", "llama-3.1-70b", *args, "--format", "vllm"]
+    code, out, err = run_cli(*job)
+    assert code == 2 and out == "" and "GiB short per GPU" in err and len(err.strip().splitlines()) == 1
+    sets = re.findall(r"--set ([a-z_]+=[^ )]+)", err.split("Best fix:")[1])
+    assert " ".join(f"--set {s}" for s in sets) == fix
+    code, out, err = run_cli(*job, *(a for s in sets for a in ("--set", s)))
+    assert code == 0, err
+    words = shlex.split(out.replace("\\\n", " "), comments=True)
+    ns = check_vllm_serve(words[words.index("vllm") :])
+    assert ns.tensor_parallel_size == (4 if "tp=4" in fix else 1)

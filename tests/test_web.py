@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from conftest import RunCli
 from gpuplan.interfaces import api, web
 from gpuplan.planner.recommend import pareto_front
+from gpuplan.specs import frameworks
 from gpuplan.specs.models import find_preset, preset_config
 from gpuplan.specs.workload import make_workload
 
@@ -92,6 +93,54 @@ def test_pareto_front_is_the_set_of_undominated_points(points: list[tuple[float,
         assert on[points.index(min(valid, key=lambda q: (q[1], q[0])))]
 
 
+def test_a_serving_plan_prices_output_tokens_within_the_latency_target(client: TestClient) -> None:
+    gpus = ["L40S", "A40", "H100 SXM5 80GB"]
+    body = {**SERVE, "max_tpot_ms": 30, "gpus": gpus}
+    rec = client.post("/api/plan", json=body).json()
+    w = make_workload({k: v for k, v in body.items() if k != "gpus"})
+    same(rec, api.plan(w, gpus=gpus).to_dict())
+    fitting = [o for o in rec["options"] if o["fits"]]
+    assert fitting and all(o["serving"] is not None for o in fitting)
+    for o in fitting:
+        s = o["serving"]
+        if s["batch"] is None:
+            assert s["limited_by"].startswith("no batch meets"), s
+            continue
+        # the batch quoted meets the target, and its $/Mtok is the hour's price over the hour's tokens (1e-9)
+        assert s["tpot_s"] <= 0.030 and s["batch"] >= 1
+        assert s["usd_per_million_tokens"] == pytest.approx(
+            o["usd_per_hour"] / (s["tokens_per_s"] * 3600) * 1e6, rel=1e-9
+        )
+    # the page's estimate shows a missed target in its verdict; fit (memory only) refuses a target in one line
+    miss = client.post("/api/estimate", json={**SERVE, "max_tpot_ms": 1}).json()["verdict"]["notes"]
+    assert len(miss) == 1 and re.fullmatch(
+        r"misses its latency target max_tpot_ms=1 \(batch 16 takes .* ms/token\)", miss[0]
+    )
+    r = client.post("/api/fit", json={**SERVE, "max_tpot_ms": 30})
+    assert r.status_code == 422 and r.json()["detail"].startswith(
+        "fit answers memory only and does not read max_tpot_ms"
+    )
+
+
+def test_a_framework_fills_the_keys_a_training_request_leaves_unset(client: TestClient) -> None:
+    rec = client.post("/api/estimate", json={**LORA, "framework": "unsloth"}).json()
+    same(rec, api.estimate(make_workload({**LORA, "framework": "unsloth"})).to_dict())
+    assert rec["workload"]["activation_checkpointing"] == "full" and rec["workload"]["optimizer"] == "adamw-8bit"
+    # a key the request sets wins over the framework's
+    mine = client.post(
+        "/api/estimate", json={**LORA, "framework": "unsloth", "activation_checkpointing": "none"}
+    ).json()
+    assert mine["workload"]["activation_checkpointing"] == "none"
+    assert mine["memory"]["per_gpu_bytes"] > rec["memory"]["per_gpu_bytes"]
+
+
+def test_the_page_offers_the_librarys_frameworks() -> None:
+    html = (web.STATIC / "index.html").read_text()
+    menu = re.search(r'<select id="framework" name="framework">(.*?)</select>', html, re.S)
+    assert menu is not None
+    assert re.findall(r"<option(?: value=\"\")?>([^<]*)</option>", menu.group(1)) == ["—", *frameworks.names()]
+
+
 def test_roofline_points_never_beat_the_roof(client: TestClient) -> None:
     for body in (LORA, SERVE, {**SERVE, "gpu": "T4", "weight_dtype": "awq"}, {**LORA, "gpu": "V100"}):
         rec = client.post("/api/roofline", json=body).json()
@@ -154,7 +203,15 @@ def test_a_cluster_plan_searches_layouts(client: TestClient) -> None:
         ({**LORA, "gpu": "A999"}, 422, r"Unknown GPU 'A999'"),
         ({**LORA, "batch_size": 0}, 422, r"'batch_size' key: .*greater than or equal to 1\. Got 0\."),
         ({**LORA, "bogus": 1}, 422, r"Unknown workload key 'bogus'"),
+        # a key the task ignores is refused, as the CLI refuses it (the page sends only the task's fields)
+        ({**LORA, "input_len": 512}, 422, r"'input_len' key is read only by inference jobs; .* task is lora"),
+        ({**SERVE, "seq_len": 4096}, 422, r"'seq_len' key is read only by training .*task is inference"),
+        ({"task": "streaming", "streams": 4, "lora_rank": 8}, 422, r"'lora_rank' key is read only by adapter"),
         ({**LORA, "tp": 3}, 422, r"num_gpus=1 must be a multiple of tp"),
+        # the page shows the latency targets for inference only and the framework for training only
+        ({**LORA, "max_tpot_ms": 50}, 422, r"'max_tpot_ms' key is read only by inference jobs; .* task is lora"),
+        ({**SERVE, "framework": "unsloth"}, 422, r"'framework' key is read only by training .*task is inference"),
+        ({**LORA, "framework": "nemo2"}, 422, r"'framework' key: must be one of megatron, nemo, .*Got 'nemo2'"),
         ({**LORA, "deadline": {}}, 422, r"'deadline' key: expected a duration"),
         ({**LORA, "model": "no-such-model"}, 422, r"Unknown model 'no-such-model'"),
         ({**LORA, "model": "org/not-cached"}, 422, r"not in the local Hugging Face cache"),
@@ -220,7 +277,7 @@ def test_page_and_vendored_chart_library_are_served_locally(client: TestClient) 
     r = client.get("/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     scripts = re.findall(r'<script src="([^"]+)"', r.text)
-    assert scripts == ["/static/vendor/plotly-basic.min.js", "/static/app.js"]
+    assert scripts == ["/static/vendor/plotly-basic.min.js", "/static/render.js", "/static/app.js"]
     assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]+)"', r.text.split("<body>")[0]))  # nothing remote
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert r.headers["x-content-type-options"] == "nosniff"
@@ -230,6 +287,36 @@ def test_page_and_vendored_chart_library_are_served_locally(client: TestClient) 
     readme = (web.STATIC / "vendor" / "README.md").read_text()
     sha = re.search(r"sha256 ([0-9a-f]{64})", readme)
     assert sha and hashlib.sha256(client.get(scripts[0]).content).hexdigest() == sha.group(1)
+
+
+def test_responses_are_compressed_and_vendored_files_cached(client: TestClient) -> None:
+    def fetch(path: str, encoding: str = "gzip") -> tuple[Any, int, int]:
+        """The response, its bytes on the wire and its decoded length."""
+        with client.stream("GET", path, headers={"accept-encoding": encoding}) as r:
+            wire = b"".join(r.iter_raw())
+        return r, len(wire), len(client.get(path).content)
+
+    plotly, wire, size = fetch("/static/vendor/plotly-basic.min.js")
+    assert plotly.headers["content-encoding"] == "gzip"
+    assert size > 1_000_000 and wire < size / 3, (wire, size)  # 1.19 MB of minified JS gzips over 3x
+    assert plotly.headers["cache-control"] == f"public, max-age={web.VENDOR_MAX_AGE_S}"
+    assert "script-src 'self'" in plotly.headers["content-security-policy"]  # the guard's headers survive
+    app, _, _ = fetch("/static/app.js")
+    assert app.headers["cache-control"] == "no-cache" and app.headers["etag"]  # revalidated on every load
+    gpus, wire, size = fetch("/api/gpus")
+    assert gpus.headers["content-encoding"] == "gzip" and wire < size / 4, (wire, size)
+    plain, wire, size = fetch("/api/gpus", "identity")
+    assert "content-encoding" not in plain.headers and wire == size
+
+
+def test_the_gpu_menu_is_the_catalog_in_brief(client: TestClient) -> None:
+    menu = client.get("/api/gpu-menu")
+    full = client.get("/api/gpus").json()
+    assert [g["name"] for g in menu.json()] == [g["name"] for g in full]
+    for brief, g in zip(menu.json(), full, strict=True):
+        assert brief == {"name": g["name"], "vendor": g["vendor"], "memory_bytes": g["memory_bytes"],
+                         "graphics": g["graphics"] != "none"}  # fmt: skip
+    assert len(menu.content) * 50 < len(client.get("/api/gpus").content)  # a few KB against over 500 KB
 
 
 def test_openapi_documents_the_api(client: TestClient) -> None:

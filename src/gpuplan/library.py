@@ -125,13 +125,14 @@ def plan(
     carbon_g_per_kwh: float | None = None,
     cluster: str | None = None,
     allow_cross_node_tp: bool = False,
-    have: str | Mapping[str, int] | None = None,
+    have: str | Mapping[str, int] | Path | None = None,
     **keys: Any,
 ) -> Plan | LayoutPlan | GraphicsPlan:
     """GPU types and counts ranked by the workload's objective (`gpuplan plan`); with a cluster
     (`cluster="64x8:H100"` or the `cluster` key) and a training job, a `LayoutPlan` of its fastest
     parallel layouts; a graphics job gets a `GraphicsPlan`. `have` ("4x RTX 3090, 1x A100 40GB" or
-    {name: count}) plans on the GPUs the user owns, with what renting would add in `rent_options`.
+    {name: count}, or a lab file's `Path`: one node's worth of each of its GPU types) plans on the
+    GPUs the user owns, with what renting would add in `rent_options`.
 
     >>> import gpuplan
     >>> p = gpuplan.plan("examples/chat-7b.yaml", gpus=["L4", "A10G", "L40S"])
@@ -157,7 +158,8 @@ def launch(
     force: bool = False,
     **keys: Any,
 ) -> LaunchFile:
-    """A launch file (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm) for the
+    """A launch file (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm, or a framework's
+    own: torchtitan, nemo, axolotl, llama-factory; "" for the workload framework's own) for the
     workload's layout, searched on the cluster unless the workload sets one (`gpuplan launch`).
     `source` may also be the path of a `gpuplan plan --json` document: its best option launches.
     A job that does not fit raises `InvalidSettingError` with the shortfall and the best fix,

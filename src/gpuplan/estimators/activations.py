@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, family_of
 
 # FlashAttention-2 keeps the softmax log-sum-exp in fp32, one value per head and query token.
 _LSE_BYTES: Final = 4.0
@@ -113,7 +113,8 @@ def _stack_shapes(model: ModelSpec) -> list[StackShape]:
                 up_names.add(g.name.rsplit(".", 1)[-1])
         windows = [a.window for a in self_layers]
         window = None if any(w is None for w in windows) else sum(w for w in windows if w is not None) / n
-        gated = len(up_names) >= 2
+        fam = family_of(model.model_type)
+        gated = len(up_names) >= 2 or (fam is not None and fam.fused_gate_up)
         out.append(StackShape(stack, n, d, model.num_heads, q, k, v, v_out, latent, up / n, gated, cross, window))
     return out
 

@@ -144,13 +144,18 @@ def vdi_capacity(gpu: GPU, w: Workload) -> GraphicsCapacity:
     bad = _common_requirements(gpu, w, "users", graphics=True)
     if bad:
         return bad
-    if gpu.vgpu != "graphics":
+    if gpu.vgpu not in ("graphics", "passthrough"):
         return _unsuitable(gpu, "users", "no graphics vGPU (vWS/vPC) profiles for this card")
     profile_gb = c["persona_GB"][w.persona]
     mem_gb = gpu.memory_bytes / GIB
     pix, fps = pixels(w.resolution), w.fps or 30.0
+    # passthrough (AWS G5): the whole GPU goes to one VM, one virtual workstation per GPU
+    # (AWS: G5 for "remote workstations"); vGPU profiles share the card among VMs
+    sessions = float(min(math.floor(mem_gb / profile_gb), c["max_instances"]))
     limits = {
-        "vGPU profiles": float(min(math.floor(mem_gb / profile_gb), c["max_instances"])),
+        ("one VM per GPU (passthrough)" if gpu.vgpu == "passthrough" else "vGPU profiles"): (
+            min(sessions, 1.0) if gpu.vgpu == "passthrough" else sessions
+        ),
         "encode (NVENC)": nvenc_streams(gpu, w.codec, "p1", fps, pix) if gpu.nvenc else float("inf"),
     }
     return _result(gpu, limits, "users")

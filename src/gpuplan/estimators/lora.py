@@ -24,6 +24,12 @@ def default_targets(model_type: str) -> tuple[str, ...]:
 
 _BLOCK_ROLES: Final = ("attention", "mlp", "expert")
 
+# The short names people write for a Llama-style block's projections (papers' W_q/W_v, "q,v" in
+# tables and recipes): each is the `<name>_proj` module PEFT matches by suffix
+# (peft/tuners/tuners_utils.py check_target_module_exists: the module name equals the target or
+# ends with "." + target), so "q" alone would match no Llama module in PEFT itself
+_SHORT: Final = ("q", "k", "v", "o", "gate", "up", "down")
+
 
 def _leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
@@ -35,7 +41,7 @@ def lora_targets(model: ModelSpec, targets: str | list[str]) -> list[ParamGroup]
     if targets == "all-linear":
         chosen = [g for g in linears if g.role in _BLOCK_ROLES]
     else:
-        names = default_targets(model.model_type) if targets == "default" else tuple(targets)
+        names = default_targets(model.model_type) if targets == "default" else _resolve(linears, tuple(targets))
         chosen = [g for g in linears if _leaf(g.name) in names or g.name in names]
         if not chosen:
             known = sorted({_leaf(g.name) for g in linears})
@@ -44,6 +50,20 @@ def lora_targets(model: ModelSpec, targets: str | list[str]) -> list[ParamGroup]
                 f"Its linear layers: {', '.join(known)} (or use 'all-linear')."
             )
     return chosen
+
+
+def _resolve(linears: list[ParamGroup], names: tuple[str, ...]) -> tuple[str, ...]:
+    """Module names as the model has them: a name the model has is kept (T5's own q and v), a short
+    one (q, k, v, o, gate, up, down, any case, W_q style too) becomes its `_proj` module where the
+    model has one (q -> q_proj)."""
+    leaves = {_leaf(g.name) for g in linears} | {g.name for g in linears}
+    out = []
+    for name in names:
+        short = name.lower().removeprefix("w_")
+        if name not in leaves and short in _SHORT and f"{short}_proj" in leaves:
+            name = f"{short}_proj"
+        out.append(name)
+    return tuple(out)
 
 
 def adapter_params(targets: list[ParamGroup], rank: int) -> int:

@@ -23,12 +23,13 @@ the draw of an idle GPU between jobs, and the rental side's storage and egress c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators.cost import power_w
+from gpuplan.estimators.cost import CostEnergy, power_w
 from gpuplan.specs.gpu import GPU
+from gpuplan.specs.prices import OWN_POWER
 
 MAX_HOURS_PER_MONTH: Final = 31 * 24.0  # the longest month: 744 h
 AVG_HOURS_PER_MONTH: Final = 365.25 * 24.0 / 12.0  # 730.5 h: what "share of the month" divides by
@@ -247,3 +248,18 @@ def compare(o: Ownership, rent_usd_per_hour: float) -> RentComparison:
         payback_months=payback_months(o, rent_usd_per_hour),
         buy_is_cheaper=own.total_usd < total,
     )
+
+
+def own_power_cost(ce: CostEnergy, usd_per_kwh: float = DEFAULT_USD_PER_KWH) -> CostEnergy:
+    """A job on GPUs the user already owns costs no rent: its cost is their electricity, the GPU
+    energy of the estimate x `usd_per_kwh` (default: EIA 2022 US commercial average, above); the
+    host, cooling (PUE) and the cards' purchase are left to `gpuplan rent-vs-buy`."""
+    ratio = None if not ce.usd else ce.energy_kwh * usd_per_kwh / ce.usd
+    return replace(
+        ce,
+        usd=ce.energy_kwh * usd_per_kwh,
+        usd_per_gpu_hour=ce.avg_power_w / 1000 * usd_per_kwh,
+        price_source=f"your own GPUs: {OWN_POWER} at ${usd_per_kwh:.3f}/kWh",
+        usd_per_million_tokens=None if ratio is None or ce.usd_per_million_tokens is None
+        else ce.usd_per_million_tokens * ratio,
+    )  # fmt: skip

@@ -75,6 +75,14 @@ VLLM_SAMPLER_BYTES_PER_LOGIT: Final = 32.0
 VLLM_MAX_NUM_SEQS_LARGE: Final = 1024
 VLLM_MAX_NUM_SEQS_SMALL: Final = 256
 VLLM_LARGE_GPU_BYTES: Final = 70 * 2**30
+# Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from what
+# is left (vLLM; SGLang's mem_fraction_static), by their display names. Such an engine refuses to
+# start when that budget cannot hold one sequence of max_model_len tokens (which `gpuplan launch`
+# sets to input_len + output_len): vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory
+# raises "No available memory for the cache blocks" for a budget <= 0 and "To serve at least one
+# request with the models's max seq len (...), (... GiB KV cache is needed, which is larger than
+# the available KV cache memory" when one sequence's blocks exceed it (vllm-project/vllm @001cabc).
+PREALLOCATING_ENGINES: Final[dict[str, str]] = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def vllm_max_num_seqs(gpu: GPU) -> int:

@@ -23,12 +23,13 @@ from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_va
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, gres_name
+from gpuplan.specs.frameworks import OWN_FORMATS
 from gpuplan.specs.gpu import bundled_catalog
 from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
 
-FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm")
+FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm", *OWN_FORMATS)
 RDZV_PORT: Final = 29500
 # Typical partition limit on university and cloud Slurm clusters (1-7 days); longer jobs get a note.
 SITE_MAX_TIME_S: Final = 7 * 86400  # when there is nothing to estimate from (no tokens)
@@ -224,6 +225,8 @@ def _megatron_args(lp: LaunchPlan) -> list[str]:
         a.append(f"--expert-tensor-parallel-size {w.etp}")
     if w.sequence_parallel:
         a.append("--sequence-parallel")
+    if w.tp_comm_overlap:  # Transformer Engine userbuffers (megatron/training/arguments.py)
+        a.append("--tp-comm-overlap")
     if w.zero >= 1:
         a.append("--use-distributed-optimizer")
     a += [
@@ -287,7 +290,8 @@ def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> li
 
 def _script(lp: LaunchPlan) -> list[str]:
     args = list(lp.script_args)
-    if lp.script.endswith("pretrain_gpt.py") or (_uses_megatron(lp.w) and lp.script == "train.py"):
+    megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
+    if lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py"):
         return ["pretrain_gpt.py", *_megatron_args(lp), *args]
     return [lp.script, *args]
 
@@ -321,7 +325,7 @@ def _header_text(lp: LaunchPlan) -> list[str]:
             f"estimate: TTFT {i.ttft_single_s * 1e3:.0f} ms (one request), {i.tpot_s * 1e3:.1f} ms/token, "
             f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
         )
-    return lines
+    return lines + [n for n in (lp.remote_code_note, lp.checkpoint_note) if n]
 
 
 def torchrun(lp: LaunchPlan) -> str:
@@ -427,10 +431,11 @@ def _check_data_parallel_only(lp: LaunchPlan, fmt: str) -> None:
 
 
 def accelerate(lp: LaunchPlan) -> str:
-    """accelerate's config file: MULTI_GPU (DDP), DEEPSPEED (ZeRO-1/2, offload) or FSDP (ZeRO-3)."""
+    """accelerate's config file: MULTI_GPU (DDP), DEEPSPEED (ZeRO-1/2, optimizer offload, or
+    sharding: deepspeed) or FSDP (ZeRO-3, parameters and optimizer offloaded together)."""
     _check_data_parallel_only(lp, "accelerate")
     w = lp.w
-    if w.zero == 3 and w.offload == "none":
+    if w.zero == 3 and w.sharding == "fsdp" and w.offload != "optimizer":  # FSDP offloads params with optimizer
         cfg = _accelerate_base(lp, "FSDP")
         cfg["fsdp_config"] = _fsdp_section(lp)
     elif w.zero >= 1 or w.offload != "none":
@@ -578,6 +583,12 @@ def render(lp: LaunchPlan, fmt: str, **slurm_opts: str | None) -> str:
         raise InvalidSettingError(f"Unknown launch format {fmt!r}. Known: {', '.join(FORMATS)}.")
     if fmt == "slurm":
         return slurm(lp, **slurm_opts)
+    if fmt in OWN_FORMATS:  # a framework's own file (interfaces/launch_frameworks.py, launch_trainers.py)
+        from gpuplan.interfaces import launch_frameworks, launch_trainers
+
+        if fmt in launch_trainers.TRAINER_FORMATS:
+            return launch_trainers.render(lp, fmt)
+        return launch_frameworks.render(lp, fmt)
     return {
         "torchrun": torchrun,
         "accelerate": accelerate,

@@ -106,6 +106,14 @@ def _config(w: Workload, tiny: bool) -> Any:
     from transformers import AutoConfig
 
     cfg = config_dict(w, tiny)
+    from gpuplan.specs.model import family_of
+
+    fam = family_of(str(cfg.get("model_type")))
+    if fam is not None and fam.hub_code:
+        raise InvalidSettingError(
+            f"{w.model}: a {fam.model_type!r} model's code ships with the checkpoint ({fam.hub_code}, "
+            "trust_remote_code), which gpuplan never runs; measure it with your own script."
+        )
     return AutoConfig.for_model(cfg.pop("model_type"), **cfg)
 
 
@@ -153,6 +161,8 @@ def unsupported(w: Workload) -> str | None:
         if fmt != w.precision and fmt not in BNB_FORMATS and not (w.precision == "tf32" and fmt == "fp32"):
             return (f"gpuplan measure runs inference weights in {w.precision} or bitsandbytes "
                     f"({', '.join(BNB_FORMATS)}), not {fmt!r}.")  # fmt: skip
+        if w.cache_implementation == "static":
+            return "gpuplan measure times generate with transformers' DynamicCache: drop cache_implementation."
         if w.effective_kv_dtype not in (w.precision, "fp32" if w.precision == "tf32" else w.precision):
             return "gpuplan measure keeps the KV cache in the compute precision (transformers' DynamicCache)."
     return None

@@ -30,7 +30,7 @@ from gpuplan.interfaces.web_schemas import PlanIn
 from gpuplan.results.base import plain
 from gpuplan.specs.context import Context
 from gpuplan.specs.model import ModelSpec
-from gpuplan.specs.workload import Workload, make_workload
+from gpuplan.specs.workload import Workload, check_keys_apply, make_workload
 
 # Answers kept per server process, by count and by size: a plan's JSON is 20-150 KB, a cluster
 # plan's up to a few hundred KB, so 1,024 answers stay well under the byte bound.
@@ -143,6 +143,7 @@ def workload_of(payload: Mapping[str, Any]) -> tuple[Workload, ModelSpec | None]
     """The library's workload (keys the request set stay set) and its model: pasted, a preset or a
     hub id, never a file on the server (None for graphics jobs that name no model)."""
     w = make_workload({k: v for k, v in payload.items() if k != "config" and k not in PLAN_KEYS})
+    check_keys_apply(w)  # a key the task ignores is refused in one line, as the CLI refuses it
     config = payload.get("config")
     if config is not None:
         return w, api.model_from_json(config, w.model)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import runtime
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
@@ -185,8 +186,19 @@ def training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     return c
 
 
+# A preallocating engine (vLLM, SGLang) may take more of the card for its KV cache: vLLM's docs
+# (configuration/conserving_memory) suggest raising gpu_memory_utilization when the cache is short;
+# 0.95 still leaves 5% for CUDA graphs (captured after sizing) and other processes.
+RAISED_GPU_MEMORY_UTILIZATION: Final = 0.95
+
+
 def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     c: list[tuple[str, dict[str, Any], str]] = []
+    if w.num_gpus > 1 and w.tp * w.pp < w.num_gpus:  # replicas that each hold the whole model: shard it instead
+        c.append((f"tensor parallel over the {w.num_gpus} GPUs", {"tp": w.num_gpus, "pp": 1}, "same GPUs"))
+    if w.engine in runtime.PREALLOCATING_ENGINES and w.gpu_memory_utilization < RAISED_GPU_MEMORY_UTILIZATION:
+        u = RAISED_GPU_MEMORY_UTILIZATION
+        c.append((f"gpu_memory_utilization {u:g}", {"gpu_memory_utilization": u}, "less room for CUDA graphs"))
     if w.effective_kv_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         c.append(("fp8 KV cache", {"kv_dtype": "fp8"}, "small quality loss"))
     for wf, cost in (("int8", "near-lossless"), ("awq", "4-bit: small quality loss"), ("q4_k_m", "4-bit GGUF")):

@@ -12,9 +12,10 @@ from gpuplan.estimators import uncertainty
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.layouts import Layout, search_layouts
+from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import Catalog
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.models import find_preset
 from gpuplan.specs.workload import Workload
 
@@ -42,6 +43,39 @@ class LaunchPlan:
     time_limit_note: str  # how it was reached, for the script's header
     weight_format: str  # the weights' storage format as the engine loads them (e.g. fp8, awq)
     weights_from_checkpoint: bool  # pre-quantised: the engine reads the format from config.json
+
+    @property
+    def remote_code_note(self) -> str | None:
+        """A hub family whose modeling code ships with the checkpoint (specs/model/families.py)."""
+        fam = family_of(self.model.model_type)
+        if fam is None or not fam.hub_code:
+            return None
+        return (
+            f"{fam.model_type}: its modeling code ships with the checkpoint ({fam.hub_code}); loading it needs "
+            "trust_remote_code (vLLM/TGI --trust-remote-code), which gpuplan does not add: read that code first"
+        )
+
+    @property
+    def checkpoint_note(self) -> str | None:
+        """A serving engine quantises 16-bit weights on load only for some formats (vLLM: fp8,
+        bitsandbytes nf4, mxfp4 for gpt-oss); the others need a checkpoint already in that format,
+        whose config.json's quantization_config the engine reads (vLLM docs, features/quantization)."""
+        kind = NEEDS_QUANTIZED_CHECKPOINT.get(self.weight_format)
+        if self.w.is_training or self.weights_from_checkpoint or kind is None:
+            return None
+        return f"{self.weight_format} weights: serve {kind} checkpoint of {self.model_id} (this id is the 16-bit one)"
+
+
+# weight formats an engine cannot make from a 16-bit checkpoint on load (vLLM docs, features/quantization:
+# AWQ, GPTQ, INT8 W8A16/W8A8 (compressed-tensors), ModelOpt NVFP4 and GGUF are loaded pre-quantised)
+NEEDS_QUANTIZED_CHECKPOINT: Final = {
+    "awq": "an AWQ",
+    "int4": "an AWQ",
+    "gptq": "a GPTQ",
+    "int8": "an INT8 (W8A16 or W8A8, compressed-tensors)",
+    "nvfp4": "a ModelOpt NVFP4",
+    "q4_k_m": "a GGUF Q4_K_M",
+}
 
 
 def model_id(model: ModelSpec, name: str) -> str:
@@ -81,7 +115,10 @@ def plan_launch(
         gpu = catalog.get(w.gpu or "")
         cluster = implied_cluster(gpu, w.num_gpus)
     layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
-    fixed = bool(layout_keys & w.model_fields_set)
+    # a framework's layout defaults (torchtitan's FSDP2, NeMo's distributed optimizer) fix the
+    # layout as the user's keys do: the search's ZeRO stages are not all ones the framework runs
+    fw_keys = set(frameworks.fill(w.framework, w.model_dump(exclude_unset=True))) if w.framework else set()
+    fixed = bool(layout_keys & (w.model_fields_set | fw_keys))
     label: str
     if w.is_training and search and not fixed and cluster.num_gpus > 1:
         res = search_layouts(model, w, cluster, top=1)

@@ -12,13 +12,16 @@ What "time" means depends on the job:
   sequences (a batch job);
 - inference without `tokens`: a service holding `batch_size` concurrent sequences; time is one
   request's latency, cost is per hour of service (or per `deadline` of it), and options whose
-  per-token latency is slower than SERVICE_MAX_TPOT_S are marked too slow.
+  per-token latency is slower than the workload's `max_tpot_ms` (default SERVICE_MAX_TPOT_S), or
+  whose time to first token is over its `max_ttft_ms`, are marked too slow.
+Every inference option of a generating model also quotes $ per million output tokens at the largest
+batch that fits and meets the latency targets (planner/serving.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -27,18 +30,20 @@ from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, tra
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.screening import Candidates
+from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
 PLAN_COUNTS: Final = (1, 2, 4, 8)
-# Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from
-# what is left (vLLM, SGLang): a batch the KV budget cannot hold does not run.
-PREALLOCATING_ENGINES: Final = frozenset({"vllm", "sglang"})
 GEFORCE_LICENCE: Final = (
     "the GeForce driver licence bars datacenter deployment (set datacenter: false for your own workstation)"
 )
+# The GeForce licence (NVIDIA GeForce driver software licence, sec. 2.1.3 "No Datacenter
+# Deployment") concerns where the driver runs, not who owns the card: a user's own GeForce card at a
+# desk or in a lab is a note; plans that rent (cloud datacenters) are barred.
+GEFORCE_OWNED: Final = "your own GeForce: its licence bars only datacenter use"
 # A chat stream must come out at least as fast as people read: ~10 tokens/s (reading speed is
 # ~200-300 words/min = 4-7 tokens/s; 10 tokens/s is the usual interactive floor).
 SERVICE_MAX_TPOT_S: Final = 0.1
@@ -66,6 +71,7 @@ class Option:
     within_budget: bool | None = None
     too_slow: bool = False
     licence_barred: bool = False
+    serving: ServingBatch | None = None  # $/Mtok at the largest batch within the latency targets
 
     @property
     def ok(self) -> bool:
@@ -167,9 +173,15 @@ def evaluate(
             break
     if chosen is None or mem is None:
         need = f"{last.per_gpu_bytes / 2**30:,.1f} GiB per GPU" if last else "no valid layout"
-        return Option(
-            gpu, n, {}, False, last, "memory capacity", f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB"
-        )
+        why = f"does not fit: {need} of {gpu.memory_bytes / 2**30:,.0f} GiB"
+        if (
+            last is not None
+            and last.serving is not None
+            and last.kv_short_bytes > 0
+            and (last.headroom_bytes or 0) >= 0
+        ):
+            why = f"does not fit: {last.serving.limit} is {last.kv_short_bytes / 2**30:,.2f} GiB short of one sequence"
+        return Option(gpu, n, {}, False, last, "memory capacity", why)
     try:
         if w.is_training:
             return _training_option(
@@ -238,36 +250,47 @@ def _inference_option(
 ) -> Option:
     service = w.tokens is None
     cap = mem.serving.max_sequences if mem.serving else w.batch_size
-    if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and cap < w.batch_size:
-        why = (
-            f"{w.engine}'s KV cache (gpu_memory_utilization {w.gpu_memory_utilization:g}) holds "
-            f"{cap} of the {w.batch_size} sequences"
-        )
-        return Option(gpu, n, layout, False, mem, "memory capacity", why)
-    it = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size) if not service else w.batch_size)
+    # a preallocating engine's KV cache holding fewer sequences than the batch: it runs that many at
+    # once and queues the rest, so the job runs, timed at the batch that runs (estimate does the same)
+    held, queued = running_batch(w, mem)
+    run = w.with_(batch_size=held) if held < w.batch_size else w
+    it = estimate_inference_time(model, run, gpu, max_batch=max(cap, held) if not service else held)
     busy = busy_share((o.bound, o.time_s) for o in it.running_ops)
     rate = it.output_tokens_per_s
+    generates = model.kind not in ("cnn", "encoder", "vision-transformer")
+    serving = serving_batch(model, w, gpu, n, price, own=it) if generates else None
     if service:
         duration = w.deadline or 3600.0
         ce = cost_and_energy(gpu, n, duration, busy, price, rate * duration, carbon)
-        too_slow = it.tpot_s > SERVICE_MAX_TPOT_S
-        why = _why_inference(it, layout, True)
+        slow = _too_slow(w, it)
+        why = (f"{queued}; " if queued else "") + _why_inference(it, layout, True)
         latency = it.ttft_single_s + (max(w.output_len, 1) - 1) * it.tpot_s
-        if too_slow:
-            why = (
-                f"too slow for interactive use ({it.tpot_s * 1e3:,.0f} ms/token > {SERVICE_MAX_TPOT_S * 1e3:.0f}); "
-                + why
-            )
+        if slow:
+            why = f"{slow}; " + why
         _, budget = _marks(w, None, ce.usd)  # a service has no deadline to meet, only a budget
         return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=latency,
-                      throughput=rate, cost=ce, within_budget=budget, too_slow=too_slow)  # fmt: skip
+                      throughput=rate, cost=ce, within_budget=budget, too_slow=bool(slow), serving=serving)  # fmt: skip
     assert w.tokens is not None
     seconds = w.tokens / rate
     ce = cost_and_energy(gpu, n, seconds, busy, price, w.tokens, carbon)
     deadline, budget = _marks(w, seconds, ce.usd)
-    why = _why_inference(it, layout, False)
+    why = (f"{queued}; " if queued else "") + _why_inference(it, layout, False)
     return Option(gpu, n, layout, True, mem, it.bottleneck, why, inference=it, time_s=seconds,
-                  throughput=rate, cost=ce, meets_deadline=deadline, within_budget=budget)  # fmt: skip
+                  throughput=rate, cost=ce, meets_deadline=deadline, within_budget=budget, serving=serving)  # fmt: skip
+
+
+def _too_slow(w: Workload, it: InferenceTime) -> str:
+    """What a service at the workload's batch misses: its `max_tpot_ms` (without one, the
+    interactive floor SERVICE_MAX_TPOT_S) or its `max_ttft_ms`; '' when it meets them."""
+    tpot_ms = it.tpot_s * 1e3
+    limit = w.max_tpot_ms if w.max_tpot_ms is not None else SERVICE_MAX_TPOT_S * 1e3
+    if tpot_ms > limit:
+        if w.max_tpot_ms is None:
+            return f"too slow for interactive use ({tpot_ms:,.0f} ms/token > {limit:.0f})"
+        return f"too slow for max_tpot_ms={limit:g} ({tpot_ms:,.1f} ms/token)"
+    if w.max_ttft_ms is not None and it.ttft_single_s * 1e3 > w.max_ttft_ms:
+        return f"too slow for max_ttft_ms={w.max_ttft_ms:g} (TTFT {it.ttft_single_s * 1e3:,.0f} ms)"
+    return ""
 
 
 def _rank_key(o: Option, objective: str, service: bool) -> tuple[float, ...]:
@@ -300,19 +323,36 @@ def plan_options(
     gpus: Iterable[GPU] | None = None,
     counts: Iterable[int] = PLAN_COUNTS,
     carbon_g_per_kwh: float | None = None,
+    owned: Collection[str] = (),
 ) -> list[Option]:
-    """Every (GPU type, count) option, ranked by the workload's objective (usable ones first)."""
+    """Every (GPU type, count) option, ranked by the workload's objective (usable ones first).
+    A GeForce card is barred from datacenter plans by its licence unless the user owns it
+    (`owned`, catalog names) and did not say it sits in a datacenter (`datacenter: true`)."""
     out: list[Option] = []
     cands = Candidates(w)
     for gpu in gpus if gpus is not None else catalog:
         for n in counts:
             o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
+            if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
+                o = _owned(o, w)
             if o.fits and gpu.geforce_eula and w.datacenter:
-                o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
+                if gpu.name in owned and "datacenter" not in w.model_fields_set:
+                    o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
+                else:
+                    o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
             out.append(o)
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))
     return out
+
+
+def _owned(o: Option, w: Workload) -> Option:
+    """An option on cards the user owns: its cost is their electricity, not a cloud's rent."""
+    from gpuplan.estimators.ownership import own_power_cost  # only plans with `have` need it
+
+    assert o.cost is not None
+    ce = own_power_cost(o.cost)
+    return replace(o, cost=ce, within_budget=_marks(w, o.time_s, ce.usd)[1])
 
 
 def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool]:

@@ -73,6 +73,12 @@ def graphics_class(g: GPU) -> str:
     return "1440p"
 
 
+def _workstations(g: GPU) -> str:
+    if g.vgpu == "graphics":
+        return ", virtual workstations"
+    return ", one virtual workstation per GPU (passthrough)" if g.vgpu == "passthrough" else ""
+
+
 def graphics_suitability(g: GPU) -> str:
     cls = graphics_class(g)
     if cls == "none":
@@ -81,8 +87,8 @@ def graphics_suitability(g: GPU) -> str:
     parts = {
         "vws": "virtual workstations and desktops (vGPU; no RT cores)",
         "1080p": "1080p streaming, video" + (", virtual desktops" if g.vgpu == "graphics" else ""),
-        "1440p": "1440p streaming, rendering" + (", virtual workstations" if g.vgpu == "graphics" else ""),
-        "4k": "4K streaming, ray-traced rendering" + (", virtual workstations" if g.vgpu == "graphics" else ""),
+        "1440p": "1440p streaming, rendering" + _workstations(g),
+        "4k": "4K streaming, ray-traced rendering" + _workstations(g),
     }[cls]
     extra = []
     if g.rt_cores:

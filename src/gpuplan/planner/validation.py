@@ -28,6 +28,7 @@ from gpuplan.planner.measured import PREFIX, is_measured
 from gpuplan.planner.validation_columns import Reading, Row, explicit_reading, gpu_of, is_fit_verdict, model_of
 from gpuplan.planner.validation_perf import SPEED_CATEGORIES, predict_speed
 from gpuplan.planner.validation_prose import prose_reading
+from gpuplan.planner.validation_stacks import STACK_FILES
 from gpuplan.safeio import read_csv
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.workload import make_workload, read_user_text
@@ -100,6 +101,16 @@ def bundled_rows() -> list[Row]:
 def measured_files(base: Traversable) -> list[str]:
     """The measured-*.csv files in a folder: our own runs, bundled as they are committed."""
     return sorted(f.name for f in base.iterdir() if f.name.startswith(PREFIX) and f.name.endswith(".csv"))
+
+
+def stack_rows() -> list[Row]:
+    """The everyday-stacks rows (planner/validation_stacks.py): their own file, with a `stack` and a
+    `split` column; apart from bundled_rows so the vendor files' figures stay as they were."""
+    base = resources.files("gpuplan") / "data" / "validation"
+    rows: list[Row] = []
+    for name in STACK_FILES:
+        rows += read_rows((base / name).read_text(encoding="utf-8"), name)
+    return rows
 
 
 def file_rows(path: str | Path) -> list[Row]:

@@ -268,7 +268,9 @@ def _explicit_keys(w: dict[str, Any], extra: str) -> None:
     """`key=value` pairs in extra_config that name workload keys win."""
     known = set(Workload.model_fields)
     for key, value in _KV.findall(extra):
-        if key in known and key != "model":
+        # framework=: the rows' extra_config names the publisher's software (MLC, vLLM, ...), which
+        # the converter reads into engine and the software keys; the `framework:` key is explicit-only
+        if key in known and key not in ("model", "framework"):
             if key == "sharding" and value.lower() not in ("fsdp", "deepspeed"):
                 continue  # FSDP's own strategy names (FULL_SHARD, ...): zero= carries the stage
             if key == "task":

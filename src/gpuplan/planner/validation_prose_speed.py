@@ -113,9 +113,11 @@ def _engine(text: str) -> str | None:
     for pattern, engine in (
         (r"TRT-?LLM|TensorRT-LLM|trtllm", "tensorrt-llm"),
         (r"\bMLC\b", "mlc"),
+        (r"\bollama\b", "ollama"),  # before llama.cpp, which Ollama's rows may name as its backend
         (r"llama\.cpp", "llama.cpp"),
         (r"\bvLLM\b", "vllm"),
         (r"SGLang", "sglang"),
+        (r"\bTGI\b|text-generation-inference", "tgi"),
         (r"transformers|generate\(\)|HF |litgpt|eager PyTorch", "transformers"),
     ):
         if re.search(pattern, text, re.IGNORECASE):

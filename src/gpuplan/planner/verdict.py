@@ -3,8 +3,8 @@ that make it fit, each verified by running the estimate again with exactly those
 
 A fix is a set of workload changes. The candidates are the memory savings `fit.py` knows (activation
 checkpointing, a fused loss, a smaller micro-batch with more accumulation, 8-bit or paged optimizers,
-LoRA/QLoRA, ZeRO-3 over more GPUs, offload; for serving: fp8 KV, 8- or 4-bit weights, a smaller
-batch, tensor parallelism), their cumulative combination in that order, the fewest GPUs of the same
+LoRA/QLoRA, ZeRO-3 over more GPUs, offload; for serving: a higher gpu_memory_utilization, fp8 KV,
+8- or 4-bit weights, a smaller batch, tensor parallelism), their cumulative combination in that order, the fewest GPUs of the same
 type, and the cheapest other GPU that holds the job unchanged. Each is estimated; only those that
 fit are kept, ranked by how much they change the job (the sum of the weights below), then by price.
 """
@@ -32,6 +32,7 @@ CHANGE_WEIGHT: Final[dict[str, int]] = {
     "activation_checkpointing": 1,
     "loss_impl": 1,
     "kv_dtype": 1,
+    "gpu_memory_utilization": 1,
     "batch_size": 2,
     "grad_accum": 0,  # comes with a smaller micro-batch, which carries the weight
     "optimizer": 2,

@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "ScheduleFigures": "gpuplan.results.lab",
     "SearchStats": "gpuplan.results.plan",
     "SegmentRecord": "gpuplan.results.lab",
+    "ServingCost": "gpuplan.results.plan",
     "ServingMemory": "gpuplan.results.estimate",
     "Skipped": "gpuplan.results.plan",
     "Suggestion": "gpuplan.results.estimate",
@@ -112,6 +113,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.results.plan import Plan as Plan
     from gpuplan.results.plan import PlanOption as PlanOption
     from gpuplan.results.plan import SearchStats as SearchStats
+    from gpuplan.results.plan import ServingCost as ServingCost
     from gpuplan.results.plan import Skipped as Skipped
     from gpuplan.results.plan import Unsuitable as Unsuitable
     from gpuplan.results.plan import Validation as Validation

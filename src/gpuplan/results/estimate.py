@@ -36,13 +36,28 @@ class MemoryLine(Result):
 @dataclass(frozen=True, kw_only=True)
 class ServingMemory(Result):
     """An inference engine's KV-cache budget: what is left for the cache, and how many tokens and
-    sequences it holds."""
+    sequences it holds. `engine` names an engine that preallocates it (vLLM, SGLang; null: the
+    workload's engine does not, and this is vLLM's view for reference); such an engine does not
+    start when the budget is short of one sequence (`kv_short_bytes` > 0), and the job does not fit."""
 
     gpu_memory_utilization: float
     kv_budget_bytes: float
     kv_bytes_per_token: float
     max_tokens: int
     max_sequences: int
+    sequence_kv_bytes: float  # one sequence of input_len + output_len tokens, in whole KV blocks
+    kv_short_bytes: float  # sequence_kv_bytes less the budget, when positive; else 0
+    engine: str | None
+
+    @property
+    def binds(self) -> bool:
+        """A preallocating engine whose budget cannot hold one sequence: it would not start."""
+        return self.engine is not None and self.kv_short_bytes > 0
+
+    @property
+    def limit(self) -> str:
+        # the same words as estimators/memory/base.py ServingCapacity.limit (plan rows use that one)
+        return f"{self.engine or 'vLLM'}'s KV cache at gpu_memory_utilization {self.gpu_memory_utilization:g}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +199,10 @@ class FixResult(Result):
 @dataclass(frozen=True, kw_only=True)
 class Verdict(Result):
     """Does the job fit, by how much, what binds, and the smallest verified changes that make it
-    fit (`fixes`, the least change first; empty when it fits)."""
+    fit (`fixes`, the least change first; empty when it fits). `short_by_bytes` is the peak less the
+    usable memory per GPU; where the peak fits but a preallocating engine's KV budget cannot hold one
+    sequence (`limit`: "vLLM's KV cache at gpu_memory_utilization 0.9"), it is that sequence's KV
+    bytes less the budget: what the budget lacks for the engine to start."""
 
     fits: bool | None  # None: no GPU named
     gpu: str | None
@@ -192,8 +210,13 @@ class Verdict(Result):
     per_gpu_bytes: float
     capacity_bytes: float | None
     headroom_bytes: float | None  # spare bytes per GPU when it fits
-    short_by_bytes: float | None  # missing bytes per GPU when it does not
-    limit: str  # what binds: memory at the phase whose memory peaks (e.g. "backward", "decode")
+    # missing bytes per GPU when it does not: the peak less the usable memory; or, when the peak fits
+    # but a preallocating engine's KV budget cannot hold one sequence (limit "vLLM's KV cache at
+    # gpu_memory_utilization 0.9"), that sequence's KV bytes less the budget (Memory.serving)
+    short_by_bytes: float | None
+    # what binds: memory at the phase whose memory peaks (e.g. "backward", "decode"), or the engine's
+    # KV cache at its gpu_memory_utilization
+    limit: str
     fixes: list[FixResult]
     notes: list[str]  # what else the answer depends on (e.g. a context past the model's limit)
 
@@ -206,9 +229,11 @@ class Verdict(Result):
         fixes: list[FixResult] | None = None,
         notes: list[str] | None = None,
     ) -> Verdict:
+        s = memory.serving
+        kv = (s.kv_short_bytes, s.limit) if s is not None and s.binds else None
         return cls.of_figures(
             memory.fits, gpu, num_gpus, memory.per_gpu_bytes, memory.capacity_bytes, memory.headroom_bytes,
-            memory.peak_phase, fixes, notes,
+            memory.peak_phase, fixes, notes, kv,
         )  # fmt: skip
 
     @classmethod
@@ -223,9 +248,18 @@ class Verdict(Result):
         peak_phase: str | None,
         fixes: list[FixResult] | None = None,
         notes: list[str] | None = None,
+        kv: tuple[float, str] | None = None,
     ) -> Verdict:
         """The verdict from a memory estimate's figures: `room` (capacity less need) splits into
-        headroom (>= 0) or a shortfall."""
+        headroom (>= 0) or a shortfall. `kv`: (bytes short, limit) where a preallocating engine's KV
+        budget cannot hold one sequence; it binds when the peak itself fits, else it is a note."""
+        limit = f"memory at {peak_phase}" if peak_phase else "memory"
+        notes = list(notes or [])
+        short = -room if room is not None and room < 0 else None
+        if kv is not None and short is None:
+            short, limit, room = kv[0], kv[1], None
+        elif kv is not None:
+            notes.append(f"{kv[1]} is also {kv[0] / 2**30:,.2f} GiB short of one sequence's KV cache")
         return cls(
             fits=fits,
             gpu=gpu,
@@ -233,10 +267,10 @@ class Verdict(Result):
             per_gpu_bytes=per_gpu_bytes,
             capacity_bytes=capacity_bytes,
             headroom_bytes=room if room is not None and room >= 0 else None,
-            short_by_bytes=-room if room is not None and room < 0 else None,
-            limit=f"memory at {peak_phase}" if peak_phase else "memory",
+            short_by_bytes=short,
+            limit=limit,
             fixes=list(fixes or []),
-            notes=list(notes or []),
+            notes=notes,
         )
 
 

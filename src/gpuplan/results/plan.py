@@ -13,6 +13,20 @@ from gpuplan.results.estimate import Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServingCost(Result):
+    """What a serving option's output tokens cost: $ per million at the largest batch (concurrent
+    sequences) that fits and meets the workload's latency targets (`max_tpot_ms`, `max_ttft_ms`),
+    or at its own `batch_size` without one. `limited_by` says what stops a larger batch."""
+
+    batch: int | None  # None: no batch meets the targets
+    tokens_per_s: float | None  # output tokens/s at that batch, all GPUs together
+    usd_per_million_tokens: float | None  # price x GPUs / (tokens/s x 3600) x 1e6; None without a price
+    tpot_s: float | None
+    ttft_s: float | None  # one request's time to first token
+    limited_by: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class PlanOption(Result):
     """One GPU type and count for the workload: memory, time, cost, energy and why it ranks where
     it does. `time_s` is the job's time (a service: one request's latency)."""
@@ -47,6 +61,8 @@ class PlanOption(Result):
     ttft_s: float | None = optional()  # inference options
     tpot_s: float | None = optional()
     pareto: bool = False  # on the time-cost Pareto front of the usable options
+    serving: ServingCost | None = optional()  # inference of a generating model: $/Mtok at the best batch
+    same_as: list[str] | None = optional()  # other GPUs with this row's very figures and price, folded into it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,6 +213,9 @@ class ValidationRow(Result):
     dominant: str  # the largest term of the prediction: what a miss is made of
     kind: str  # what was predicted, on which architecture (e.g. "decode/Hopper")
     workload: dict[str, Any]
+    source: str = ""  # the row's source column
+    stack: str = ""  # the software family of an everyday-stacks row (stacks.csv); "" elsewhere
+    split: str = ""  # "fit" or "heldout" (stacks.csv): held-out rows never reach the error bars
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,6 +223,8 @@ class Skipped(Result):
     id: str
     category: str
     reason: str
+    source: str = ""
+    stack: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,6 +232,8 @@ class Validation(Result):
     """`gpuplan validate`: every measurement gpuplan can express, and the errors by category and kind."""
 
     rows: list[ValidationRow]
-    summary: dict[str, dict[str, float]]
-    by_kind: dict[str, dict[str, float]]
+    summary: dict[str, dict[str, float]]  # per category, the rows of no stack (the vendor files)
+    by_kind: dict[str, dict[str, float]]  # per kind, the rows of no stack: what the error bars are made of
     skipped: list[Skipped]
+    by_stack: dict[str, dict[str, float]] | None = optional()  # "stack / figure / split": n, medians
+    by_source: dict[str, dict[str, float]] | None = optional()  # per source: n, skipped, medians

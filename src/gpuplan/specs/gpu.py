@@ -98,7 +98,9 @@ class _Row(BaseModel):
     multi_node: bool
     mig_instances: int = Field(ge=0, le=_COUNT_MAX)
     display_outputs: int = Field(ge=0, le=_COUNT_MAX)
-    vgpu: Literal["none", "compute", "graphics"]
+    # "passthrough": graphics drivers (NVIDIA vWS/GRID, gaming) on the whole GPU, passed through to one
+    # VM (AWS G5's A10G): a graphics mode, but no vGPU profiles to share the card among users
+    vgpu: Literal["none", "compute", "graphics", "passthrough"]
     rt_cores: int = Field(ge=0, le=_COUNT_MAX)
     rt_core_gen: int = Field(ge=0, le=100)
     nvenc: int = Field(ge=0, le=_COUNT_MAX)
@@ -214,12 +216,15 @@ class GPU:
 
     @property
     def graphics(self) -> str:
-        """Graphics mode: 'none', 'vGPU', 'display' or 'display + vGPU'."""
+        """Graphics mode: 'none', 'vGPU', 'display', 'display + vGPU' or 'passthrough' (whole-GPU
+        graphics drivers in one VM)."""
         parts = []
         if self.display_outputs > 0:
             parts.append("display")
         if self.vgpu == "graphics":
             parts.append("vGPU")
+        elif self.vgpu == "passthrough":
+            parts.append("passthrough")
         return " + ".join(parts) if parts else "none"
 
     def supports(self, precision: str) -> bool:

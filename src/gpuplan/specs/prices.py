@@ -121,3 +121,7 @@ def cheapest_prices(catalog: Catalog, *, spot: bool = False) -> dict[str, Price]
 def price_per_hour(gpu: GPU, catalog: Catalog, *, spot: bool = False) -> Price | None:
     """The cheapest listed offer for `gpu` (on-demand unless `spot`), or None if none is listed."""
     return cheapest_prices(catalog, spot=spot).get(gpu.name)
+
+
+# what a job on the user's own GPUs costs in plans (estimators/ownership.py own_power_cost)
+OWN_POWER: Final = "electricity only, GPU energy x the EIA 2022 US commercial average price"

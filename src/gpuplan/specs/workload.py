@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped
+from gpuplan.specs import frameworks
 from gpuplan.specs.precision import storage_format
 
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
@@ -62,6 +63,31 @@ _OPTIMIZER_ALIASES: Final = {
 }
 
 CHECKPOINTING: Final = ("none", "selective", "full")
+
+# attn_implementation names as transformers spells them (PreTrainedModel: "eager", "sdpa",
+# "flash_attention_2", "flash_attention_3") and the kernels they run here. "sdpa" is
+# torch.nn.functional.scaled_dot_product_attention, which on CUDA dispatches to FlashAttention-2 or
+# the memory-efficient kernel when the inputs allow (PyTorch docs, scaled_dot_product_attention:
+# "three supported implementations ... FlashAttention-2, Memory-Efficient Attention, a PyTorch
+# implementation defined in C++"), neither of which materialises the scores: "flash". Only its C++
+# math fallback would, and transformers' SDPA path takes the fused kernels on Ampere and later
+# (fp32 inputs take the memory-efficient kernel, slower than FlashAttention-2; the speed estimate
+# does not tell the two apart).
+_ATTENTION_ALIASES: Final = {
+    "sdpa": "flash",
+    "flash_attention_2": "flash",
+    "flash_attn_2": "flash",
+    "fa2": "flash",
+    "flash_attention": "flash",
+    "flash_attention_3": "fa3",
+    "flash_attn_3": "fa3",
+    "eager": "eager",
+}
+
+# Host memory bandwidth a partial llama.cpp offload reads its CPU layers at, unless the workload says:
+# dual-channel DDR5-5600, 2 channels x 8 bytes x 5600 MT/s = 89.6 GB/s (the JEDEC DDR5 data rate;
+# a peak: sustained reads reach less, so set the figure STREAM or Intel MLC measure if you have it)
+DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS: Final = 89.6
 
 # Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
 DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
@@ -198,12 +224,65 @@ class Workload(BaseModel):
     have: str | dict[str, int] | None = None
     # inference engine: decides CUDA graphs and fused kernels (vllm, tensorrt-llm, sglang, mlc and
     # llama.cpp) against eager PyTorch (transformers' generate)
-    engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc"] = "vllm"
+    engine: Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama"] = "vllm"
     # the engine runs decode without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph;
     # vLLM before its CUDA-graph runner, PR #1926 of December 2023): each op issued by the host
     enforce_eager: bool = False
+    # a service's latency targets (plan): the largest batch meeting them prices its output tokens;
+    # an hour per token or per first token is beyond any service
+    max_tpot_ms: float | None = Field(None, gt=0, le=3.6e6)  # mean time per output token, ms
+    max_ttft_ms: float | None = Field(None, gt=0, le=3.6e6)  # one request's time to first token, ms
     epochs: float | None = Field(None, gt=0, le=1e6)
     dataset_tokens: float | None = Field(None, ge=1, le=1e18)
+
+    # --- framework: a training stack's defaults (issue 27) --------------------------------------
+    # `framework: nemo` fills the keys NeMo's recipes set (specs/frameworks.py, data/frameworks.toml,
+    # docs/frameworks.md) wherever the workload leaves them unset; keys the user sets win. The
+    # filled keys stay out of model_fields_set: they are the framework's, not the user's, so
+    # check_keys_apply, layout searches and with_() treat them as defaults.
+    framework: str | None = None
+
+    @field_validator("framework", mode="before")
+    @classmethod
+    def _framework(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        key = frameworks.normalise(v)
+        if key not in frameworks.names():
+            hint = did_you_mean(str(key), frameworks.names())
+            raise ValueError(f"must be one of {', '.join(frameworks.names())}. Got {v!r}.{hint}")
+        return key
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _framework_defaults(cls, data: Any, handler: Any) -> Workload:  # handler: pydantic's ModelWrapValidatorHandler
+        name = frameworks.normalise(data.get("framework")) if isinstance(data, dict) else None
+        filled = (
+            frameworks.fill(name, data) if name in frameworks.names() and data.get("task") in TRAINING_TASKS else {}
+        )
+        w: Workload = handler({**data, **filled} if filled else data)  # no framework, an unknown one, not training
+        w.model_fields_set.difference_update(filled)
+        return w
+
+    # --- inference engines: transformers' cache, llama.cpp / Ollama offload (estimators/engines.py) ---
+    # transformers generate's KV cache: "dynamic" grows per token (DynamicCache, transformers' default,
+    # and what unset means); "static" preallocates input + output tokens (StaticCache), which
+    # generate compiles for decode
+    cache_implementation: Literal["dynamic", "static"] | None = None
+    # llama.cpp -ngl / Ollama num_gpu: layers held and run on the GPU, counting the output layer (placed
+    # there first), the rest in host memory on the CPU; unset: all of them (Ollama: as many as fit);
+    # 0: CPU-only decode
+    gpu_layers: int | None = Field(None, ge=0, le=100_000)
+    # host memory bandwidth in GB/s, which the CPU layers of a partial offload read at; unset:
+    # DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS
+    host_memory_bandwidth: float | None = Field(None, ge=0.1, le=100_000)
+    # Ollama's context window (num_ctx, OLLAMA_CONTEXT_LENGTH): its KV cache holds this many tokens
+    # per parallel request whatever the prompt; unset: Ollama's default by the GPU's memory
+    num_ctx: int | None = Field(None, ge=1, le=10_000_000)
+    # serving benchmark with arrivals (vLLM benchmark_serving --request-rate, Poisson): requests per
+    # second, all replicas together; batch_size, when set, caps the requests in flight
+    # (--max-concurrency); input_len and output_len are the mean prompt and output lengths
+    request_rate: float | None = Field(None, ge=1e-6, le=1_000_000)
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -239,6 +318,14 @@ class Workload(BaseModel):
     @classmethod
     def _deadline(cls, v: Any) -> float | None:
         return None if v is None else parse_duration_s(v)
+
+    @field_validator("attention_impl", mode="before")
+    @classmethod
+    def _attention_names(cls, v: Any) -> Any:
+        """transformers' attn_implementation names (and FA's) read as the kernel they run."""
+        if isinstance(v, str):
+            return _ATTENTION_ALIASES.get(v.strip().lower().replace("-", "_"), v)
+        return v
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -366,7 +453,14 @@ class Workload(BaseModel):
             return self.weight_dtype
         if self.task == "qlora":
             return "nf4"
+        if self.task == "inference" and self.engine == "ollama":
+            return "q4_k_m"  # Ollama's library tags default to Q4_K_M (estimators/engines.py)
         return "fp32" if self.precision == "tf32" else self.precision
+
+    @property
+    def host_bandwidth_gbps(self) -> float:
+        """The host memory bandwidth (GB/s) a partial offload reads its CPU layers at."""
+        return self.host_memory_bandwidth or DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS
 
     @property
     def effective_kv_dtype(self) -> str:
@@ -448,13 +542,24 @@ TRAINING_ONLY: Final = frozenset(
     {
         "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
         "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
-        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp",
+        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework",
     }
 )  # fmt: skip
 ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
 INFERENCE_ONLY: Final = frozenset(
-    {"input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager"}
-)
+    {
+        "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
+        "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
+        "max_tpot_ms", "max_ttft_ms",
+    }
+)  # fmt: skip
+# Inference keys that only some engines read (the same one-line refusal names the engines)
+ENGINE_ONLY: Final = {
+    "cache_implementation": ("transformers",),
+    "gpu_layers": ("llama.cpp", "ollama"),
+    "host_memory_bandwidth": ("llama.cpp", "ollama"),
+    "num_ctx": ("ollama",),
+}
 GRAPHICS_ONLY: Final = frozenset(
     {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}
 )
@@ -476,6 +581,12 @@ def check_keys_apply(w: Workload) -> None:
             need = f"graphics ({', '.join(GRAPHICS_TASKS)})"
         elif key == "model" and w.task in ("streaming", "vdi", "render"):
             need = "language-model and ai-video"
+        elif key in ENGINE_ONLY and w.task == "inference" and w.engine not in ENGINE_ONLY[key]:
+            engines = " and ".join(ENGINE_ONLY[key])
+            raise InvalidSettingError(
+                f"The '{key}' key is read only by the {engines} engine{'s' if len(ENGINE_ONLY[key]) > 1 else ''}; "
+                f"this workload's engine is {w.engine}. Set engine: {ENGINE_ONLY[key][0]} or drop {key}."
+            )
         else:
             continue
         raise InvalidSettingError(

@@ -70,10 +70,24 @@ class ServingCapacity:
     """vLLM-style serving view: what the KV cache can hold once weights are loaded."""
 
     gpu_memory_utilization: float
-    kv_budget_bytes: float
+    kv_budget_bytes: float  # what is left for the KV cache (0 when nothing is)
     kv_bytes_per_token: float
     max_tokens: int
     max_sequences: int  # of input_len + output_len tokens each
+    # one sequence of input_len + output_len tokens in whole blocks: what vLLM's startup check needs
+    # (max_memory_usage_bytes at max_model_len, which `gpuplan launch` sets to that length)
+    sequence_kv_bytes: float = 0.0
+    # sequence_kv_bytes less the budget before it is floored at 0, when positive: the bytes the KV
+    # budget lacks to hold one sequence (0 when it holds one)
+    kv_short_bytes: float = 0.0
+    # the engine's display name where it preallocates its KV cache (runtime.PREALLOCATING_ENGINES),
+    # None where it does not: then this view is vLLM's, for reference, and does not decide the fit
+    engine: str | None = "vLLM"
+
+    @property
+    def limit(self) -> str:
+        """What binds when the budget cannot hold one sequence (results ServingMemory.limit: the same words)."""
+        return f"{self.engine or 'vLLM'}'s KV cache at gpu_memory_utilization {self.gpu_memory_utilization:g}"
 
 
 @dataclass(frozen=True)
@@ -120,11 +134,20 @@ class MemoryEstimate:
         return self.per_gpu_bytes - self.paged_spill_bytes
 
     @property
+    def kv_short_bytes(self) -> float:
+        """Bytes a preallocating engine's KV budget lacks to hold one sequence of input_len +
+        output_len tokens (0 when it holds one, or where the engine does not preallocate). vLLM
+        refuses to start on such a budget (runtime.PREALLOCATING_ENGINES), whatever the bytes."""
+        s = self.serving
+        return s.kv_short_bytes if s is not None and s.engine is not None else 0.0
+
+    @property
     def fits(self) -> bool | None:
         """Whether the job runs: everything but the paged states within the usable memory (paged
-        states that do not fit spill to host RAM, at a time cost the step estimate counts)."""
+        states that do not fit spill to host RAM, at a time cost the step estimate counts), and a
+        preallocating engine's KV budget holds one sequence (kv_short_bytes)."""
         cap = self.capacity_bytes
-        return None if cap is None else self.on_card_bytes <= cap
+        return None if cap is None else self.on_card_bytes <= cap and self.kv_short_bytes <= 0
 
     @property
     def headroom_bytes(self) -> float | None:

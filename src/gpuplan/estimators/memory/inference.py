@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gpuplan.estimators import runtime
+from gpuplan.estimators import engines, runtime
 from gpuplan.estimators.activations import (
     prefill_working_bytes_per_token,
     stack_shapes,
@@ -32,8 +32,8 @@ from gpuplan.specs.workload import Workload
 # --- inference --------------------------------------------------------------------------------
 
 
-def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
-    check_parallel(model, w)
+def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, float, MemoryLine, engines.Offload | None]:
+    """(weights on each GPU, weights in host memory, their memory line, the partial offload)."""
     mp = w.tp * w.pp
     iw = inference_weights(model, w)
     fmt = iw.fmt
@@ -47,22 +47,34 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         experts = weight_bytes([g for g in model.groups if g.role == "expert"], fmt, other, iw.kept)
         weights -= experts / mp * (1.0 - w.tp / spread)
         ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
+    off = engines.offload_of(model, w, gpu)
+    host = 0.0
+    if off is not None:  # llama.cpp -ngl: the output layer and gpu_layers - 1 layers on the GPU
+        block, output, untied = engines.split_weight_bytes(model, w)
+        host = weights - block * off.gpu_share - (untied if off.head_on_gpu else 0.0)
+        weights = block * off.gpu_share + (output if off.head_on_gpu else 0.0)
+        ep_note = f"; {engines.host_link_note(off, w.gpu_layers is None)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
     kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
-    lines_w = [
-        MemoryLine(
-            f"weights ({fmt})",
-            weights,
-            f"{model.total_params / 1e9:.3g}B params; "
-            + ("all tensors" if fmt in GGUF else "block linears")
-            + f" at {bits:.3g} bits"
-            + ("" if fmt in GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
-            + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
-            + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else "")
-            + ep_note,
-            "model",
-        )
-    ]
+    line = MemoryLine(
+        f"weights ({fmt})",
+        weights,
+        f"{model.total_params / 1e9:.3g}B params; "
+        + ("all tensors" if fmt in GGUF else "block linears")
+        + f" at {bits:.3g} bits"
+        + ("" if fmt in GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
+        + (f", {kept_params / 1e9:.3g}B the checkpoint leaves unquantised at 16" if kept_params else "")
+        + (" (the checkpoint's quantization_config)" if iw.from_checkpoint else "")
+        + ep_note,
+        "model",
+    )
+    return weights, host, line, off
+
+
+def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEstimate:
+    check_parallel(model, w)
+    weights, host, line, off = _weights(model, w, gpu)
+    lines_w = [line]
     kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
     kv_split = kv_shards(model, w.tp) * w.pp
     n_in, n_out = w.input_len, w.output_len
@@ -75,14 +87,30 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     c = act_bytes(w.precision)
     b = w.batch_size
     if model.kind in ("decoder", "encoder-decoder"):
-        kv_prefill = b * model.kv_cache_bytes(n_in, kv_b, input_len=n_in) / kv_split
-        kv_full = b * model.kv_cache_bytes(n_in + n_out, kv_b, input_len=n_in) / kv_split
+        # what the engine allocates per sequence (Ollama: its num_ctx; a static cache: all of it)
+        t_prefill, t_full = engines.kv_tokens_per_sequence(w, model, gpu)
+        kv_prefill = b * model.kv_cache_bytes(t_prefill, kv_b, input_len=n_in) / kv_split
+        kv_full = b * model.kv_cache_bytes(t_full, kv_b, input_len=n_in) / kv_split
+        if (t_prefill, t_full) != (n_in, n_in + n_out):
+            notes.append(f"the {w.engine} engine allocates the KV cache of {t_full:,} tokens per sequence up front")
+        if t_full < n_in + n_out:
+            notes.append(
+                f"Ollama's context (num_ctx {t_full:,}) is shorter than {n_in:,} + {n_out:,} tokens: it drops the "
+                "start of the prompt; set num_ctx to keep it all"
+            )
     else:
         kv_prefill = kv_full = 0.0
+        t_full = n_in + n_out
+    if off is not None:  # a layer's KV cache lives with the layer (llama.cpp, unless --no-kv-offload)
+        host += kv_full * (1.0 - off.gpu_share)
+        kv_prefill, kv_full = kv_prefill * off.gpu_share, kv_full * off.gpu_share
     seq = n_in if model.kind in ("decoder", "encoder-decoder") else tokens_per_sample(model, w)
     shapes = stack_shapes(model) if model.kind != "cnn" else []
     work_per_token = max((prefill_working_bytes_per_token(s, c, w.tp) for s in shapes), default=0.0)
-    work = work_per_token * b * seq
+    prefill_tokens = b * seq
+    if w.engine == "tgi" and gpu is not None:  # TGI prefills at most --max-batch-prefill-tokens at once
+        prefill_tokens = min(prefill_tokens, engines.tgi_max_batch_prefill_tokens(model, gpu, w.tp))
+    work = work_per_token * prefill_tokens
     if model.kind == "cnn":
         # a CNN's largest feature map: ResNet stem output 64 x 112 x 112 per image
         work = b * 64 * 112 * 112 * c * 2
@@ -92,8 +120,13 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         work += b * model.num_heads / w.tp * seq * ctx * (4.0 + c)
     logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
     fam = family_of(model.model_type)
+    shown = (
+        f"{n_in}+{n_out}"
+        if model.kind not in ("decoder", "encoder-decoder") or t_full == n_in + n_out
+        else f"{t_full:,}"
+    )
     kv_note = (
-        f"{b} x {n_in}+{n_out} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
+        f"{b} x {shown} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
         + (
             ", chunked local layers capped"
             if fam is not None and fam.kv == "chunked"
@@ -104,7 +137,14 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     prefill = [
         *lines_w,
         MemoryLine("KV cache", kv_prefill, f"after the prefill: {kv_note}", "activation"),
-        MemoryLine("prefill activations", work, f"one layer's working set for {b} x {seq} tokens", "activation"),
+        MemoryLine(
+            "prefill activations",
+            work,
+            f"one layer's working set for {b} x {seq} tokens"
+            if prefill_tokens == b * seq
+            else f"one layer's working set for {prefill_tokens:,} tokens (TGI's --max-batch-prefill-tokens)",
+            "activation",
+        ),
         MemoryLine("logits", logits, "last position only, fp32 (generate / vLLM sampler)", "activation"),
     ]
     decode = [
@@ -113,9 +153,10 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         MemoryLine("logits", logits, "last position only, fp32", "activation"),
     ]
     serving = None
-    if gpu is not None and model.kind in ("decoder", "encoder-decoder"):
+    # Ollama's cache is num_ctx x its parallel slots, not a budget: no serving view
+    if gpu is not None and model.kind in ("decoder", "encoder-decoder") and off is None and w.engine != "ollama":
         serving = _serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
-    return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, 0.0, 0, notes, serving)
+    return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, host, 0, notes, serving)
 
 
 def _serving(
@@ -123,6 +164,8 @@ def _serving(
 ) -> ServingCapacity:
     """vLLM's sizing (vllm/worker/worker.py determine_num_available_blocks): KV budget =
     total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
+    if w.engine == "tgi":
+        return _tgi_serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
     profile = work_per_token * runtime.VLLM_PROFILE_TOKENS
     seqs = runtime.vllm_max_num_seqs(gpu)
     profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
@@ -132,9 +175,40 @@ def _serving(
     per_seq_len = max(w.input_len + w.output_len, 1)
     # bytes per token averaged over a full sequence, sliding windows included
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
+    # one sequence in whole blocks (vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory:
+    # needed_memory = max_memory_usage_bytes at max_model_len, cdiv(len, block_size) pages a layer)
+    seq_bytes = blocks_per_seq * runtime.VLLM_BLOCK_TOKENS * per_token
+    short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0
+    engine = runtime.PREALLOCATING_ENGINES.get(w.engine)
     if budget <= 0 or per_token <= 0:
-        return ServingCapacity(w.gpu_memory_utilization, max(budget, 0.0), per_token, 0, 0)
+        return ServingCapacity(w.gpu_memory_utilization, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, engine)
     blocks = math.floor(budget / (per_token * runtime.VLLM_BLOCK_TOKENS))
     tokens = blocks * runtime.VLLM_BLOCK_TOKENS
-    blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
-    return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, blocks // blocks_per_seq)
+    seqs = blocks // blocks_per_seq
+    return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, seqs, seq_bytes, short, engine)
+
+
+def _tgi_serving(
+    model: ModelSpec, w: Workload, gpu: GPU, weights: float, work_per_token: float, kv_b: float, kv_split: int
+) -> ServingCapacity:
+    """TGI's sizing (estimators/engines.py): after a warm-up prefill of --max-batch-prefill-tokens,
+    the KV cache gets the free memory less (1 - cuda_memory_fraction x TGI_WIGGLE_ROOM 0.90) of the
+    card: total x fraction x 0.90 - weights - the warm-up's activations - the CUDA context.
+    --cuda-memory-fraction is 1.0 unless gpu_memory_utilization is set (it reads as it)."""
+    fraction = (
+        w.gpu_memory_utilization if "gpu_memory_utilization" in w.model_fields_set else engines.TGI_CUDA_MEMORY_FRACTION
+    )
+    profile = work_per_token * engines.tgi_max_batch_prefill_tokens(model, gpu, w.tp)
+    non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
+    usable = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION * fraction * engines.TGI_WIGGLE_ROOM
+    budget = usable - weights - profile - non_torch
+    per_seq_len = max(w.input_len + w.output_len, 1)
+    per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    # engine None: TGI's view is reported, but only vLLM/SGLang's startup check decides the fit here
+    seq_bytes = per_seq_len * per_token
+    short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0
+    if budget <= 0 or per_token <= 0:
+        return ServingCapacity(fraction, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, None)
+    tokens = math.floor(budget / per_token)
+    return ServingCapacity(fraction, budget, per_token, tokens, tokens // per_seq_len, seq_bytes, short, None)

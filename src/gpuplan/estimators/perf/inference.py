@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gpuplan.estimators import comm, runtime
+from gpuplan.estimators import comm, engines, runtime
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import stack_shapes
 from gpuplan.estimators.memory import (
@@ -12,6 +12,7 @@ from gpuplan.estimators.memory import (
     kv_shards,
 )
 from gpuplan.estimators.perf.cnn import cnn_inference, one_pass
+from gpuplan.estimators.perf.offload import offload_step
 from gpuplan.estimators.perf.ops import (
     ENGINE_MAX_BATCH,
     LAST_TOKEN_LOGITS_ENGINES,
@@ -237,7 +238,16 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
     # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
     kernels = kernels_per_layer(model) * layers_total * pp + 4
-    if not is_eager(w, model):
+    # transformers' generate compiles the decode step with a static cache (generation/utils.py
+    # _valid_auto_compile_criteria: a compileable cache on CUDA), the prefill stays eager
+    static_decode = w.engine == "transformers" and w.cache_implementation == "static" and phase == "decode"
+    if w.engine == "tgi" and phase == "decode" and batch > engines.TGI_CUDA_GRAPH_MAX_BATCH:
+        # TGI captures CUDA graphs for decode batches up to 32 only: above, its fused layers are
+        # issued from Python one kernel at a time, hidden behind the GPU's work while that is longer,
+        # and never cheaper than the graph's per-kernel gaps
+        issue = max(kernels * eff.LAUNCH_EAGER_S - total_time(ops), kernels * eff.LAUNCH_GRAPH_S)
+        ops.append(Op("kernel launches (no CUDA graph above batch 32)", "launch", 0.0, 0.0, issue, "launch"))
+    elif not is_eager(w, model) or static_decode:
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
         extra = _eager_overhead(ops, kernels, calls * pp)
@@ -250,6 +260,9 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
             "4bit-dq": eff.BNB_4BIT_CALL_S + eff.BNB_4BIT_DQ_CALL_S,
         }[bnb]
         ops.append(Op(f"bitsandbytes {bnb} calls (host)", "launch", 0.0, 0.0, per_call * qcalls * pp, "launch"))
+    off = engines.offload_of(model, w, c.gpu)
+    if off is not None:  # llama.cpp -ngl: the host's layers on the CPU (perf/offload.py)
+        ops = offload_step(c, ops, phase, tokens, off)
     return ops
 
 
@@ -281,6 +294,40 @@ def _eager_overhead(ops: list[Op], kernels: float, calls: float) -> float:
     return step - (gpu_linear + gpu_other)
 
 
+def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> int:
+    """Requests in flight at `rate` arrivals per second (per replica), as Little's law keeps them:
+    k = rate x L(k). A request's latency L(k) is one prompt's prefill and its decode steps at k in
+    flight, both stretched by the share of the engine's time that arriving prompts' prefills take
+    (rho = rate x one prefill: continuous batching interleaves them). Past `most`, or with rho >= 1,
+    the arrivals outrun the engine: it runs `most` and a note says so."""
+    out = max(c.w.output_len, 1)
+    one_prefill = total_time(_inference_step(c, 1, max(c.w.input_len, 1), 0.0, "prefill"))
+    rho = rate * one_prefill
+    most = max(most, 1)
+
+    def latency(k: int) -> float:
+        return (one_prefill + (out - 1) * _static(c, k)[1]) / (1.0 - rho)
+
+    if rho < 1.0 and rate * latency(most) <= most:
+        # the least k with k >= rate x L(k): L grows with k, so the first crossing (bisection)
+        lo, hi = 1, most
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if rate * latency(mid) <= mid else (mid + 1, hi)
+        k = lo
+        c.notes.append(
+            f"request_rate {c.w.request_rate:g}/s: {rate * latency(k):.1f} requests in flight per replica (Little's "
+            f"law), each {latency(k):.2f} s; the estimate runs batch {k}"
+        )
+        return k
+    served = most / latency(most) if rho < 1.0 else 1.0 / one_prefill
+    c.notes.append(
+        f"request_rate {c.w.request_rate:g}/s is more than it serves (about {served:.2f} requests/s per replica at "
+        f"batch {most}): the queue grows without bound; the estimate runs batch {most}"
+    )
+    return most
+
+
 def _static(c: Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
     """(prefill time, mean decode step) for a static batch of `batch` sequences."""
     w = c.w
@@ -309,9 +356,15 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     check_layout(model, w)
     # data-parallel replicas (num_gpus / (tp x pp)) serve `batch_size` sequences each, in step
     _, _, replicas = _serving_layout(model, w)
-    tput, ttft, tpot, pre, dec = _throughput(c, b)
     # the engine's default cap on the sequences one step schedules: vLLM's max_num_seqs by card
     cap = ENGINE_MAX_BATCH.get(w.engine) or (runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else 1024)
+    if engines.offload_of(model, w, c.gpu) is not None:
+        cap = b  # host layers run on the CPU, whose arithmetic is not modelled: no larger batch is tried
+    if w.request_rate is not None:
+        # an open-loop benchmark: batch_size, when given, is its --max-concurrency
+        most = min(max_batch if max_batch is not None else cap, cap)
+        b = _concurrency_at_rate(c, w.request_rate / replicas, most if "batch_size" not in w.model_fields_set else b)
+    tput, ttft, tpot, pre, dec = _throughput(c, b)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
     if limit > b:

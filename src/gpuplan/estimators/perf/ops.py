@@ -7,6 +7,7 @@ from typing import Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import efficiency as eff
+from gpuplan.estimators import engines
 from gpuplan.estimators.activations import StackShape, attention_dropout
 from gpuplan.estimators.memory import (
     ATTN_OUT_LEAVES,
@@ -20,15 +21,21 @@ from gpuplan.specs.precision import FP4_TENSOR_FORMATS, compute_peak, fp4_peak
 from gpuplan.specs.workload import Workload
 
 # Engines whose decode runs under CUDA graphs with fused kernels (vLLM, TensorRT-LLM, SGLang,
-# MLC and llama.cpp capture graphs for decode); transformers' generate runs eager PyTorch.
-GRAPH_ENGINES: Final = frozenset({"vllm", "tensorrt-llm", "sglang", "mlc", "llama.cpp"})
+# MLC and llama.cpp capture graphs for decode; Ollama runs llama.cpp; TGI captures graphs for decode
+# batches up to 32, estimators/engines.py); transformers' generate runs eager PyTorch.
+GRAPH_ENGINES: Final = frozenset({"vllm", "tensorrt-llm", "sglang", "mlc", "llama.cpp", "tgi", "ollama"})
 # Prefill logits: serving engines compute the lm_head for the last position only, and so does
 # transformers' generate (generation/utils.py: logits_to_keep=1 for every model whose forward takes
 # it, the Llama, Mistral, Qwen, Gemma... families); a plain forward() computes every position.
 LAST_TOKEN_LOGITS_ENGINES: Final = GRAPH_ENGINES | {"transformers"}
 # Most sequences one engine step batches by default: vLLM max_num_seqs (runtime.py), TensorRT-LLM
 # trtllm-bench max batch size 2048 (TensorRT-LLM docs, perf-benchmarking "max_batch_size").
-ENGINE_MAX_BATCH: Final = {"tensorrt-llm": 2048}
+# TGI --max-concurrent-requests 128, Ollama one request at a time (estimators/engines.py).
+ENGINE_MAX_BATCH: Final = {
+    "tensorrt-llm": 2048,
+    "tgi": engines.TGI_MAX_CONCURRENT_REQUESTS,
+    "ollama": engines.OLLAMA_NUM_PARALLEL,
+}
 # Serving engines keep one batch per pipeline stage in flight, so no stage idles: vLLM's executors
 # run pipeline_parallel_size batches concurrently (vllm/v1/executor/ray_executor.py,
 # max_concurrent_batches), TensorRT-LLM and SGLang split the running batch into micro-batches.

@@ -26,7 +26,9 @@ _EXPORTS: dict[str, str] = {
     "fit": "gpuplan.interfaces.api.estimate",
     "get_gpu": "gpuplan.interfaces.api.catalog",
     "get_model": "gpuplan.interfaces.api.models",
+    "gpu_menu_record": "gpuplan.interfaces.api.catalog",
     "gpu_record": "gpuplan.interfaces.api.catalog",
+    "lab_have": "gpuplan.interfaces.api.plan",
     "launch": "gpuplan.interfaces.api.launch",
     "list_gpus": "gpuplan.interfaces.api.catalog",
     "list_models": "gpuplan.interfaces.api.models",
@@ -53,6 +55,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.interfaces.api.catalog import compare_gpus as compare_gpus
     from gpuplan.interfaces.api.catalog import context as context
     from gpuplan.interfaces.api.catalog import get_gpu as get_gpu
+    from gpuplan.interfaces.api.catalog import gpu_menu_record as gpu_menu_record
     from gpuplan.interfaces.api.catalog import gpu_record as gpu_record
     from gpuplan.interfaces.api.catalog import list_gpus as list_gpus
     from gpuplan.interfaces.api.catalog import precision_support as precision_support
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.interfaces.api.models import list_models as list_models
     from gpuplan.interfaces.api.models import model_from_json as model_from_json
     from gpuplan.interfaces.api.models import model_record as model_record
+    from gpuplan.interfaces.api.plan import lab_have as lab_have
     from gpuplan.interfaces.api.plan import plan as plan
     from gpuplan.interfaces.api.plan import plan_cluster as plan_cluster
     from gpuplan.interfaces.api.rent import rent_vs_buy as rent_vs_buy

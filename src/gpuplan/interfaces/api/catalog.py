@@ -54,6 +54,10 @@ def quirks(gpu: GPU) -> list[str]:
             q.append(reason)
     if gpu.graphics == "none":
         q.append("No graphics mode: no display outputs and no graphics vGPU; compute only.")
+    elif gpu.vgpu == "passthrough":
+        q.append(
+            "Graphics as a whole GPU passed through to one VM (GRID/gaming drivers): no vGPU profiles to share it."
+        )
     if gpu.geforce_eula:
         q.append("GeForce driver licence (clause 2.1.3) forbids datacenter deployment.")
     if not gpu.multi_node:
@@ -101,6 +105,16 @@ def gpu_record(gpu: GPU) -> dict[str, Any]:
         "quirks": quirks(gpu),
         "notes": gpu.notes,
         "sources": source_summary(gpu),
+    }
+
+
+def gpu_menu_record(gpu: GPU) -> dict[str, Any]:
+    """A GPU in brief, for a menu: the `gpu_record` keys a picker needs."""
+    return {
+        "name": gpu.name,
+        "vendor": gpu.vendor,
+        "memory_bytes": gpu.memory_bytes,
+        "graphics": gpu.graphics != "none",
     }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
+from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.interfaces.api.catalog import catalog, context, prices
@@ -41,6 +43,10 @@ WOULD_NOT_RUN = (
     "would not run: it needs more memory than {gpu} has (verdict.short_by_bytes per GPU); time, cost and "
     "energy are left out; verdict.fixes lists verified changes that fit"
 )
+WOULD_NOT_START = (
+    "would not run: {limit} cannot hold one sequence (verdict.short_by_bytes short), so the engine does not "
+    "start; time, cost and energy are left out; verdict.fixes lists verified changes that fit"
+)
 
 
 def estimate(
@@ -52,6 +58,7 @@ def estimate(
     """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
     from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time  # numpy: not for `fit`
+    from gpuplan.planner.serving import running_batch, target_misses  # the time estimators, too
 
     ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
@@ -73,7 +80,9 @@ def estimate(
     if gpu is None:
         return head(time=None, notes=[NO_GPU_NOTE])
     if not e.fits:
-        return head(time=None, notes=[WOULD_NOT_RUN.format(gpu=gpu.name)])
+        kv = e.serving is not None and e.kv_short_bytes > 0 and (e.headroom_bytes or 0.0) >= 0
+        why = WOULD_NOT_START.format(limit=e.serving.limit) if kv and e.serving else WOULD_NOT_RUN.format(gpu=gpu.name)
+        return head(time=None, notes=[why])
     price = prices(ctx).get(gpu.name)
     time: TrainingSpeed | InferenceSpeed
     ce: CostEnergy
@@ -83,7 +92,11 @@ def estimate(
         time = training_speed(t, gpu.architecture, model.kind, job_s=seconds)
     else:
         cap = e.serving.max_sequences if e.serving else w.batch_size
-        i = estimate_inference_time(model, w, gpu, max_batch=max(cap, w.batch_size))
+        # a preallocating engine whose KV cache holds fewer sequences than the batch runs that many at
+        # once and queues the rest: timed at that batch, with a verdict note (plan rows do the same)
+        held, queued = running_batch(w, e)
+        run = w.with_(batch_size=held) if held < w.batch_size else w
+        i = estimate_inference_time(model, run, gpu, max_batch=max(cap, held))
         rate = i.output_tokens_per_s
         # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
         tokens = w.tokens or (w.batch_size * max(w.output_len, 1) if i.decode_ops else rate * i.ttft_s)
@@ -91,6 +104,11 @@ def estimate(
         busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
         ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
         time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds)
+        misses = [queued] if queued else []
+        misses += [f"misses its latency target {m}" for m in target_misses(run, i)]
+        if misses:  # it runs, but queued or not as fast as asked: the verdict says which target, by how much
+            v = head.keywords["verdict"]
+            head = partial(head, verdict=replace(v, notes=[*v.notes, *misses]))
     return head(time=time, cost=cost_result(ce), energy=energy_result(ce))
 
 
@@ -99,6 +117,12 @@ def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None)
     every catalog GPU with whether it fits (and its breakdown at num_gpus) and the fewest GPUs of
     that type that do. A graphics job gets its plan. `model` stands in for the workload's `model`."""
     ctx = context(ctx)
+    targets = [k for k in ("max_tpot_ms", "max_ttft_ms") if getattr(w, k) is not None]
+    if targets:  # fit answers memory only: a latency target would be silently ignored here
+        raise InvalidSettingError(
+            f"fit answers memory only and does not read {', '.join(targets)}; "
+            "use `gpuplan estimate` (says whether the job meets it) or `gpuplan plan` (the best batch that does)"
+        )
     if w.is_graphics:
         from gpuplan.interfaces.api.plan import plan_graphics
 

@@ -66,11 +66,14 @@ def launch(
     force: bool = False,
 ) -> LaunchFile:
     """`gpuplan launch`: the launch file for a workload (a `Workload`, a YAML path or a model name;
-    or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`."""
+    or the path of a `gpuplan plan --json` document, whose best option it launches) in `fmt`; an
+    empty `fmt` writes the workload framework's own launch (accelerate for hf-trainer, a torchtitan
+    TOML, a NeMo command …)."""
     from gpuplan.interfaces.launch import FORMATS, render
+    from gpuplan.interfaces.launch_frameworks import default_format
     from gpuplan.planner.launch_plan import plan_launch
 
-    if fmt not in FORMATS:
+    if fmt and fmt not in FORMATS:
         hint = did_you_mean(fmt, FORMATS)
         raise InvalidSettingError(f"Unknown launch format {fmt!r}.{hint} Known: {', '.join(FORMATS)}.")
     ctx = context(ctx)  # read once: the launch plan and a refusal's fixes share it
@@ -85,6 +88,7 @@ def launch(
     else:
         w = build_workload(source, overrides)
     w, cl = resolve_cluster(w, cat, cluster)
+    fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
     if not lp.memory.fits and not force:
@@ -108,6 +112,16 @@ def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context 
     assert gpu is not None and memory.capacity_bytes is not None
     c = context(ctx)
     short = (memory.per_gpu_bytes - memory.capacity_bytes) / GIB
+    if short <= 0 and memory.serving is not None and memory.kv_short_bytes > 0:  # the engine's KV budget binds
+        what = (
+            f"{memory.serving.limit} is {memory.kv_short_bytes / GIB:,.2f} GiB short of one sequence "
+            f"({w.input_len + w.output_len:,} tokens) on {w.num_gpus} x {gpu.name}; the engine would not start."
+        )
+    else:
+        what = (
+            f"{short:,.2f} GiB short per GPU on {w.num_gpus} x {gpu.name} "
+            f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run."
+        )
     found = fixes(model, w, gpu, c.catalog, c.prices(), limit=1)
     best = ""
     if found:
@@ -115,7 +129,5 @@ def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context 
         sets = " ".join(f"--set {k}={v}" for k, v in f.changes.items())
         best = f" Best fix: {f.label} ({sets}), {f.per_gpu_bytes / GIB:,.2f} GiB per GPU on {f.num_gpus} x {f.gpu}."
     raise InvalidSettingError(
-        f"The job does not fit: {short:,.2f} GiB short per GPU on {w.num_gpus} x {gpu.name} "
-        f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run.{best} "
-        "`gpuplan fit` lists more fixes; --force writes the file anyway."
+        f"The job does not fit: {what}{best} `gpuplan fit` lists more fixes; --force writes the file anyway."
     )

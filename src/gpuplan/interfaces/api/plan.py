@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import training_job
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import band, memory_kind
 from gpuplan.interfaces.api.workloads import resolve_cluster
+from gpuplan.planner.dedupe import Folded, dedupe
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
 from gpuplan.results import (
     ClusterInfo,
@@ -20,12 +22,14 @@ from gpuplan.results import (
     Plan,
     PlanOption,
     SearchStats,
+    ServingCost,
     Unsuitable,
     Verdict,
 )
 from gpuplan.specs.cluster import parse_have
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import Catalog
+from gpuplan.specs.lab import read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload
@@ -41,11 +45,12 @@ def plan(
     cluster: str | None = None,
     allow_cross_node_tp: bool = False,
     model: ModelSpec | None = None,
-    have: str | Mapping[str, int] | None = None,
+    have: str | Mapping[str, int] | Path | None = None,
 ) -> Plan | LayoutPlan | GraphicsPlan:
     """`gpuplan plan`: ranked options (the plan's JSON contract: docs/api.md) for any workload; with a cluster
     (`cluster` or the `cluster` key) and a training job, the best parallel layouts on it. Each
-    option says whether it is on the time-cost Pareto front (`pareto`)."""
+    option says whether it is on the time-cost Pareto front (`pareto`). `have` (the GPUs the user
+    owns: "4x RTX 3090", {name: count}, or a lab file's Path) plans on those, then what renting adds."""
     ctx = context(ctx)  # read once: the catalog, both price lists and the rent options share it
     cat = catalog(ctx)
     if w.is_graphics:
@@ -53,21 +58,24 @@ def plan(
     model = model or load_model(w.model)
     if (cluster or w.cluster) and w.is_training:
         return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
+    if isinstance(have, Path):  # a lab file: the GPUs of its nodes
+        have = lab_have(have, ctx)
     owned = parse_have(have, cat) if have is not None else (parse_have(w.have, cat) if w.have else None)
     if owned is not None:
         gpus = list(owned)
     # each GPU once, however often (or under however many aliases) it is named: "H100" and
     # "h100 sxm" are one card, and a request listing it 200 times plans it once
     chosen = list({g.name: g for g in (cat.get(name) for name in gpus)}.values()) if gpus else None
-    opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh)
+    opts = plan_options(model, w, cat, prices(ctx, spot), chosen, carbon_g_per_kwh=carbon_g_per_kwh, owned=owned or ())
     if owned is not None:  # no more of a GPU than the user has
         opts = [o for o in opts if o.num_gpus <= owned.get(o.gpu.name, 0)]
     # what can be rented comes first: among usable options, those with a listed price, then the
     # unpriced (cards no cloud lists, e.g. GB200 racks); each group keeps the objective's order
     opts.sort(key=lambda o: (not o.ok, o.cost is None or not o.cost.usd_per_gpu_hour))
-    shown = opts if top is None else opts[:top]
+    distinct = dedupe(opts)  # one row per answer: a chip's memory variants with equal figures fold
+    shown = distinct if top is None else distinct[:top]
     service = not w.is_training and w.tokens is None
-    records = _with_front([option_result(o, model.kind) for o in shown])
+    records = _with_front([_folded_result(f, model.kind) for f in shown])
     rent = None
     if owned is not None:
         everything = plan_options(model, w, cat, prices(ctx, spot), None, carbon_g_per_kwh=carbon_g_per_kwh)
@@ -75,7 +83,7 @@ def plan(
             o for o in everything
             if o.ok and o.cost is not None and o.cost.usd_per_gpu_hour and o.num_gpus > owned.get(o.gpu.name, 0)
         ]  # fmt: skip
-        rent = _with_front([option_result(o, model.kind) for o in priced[: top or 10]])
+        rent = _with_front([_folded_result(f, model.kind) for f in dedupe(priced)[: top or 10]])
     return Plan(
         workload=w.model_dump(exclude_none=True),
         model=model.name,
@@ -90,6 +98,13 @@ def plan(
         have=owned,
         rent_options=rent,
     )
+
+
+def lab_have(path: str | Path, ctx: Context | None = None) -> dict[str, int]:
+    """What a lab file's nodes hold, as `plan`'s `have`: of each GPU type, the most on one node, as
+    lab mode places a job on one node (a lab of 3 nodes x 4 RTX 2080 Ti plans up to 4 of them)."""
+    lab = read_lab_file(path, catalog(context(ctx)))
+    return {gpu: lab.per_node(gpu) for gpu in lab.inventory()}
 
 
 def _with_front(records: list[PlanOption]) -> list[PlanOption]:
@@ -186,6 +201,11 @@ def plan_cluster(
     )
 
 
+def _folded_result(f: Folded, model_kind: str) -> PlanOption:
+    r = option_result(f.option, model_kind)
+    return replace(r, same_as=list(f.same_as)) if f.same_as else r
+
+
 def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     """One ranked option, each figure with its validation range."""
     arch = o.gpu.architecture
@@ -194,9 +214,10 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     mem, time, rate = band(per_gpu, memory_kind(arch)), band(o.time_s, kind, True), band(o.throughput, kind)
     c = o.cost
     m = o.memory
+    kv = (m.kv_short_bytes, m.serving.limit) if m and m.serving and m.kv_short_bytes > 0 else None
     verdict = Verdict.of_figures(
         o.fits, o.gpu.name, o.num_gpus, per_gpu if per_gpu is not None else 0.0, m.capacity_bytes if m else None,
-        m.headroom_bytes if m else None, m.peak_phase if m else None,
+        m.headroom_bytes if m else None, m.peak_phase if m else None, kv=kv,
     )  # fmt: skip
     return PlanOption(
         verdict=verdict,
@@ -228,6 +249,21 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
         mfu=o.training.mfu if o.training else None,
         ttft_s=o.inference.ttft_single_s if o.inference else None,  # one request's, as in estimate
         tpot_s=o.inference.tpot_s if o.inference else None,
+        serving=_serving(o),
+    )
+
+
+def _serving(o: Option) -> ServingCost | None:
+    s = o.serving
+    if s is None:
+        return None
+    return ServingCost(
+        batch=s.batch,
+        tokens_per_s=s.tokens_per_s,
+        usd_per_million_tokens=s.usd_per_million_tokens,
+        tpot_s=s.tpot_s,
+        ttft_s=s.ttft_s,
+        limited_by=s.limited_by,
     )
 
 

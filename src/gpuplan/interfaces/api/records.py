@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy
-from gpuplan.estimators.memory import MemoryEstimate
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.interfaces.api.catalog import context
 from gpuplan.results import (
     Cost,
@@ -86,6 +86,9 @@ def memory_result(e: MemoryEstimate) -> Memory:
             kv_bytes_per_token=s.kv_bytes_per_token,
             max_tokens=s.max_tokens,
             max_sequences=s.max_sequences,
+            sequence_kv_bytes=s.sequence_kv_bytes,
+            kv_short_bytes=s.kv_short_bytes,
+            engine=s.engine,
         ),
     )
 
@@ -212,6 +215,7 @@ def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) ->
     """The verified fixes of a job that does not fit (planner/verdict.py), each with the time it
     gives: a training step, or one request."""
     from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+    from gpuplan.planner.serving import running_batch  # imports the time estimators (numpy)
     from gpuplan.planner.verdict import fixes
 
     c = context(ctx)
@@ -221,8 +225,10 @@ def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) ->
         try:
             if f.workload.is_training:
                 time: float | None = estimate_training_time(model, f.workload, fgpu).step_time_s
-            else:
-                time = estimate_inference_time(model, f.workload, fgpu).request_latency_s
+            else:  # at the batch that runs at once, as the estimate of the fixed job times it
+                held, _ = running_batch(f.workload, estimate_memory(model, f.workload, fgpu))
+                run = f.workload.with_(batch_size=held) if held < f.workload.batch_size else f.workload
+                time = estimate_inference_time(model, run, fgpu).request_latency_s
         except InvalidSettingError:
             time = None
         out.append(

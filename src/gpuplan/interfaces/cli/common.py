@@ -3,14 +3,19 @@ display formatting (units are chosen here, once)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
+
+from gpuplan.specs.workload_docs import KEY_DOCS  # the flags' help: plain text, imports nothing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,6 +70,11 @@ def carbon_intensity(value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and 0 <= value <= 5_000):
         raise typer.BadParameter(f"must be a grid carbon intensity from 0 to 5,000 g CO2e/kWh. Got {value!r}.")
     return value
+
+
+CarbonOpt = Annotated[
+    float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
+]
 
 
 def emit_json(obj: Any) -> None:
@@ -157,13 +167,94 @@ def gpu_table(gpus: list[GPU]) -> Table:
 
 # --- memory: fit, estimate, validate -----------------------------------------------------------
 
+# `fit`, `estimate` and `plan` group their workload flags under this heading in --help
+WORKLOAD_PANEL: Final = "Workload (each flag is --set KEY=VALUE; every key: docs/workload.md)"
+WorkloadArg = Annotated[
+    str | None,
+    typer.Argument(help="Workload YAML file (examples/), or a model: a preset, a config.json or a hub id."),
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
         help="Any workload key as KEY=VALUE (repeatable), e.g. --set optimizer=adamw-8bit; every key: docs/workload.md.",
+        rich_help_panel=WORKLOAD_PANEL,
     ),
 ]
+
+
+@dataclass(frozen=True)
+class WorkloadFlag:
+    """A workload key the commands take as its own flag: `--seq-len 4096` is `--set seq_len=4096`."""
+
+    param: str  # the parameter; with dashes, the flag (seq_len: --seq-len)
+    key: str  # the workload key it sets
+    kind: type  # the value's type on the command line
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.param.replace("_", "-")
+
+
+# The keys people set most, as flags with one name, help text and meaning in `fit`, `estimate` and
+# `plan` (help: the key's line in docs/workload.md); every other key through --set.
+WORKLOAD_FLAGS: Final = (
+    WorkloadFlag("task", "task", str),
+    WorkloadFlag("gpu", "gpu", str),
+    WorkloadFlag("num_gpus", "num_gpus", int),
+    WorkloadFlag("batch_size", "batch_size", int),
+    WorkloadFlag("seq_len", "seq_len", int),
+    WorkloadFlag("precision", "precision", str),
+    WorkloadFlag("optimizer", "optimizer", str),
+    WorkloadFlag("checkpointing", "activation_checkpointing", str),
+    WorkloadFlag("zero", "zero", int),
+    WorkloadFlag("tp", "tp", int),
+    WorkloadFlag("lora_rank", "lora_rank", int),
+    WorkloadFlag("input_len", "input_len", int),
+    WorkloadFlag("output_len", "output_len", int),
+    WorkloadFlag("weight_dtype", "weight_dtype", str),
+    WorkloadFlag("kv_dtype", "kv_dtype", str),
+    WorkloadFlag("engine", "engine", str),
+    WorkloadFlag("tokens", "tokens", float),
+)
+
+
+def _flag_parameter(f: WorkloadFlag) -> inspect.Parameter:
+    doc = KEY_DOCS[f.key] if f.key == f.param else f"{KEY_DOCS[f.key].rstrip('.')}; the {f.key} key."
+    option = typer.Option(f.flag, help=doc, rich_help_panel=WORKLOAD_PANEL)
+    return inspect.Parameter(
+        f.param, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Annotated[f.kind | None, option]
+    )
+
+
+def workload_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the common workload flags (WORKLOAD_FLAGS), placed before its --set: it
+    receives them as `flags`, {workload key: value or None}; `workload_keys` merges them with --set.
+    One definition, so the flags cannot drift apart between commands."""
+    sig = inspect.signature(command, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.name != "flags"]
+    at = next(i for i, p in enumerate(params) if p.name == "set_")
+    added = [_flag_parameter(f) for f in WORKLOAD_FLAGS]
+    signature = sig.replace(parameters=[*params[:at], *added, *params[at:]])
+
+    @functools.wraps(command)
+    def run(**kwargs: Any) -> None:
+        flags = {f.key: kwargs.pop(f.param, None) for f in WORKLOAD_FLAGS}
+        command(flags=flags, **kwargs)
+
+    run.__signature__ = signature  # type: ignore[attr-defined]  # Typer reads the options from it
+    run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return run
+
+
+def workload_keys(flags: Mapping[str, Any], set_: list[str] | None, **more: Any) -> dict[str, Any]:
+    """The workload keys a command line sets: the flags (and a command's own, `more`), then
+    --set KEY=VALUE, which wins over a flag for the same key."""
+    from gpuplan.interfaces import api
+
+    keys = {k: v for k, v in {**flags, **more}.items() if v is not None}
+    keys.update(api.parse_set_options(set_ or []))
+    return keys
 
 
 def gib(b: float | None) -> str:

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
     CalibrationOpt,
+    CarbonOpt,
     CatalogOpt,
     JsonOpt,
+    PricesOpt,
     SetOpt,
+    WorkloadArg,
     app,
-    carbon_intensity,
     console,
     emit_json,
     fmt_dur,
     gib,
     with_range,
+    workload_flags,
+    workload_keys,
 )
 from gpuplan.interfaces.cli.plan import print_graphics_plan
 
@@ -67,10 +68,17 @@ def print_verdict(c: Console, v: Verdict) -> None:
         for note in v.notes:
             c.print(f"  [yellow]![/yellow] {escape(note)}")
         return
-    c.print(
-        f"[red]✗ Does not fit[/red] on {where}: {gib(v.short_by_bytes)} short per GPU "
-        f"({gib(v.per_gpu_bytes)} needed, {gib(v.capacity_bytes)} usable; {v.limit} binds)"
-    )
+    if v.capacity_bytes is not None and v.per_gpu_bytes <= v.capacity_bytes:  # the engine's KV budget binds
+        c.print(
+            f"[red]✗ Does not fit[/red] on {where}: {escape(v.limit)} is {gib(v.short_by_bytes)} short of one "
+            f"sequence's KV cache; the engine would not start ({gib(v.per_gpu_bytes)} peak of "
+            f"{gib(v.capacity_bytes)} usable)"
+        )
+    else:
+        c.print(
+            f"[red]✗ Does not fit[/red] on {where}: {gib(v.short_by_bytes)} short per GPU "
+            f"({gib(v.per_gpu_bytes)} needed, {gib(v.capacity_bytes)} usable; {v.limit} binds)"
+        )
     for note in v.notes:
         c.print(f"  [yellow]![/yellow] {escape(note)}")
     if not v.fixes:
@@ -101,6 +109,8 @@ def _breakdown_table(mem: Memory, title: str) -> Table:
 
 
 def _verdict(mem: Memory, gpu: str, n: int) -> str:
+    from rich.markup import escape
+
     if mem.fits is None:
         return "No GPU given: pass --gpu to get a verdict."
     where = f"{gpu}" + (f" × {n}" if n > 1 else "")
@@ -118,6 +128,12 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
             f"[green]✓ fits[/green] on {where}: {need} of {gib(mem.capacity_bytes)} usable, "
             f"headroom {gib(mem.headroom_bytes)}"
         )
+    srv = mem.serving
+    if srv is not None and srv.binds and (mem.headroom_bytes or 0.0) >= 0:
+        return (
+            f"[red]✗ does not fit[/red] on {where}: the peak, {need}, is within {gib(mem.capacity_bytes)} usable, "
+            f"but {escape(srv.limit)} cannot hold one sequence (below)"
+        )
     if spill > 0:
         return (
             f"[red]✗ does not fit[/red] on {where}: {gib(mem.on_card_bytes)} must stay on the card "
@@ -127,7 +143,7 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
     return f"[red]✗ does not fit[/red] on {where}: {need} needed, {gib(mem.capacity_bytes)} usable ({gib(short)} short)"
 
 
-def _print_memory_detail(c: Console, mem: Memory) -> None:
+def _print_memory_detail(c: Console, mem: Memory, engine: Any = "vllm") -> None:
     from rich.markup import escape
 
     c.print(
@@ -139,73 +155,50 @@ def _print_memory_detail(c: Console, mem: Memory) -> None:
     for note in mem.notes:
         c.print(f"  • {escape(note)}")
     srv = mem.serving
-    if srv and srv.max_tokens == 0:
+    who = (
+        "TGI, cuda_memory_fraction"
+        if engine == "tgi"
+        else f"{srv.engine if srv and srv.engine else 'vLLM'}, gpu_memory_utilization"
+    )
+    if srv and srv.max_sequences == 0:
+        left = (
+            "no room left for a KV cache after weights and the profile run"
+            if srv.kv_budget_bytes <= 0
+            else f"a KV budget of {gib(srv.kv_budget_bytes)}"
+        )
         c.print(
-            f"serving (vLLM, gpu_memory_utilization {srv.gpu_memory_utilization:g}): no room left for a KV cache "
-            "after weights and the profile run; use more GPUs (tensor parallel) or smaller weights"
+            f"serving ({who} {srv.gpu_memory_utilization:g}): {left}, "
+            f"{gib(srv.kv_short_bytes)} short of one sequence ({gib(srv.sequence_kv_bytes)} of KV cache); "
+            + (
+                "it would not start: see the fixes above"
+                if srv.engine
+                else "for reference only: the workload's engine does not refuse to start on it"
+            )
         )
     elif srv:
         c.print(
-            f"serving (vLLM, gpu_memory_utilization {srv.gpu_memory_utilization:g}): KV budget "
+            f"serving ({who} {srv.gpu_memory_utilization:g}): KV budget "
             f"{gib(srv.kv_budget_bytes)} = {srv.max_tokens:,} tokens, at most {srv.max_sequences:,} "
             "concurrent sequences of this length"
         )
 
 
 @app.command()
+@workload_flags
 def fit(
-    workload: Annotated[
-        str | None, typer.Argument(help="Workload YAML file, or a model (preset, config.json, hub id).")
-    ] = None,
-    task: Annotated[str | None, typer.Option(help="pretrain | finetune | lora | qlora | inference")] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU name or alias; without it, a table over all GPUs.")] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses.")] = None,
-    batch_size: Annotated[
-        int | None, typer.Option(help="Per-GPU micro-batch (training) / sequences (inference).")
-    ] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Training sequence length.")] = None,
-    precision: Annotated[str | None, typer.Option(help="fp32 | tf32 | fp16 | bf16 | fp8")] = None,
-    optimizer: Annotated[
-        str | None, typer.Option(help="adamw | adamw-8bit | paged-adamw(-8bit) | sgd | adafactor | lion")
-    ] = None,
-    checkpointing: Annotated[str | None, typer.Option(help="Activation checkpointing: none | selective | full")] = None,
-    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3 (FSDP full shard = 3).")] = None,
-    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank.")] = None,
-    input_len: Annotated[int | None, typer.Option(help="Inference: prompt tokens.")] = None,
-    output_len: Annotated[int | None, typer.Option(help="Inference: generated tokens.")] = None,
-    weight_dtype: Annotated[
-        str | None,
-        typer.Option(
-            help="Inference weights: bf16, fp8, int8, int4, int4-g128, nvfp4, mxfp4, nf4, awq, gptq, q4_k_m …"
-        ),
-    ] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV cache dtype: bf16 | fp8 …")] = None,
+    workload: WorkloadArg = None,
+    flags: dict[str, Any] | None = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     calibration: CalibrationOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Will it fit? A memory breakdown on one GPU, or a table over every GPU in the catalog."""
+    """Will it fit? A memory breakdown on one GPU (--gpu), or without one a table over every GPU in
+    the catalog."""
     from gpuplan.results import FitTable, GraphicsPlan
     from gpuplan.specs.context import Context
 
-    keys: dict[str, Any] = {
-        "task": task,
-        "gpu": gpu,
-        "num_gpus": num_gpus,
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "precision": precision,
-        "optimizer": optimizer,
-        "activation_checkpointing": checkpointing,
-        "zero": zero,
-        "lora_rank": lora_rank,
-        "input_len": input_len,
-        "output_len": output_len,
-        "weight_dtype": weight_dtype,
-        "kv_dtype": kv_dtype,
-    }
-    keys.update(api.parse_set_options(set_ or []))
+    keys = workload_keys(flags or {}, set_)
     w = api.build_workload(workload, keys)
     rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
     if as_json:
@@ -256,7 +249,7 @@ def _print_fit(c: Console, rec: FitResult) -> None:
     mem = rec.memory
     c.print(_breakdown_table(mem, f"{escape(_workload_title(rec.model, rec.workload))} on {rec.gpu} × {rec.num_gpus}"))
     c.print(_verdict(mem, rec.gpu, rec.num_gpus))
-    _print_memory_detail(c, mem)
+    _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.min_gpus is not None and rec.min_gpus != rec.num_gpus:
         c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus} {rec.min_gpus_layout}")
     elif rec.min_gpus is None:
@@ -352,14 +345,12 @@ def _print_time(c: Console, rec: Estimate) -> None:
 
 
 @app.command()
+@workload_flags
 def estimate(
-    workload: Annotated[str, typer.Argument(help="Workload YAML file, or a model name.")],
-    gpu: Annotated[str | None, typer.Option(help="GPU name or alias (overrides the file).")] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs the job uses (overrides the file).")] = None,
-    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
-    carbon: Annotated[
-        float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
-    ] = None,
+    workload: WorkloadArg,
+    flags: dict[str, Any] | None = None,
+    prices: PricesOpt = None,
+    carbon: CarbonOpt = None,
     set_: SetOpt = None,
     catalog: CatalogOpt = None,
     calibration: CalibrationOpt = None,
@@ -368,8 +359,7 @@ def estimate(
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
     from gpuplan.specs.context import Context
 
-    keys: dict[str, Any] = {"gpu": gpu, "num_gpus": num_gpus}
-    keys.update(api.parse_set_options(set_ or []))
+    keys = workload_keys(flags or {}, set_)
     rec = api.estimate(
         api.build_workload(workload, keys), Context.of([*(catalog or []), *(calibration or [])], prices), carbon
     )
@@ -385,7 +375,7 @@ def estimate(
     title += f" on {rec.gpu} × {rec.num_gpus}" if rec.gpu else ""
     c.print(_breakdown_table(mem, title))
     c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
-    _print_memory_detail(c, mem)
+    _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.verdict.fits is False:
         c.print("Time, cost and energy are left out: the job would not run (apply a fix above, or use --json).")
         return

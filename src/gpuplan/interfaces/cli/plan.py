@@ -9,18 +9,23 @@ import typer
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
+    WORKLOAD_PANEL,
     CalibrationOpt,
+    CarbonOpt,
     CatalogOpt,
     JsonOpt,
+    PricesOpt,
     SetOpt,
+    WorkloadArg,
     app,
-    carbon_intensity,
     console,
     emit_json,
     finite,
     fmt_dur,
     gib,
     with_range,
+    workload_flags,
+    workload_keys,
 )
 
 if TYPE_CHECKING:
@@ -66,6 +71,8 @@ def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
 def _print_llm_plan(c: Console, rec: Plan) -> None:
     from rich.markup import escape
 
+    from gpuplan.specs.prices import OWN_POWER
+
     w = rec.workload
     mode = rec.mode
     unit = rec.throughput_unit
@@ -80,12 +87,25 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     if rec.have is not None:
         owned = ", ".join(f"{n}× {g}" for g, n in rec.have.items())
         c.print(
-            _options_table(rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}")
+            _options_table(
+                rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}", True
+            )
         )
+        c.print(f"Power cost on your GPUs: {OWN_POWER}; `gpuplan rent-vs-buy` weighs buying the cards.")
+        if any(o.fits and "your own GeForce" in o.why for o in rec.options):
+            c.print("GeForce cards you own are usable; set datacenter: true if they sit in a datacenter.")
         if rec.rent_options:
             c.print(_options_table(rec, rec.rent_options, "What renting would add (priced offers, best first)"))
     else:
         c.print(_options_table(rec, rec.options, f"{escape(job)} · ranked by {rec.objective}"))
+    if any(o.serving for o in rec.options):
+        targets = [f"{k}={w[k]:g}" for k in ("max_tpot_ms", "max_ttft_ms") if w.get(k) is not None]
+        at = f"the largest batch that fits and meets {', '.join(targets)}" if targets else "the workload's batch_size"
+        c.print(
+            f"$/Mtok @ batch: $ per million output tokens at {at} (concurrent sequences)"
+            + ("" if targets else "; set max_tpot_ms (or max_ttft_ms) to price the largest batch within it")
+            + "."
+        )
     unfit = [o for o in rec.options if not o.fits]
     if unfit:
         names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
@@ -97,7 +117,7 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     )
 
 
-def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
+def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool = False) -> Table:
     from rich.markup import escape
     from rich.table import Table
 
@@ -107,8 +127,12 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
     trains = "time to train" if w.get("tokens") or w.get("epochs") else "step time"
     time_head = {"training": trains, "service": "request latency", "batch inference": "time"}[mode]
     cost_head = "cost/hour" if mode == "service" else "cost"
-    for col in ("#", "GPU", "GPUs", time_head, unit, cost_head, "energy", "limited by", "why", "misses"):
-        t.add_column(col, justify="right" if col in ("#", "GPUs", time_head, unit, cost_head, "energy") else "left")
+    cost_head = f"power {cost_head}" if owned else cost_head  # the user's own cards pay no rent
+    # serving: $ per million output tokens at the largest batch within the latency targets
+    per_mtok = "$/Mtok @ batch" if any(o.serving for o in options) else None
+    cols = ("#", "GPU", "GPUs", time_head, unit, cost_head, *([per_mtok] if per_mtok else []), "energy")
+    for col in (*cols, "limited by", "why", "misses"):
+        t.add_column(col, justify="right" if col in cols and col != "GPU" else "left")
     shown = 0
     for o in options:
         if not o.fits:
@@ -129,13 +153,17 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
             marks.append("licence")
         misses = f"[red]{', '.join(marks)}[/red]" if marks else ""
         why = escape(o.why)
+        gpu = f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu)
+        if o.same_as:  # other cards with these very figures, folded into this row
+            gpu += f" (= {escape(', '.join(o.same_as))})"
         t.add_row(
             str(shown),
-            f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu),
+            gpu,
             str(o.num_gpus),
             with_range(o, "time_s", fmt_dur),
             with_range(o, "throughput", lambda v: f"{v:,.0f}"),
             cost,
+            *([_per_mtok(o)] if per_mtok else []),
             energy,
             escape(o.bottleneck or ""),
             why,
@@ -144,23 +172,41 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str) -> Table:
     return t
 
 
+def _per_mtok(o: PlanOption) -> str:
+    s = o.serving
+    if s is None:
+        return "—"
+    if s.batch is None:
+        return "[red]misses target[/red]"
+    cost = "no price" if s.usd_per_million_tokens is None else f"${s.usd_per_million_tokens:,.2f}"
+    return f"{cost} @ {s.batch:,}"
+
+
 @app.command()
+@workload_flags
 def plan(
-    workload: Annotated[str, typer.Argument(help="Workload YAML file (or a model name with --set).")],
-    objective: Annotated[str | None, typer.Option(help="time | cost | energy")] = None,
-    deadline: Annotated[str | None, typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).")] = None,
+    workload: WorkloadArg,
+    flags: dict[str, Any] | None = None,
+    objective: Annotated[
+        str | None, typer.Option(help="Rank by: time | cost | energy.", rich_help_panel=WORKLOAD_PANEL)
+    ] = None,
+    deadline: Annotated[
+        str | None,
+        typer.Option(help="Deadline, e.g. 24h or 3d (options past it are marked).", rich_help_panel=WORKLOAD_PANEL),
+    ] = None,
     budget: Annotated[
-        float | None, typer.Option(callback=finite, help="Budget in USD (options over it are marked).")
+        float | None,
+        typer.Option(
+            callback=finite, help="Budget in USD (options over it are marked).", rich_help_panel=WORKLOAD_PANEL
+        ),
     ] = None,
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")
     ] = None,
     top: Annotated[int | None, typer.Option(min=1, max=100_000, help="Show the best N options.")] = 10,
-    prices: Annotated[Path | None, typer.Option("--prices", help="Your price CSV (gpu-prices.csv's columns).")] = None,
+    prices: PricesOpt = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
-    carbon: Annotated[
-        float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
-    ] = None,
+    carbon: CarbonOpt = None,
     cluster: Annotated[
         str | None,
         typer.Option(
@@ -174,7 +220,9 @@ def plan(
     have: Annotated[
         str | None,
         typer.Option(
-            "--have", help="The GPUs you own, e.g. '4x RTX 3090, 1x A100 40GB': plans on them, then what renting adds."
+            "--have",
+            help="The GPUs you own, e.g. '4x RTX 3090, 1x A100 40GB', or a lab file (lab.yaml: its nodes' GPUs): "
+            "plans on them, then what renting adds.",
         ),
     ] = None,
     set_: SetOpt = None,
@@ -184,33 +232,34 @@ def plan(
 ) -> None:
     """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
     --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
-    from gpuplan.results import GraphicsPlan, LayoutPlan
+    from gpuplan.results import GraphicsPlan, LayoutPlan, Plan
     from gpuplan.specs.context import Context
 
-    keys: dict[str, Any] = {"objective": objective, "deadline": deadline, "budget": budget}
-    keys.update(api.parse_set_options(set_ or []))
+    keys = workload_keys(flags or {}, set_, objective=objective, deadline=deadline, budget=budget)
     w = api.build_workload(workload, keys)
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
-    rec = api.plan(
-        w,
-        Context.of([*(catalog or []), *(calibration or [])], prices),
-        names,
-        top,
-        spot,
-        carbon,
-        cluster,
-        cross_node_tp,
-        have=have,
-    )
+    ctx = Context.of([*(catalog or []), *(calibration or [])], prices)
+    lab = have is not None and is_lab_file(have)
+    owned = Path(have.strip()) if have is not None and lab else have
+    rec = api.plan(w, ctx, names, top, spot, carbon, cluster, cross_node_tp, have=owned)
     if as_json:
         emit_json(rec)
         return
+    from rich.markup import escape  # tables only: --json does not load rich
+
+    if lab and isinstance(rec, Plan):
+        console().print(f"Your GPUs from {escape(str(have))}: of each type, one node's worth (a job runs on one node).")
     if isinstance(rec, LayoutPlan):
         _print_cluster_plan(console(), rec)
     elif isinstance(rec, GraphicsPlan):
         print_graphics_plan(console(), rec)
     else:
         _print_llm_plan(console(), rec)
+
+
+def is_lab_file(have: str) -> bool:
+    """--have names a lab file (a YAML path), not a list of GPUs."""
+    return have.strip().lower().endswith((".yaml", ".yml"))
 
 
 def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:

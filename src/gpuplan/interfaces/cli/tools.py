@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,7 +22,12 @@ from gpuplan.interfaces.cli.common import (
     fmt_bandwidth,
     fmt_dur,
     gib,
+    workload_flags,
+    workload_keys,
 )
+
+if TYPE_CHECKING:
+    from gpuplan.results import Validation
 
 
 @app.command()
@@ -89,6 +94,7 @@ def validate(
             f"{v['median_error']:+.1%}",
         )
     c.print(k)
+    _stack_tables(rec)
     if rec.skipped:
         c.print(f"{len(rec.skipped)} rows not expressed:")
         by_reason: dict[str, list[str]] = {}
@@ -98,6 +104,40 @@ def validate(
             c.print(f"  • {escape(reason)}: {', '.join(ids)}")
 
 
+def _stack_tables(rec: Validation) -> None:
+    """The everyday stacks per family, figure and split, and every source with its skip count."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = console()
+    if rec.by_stack:
+        t = Table(title="By stack (held-out rows are never fitted)")
+        for col in ("stack / figure / split", "n", "median |error|", "median error (bias)"):
+            t.add_column(col, justify="left" if col.startswith("stack") else "right")
+        for key, v in rec.by_stack.items():
+            done = "median_abs_error" in v
+            t.add_row(
+                escape(key),
+                str(int(v["n"])),
+                f"{v['median_abs_error']:.1%}" if done else "-",
+                f"{v['median_error']:+.1%}" if done else "-",
+            )
+        c.print(t)
+    if rec.by_source:
+        t = Table(title="By source")
+        for col in ("source", "n", "skipped", "median |error|", "held-out median |error|"):
+            t.add_column(col, justify="left" if col == "source" else "right")
+        for src, v in rec.by_source.items():
+            t.add_row(
+                escape(src),
+                str(int(v["n"])),
+                str(int(v["skipped"])),
+                f"{v['median_abs_error']:.1%}" if "median_abs_error" in v else "-",
+                f"{v['heldout_median_abs_error']:.1%}" if "heldout_median_abs_error" in v else "-",
+            )
+        c.print(t)
+
+
 @app.command()
 def version() -> None:
     """Print gpuplan's version."""
@@ -105,11 +145,18 @@ def version() -> None:
 
 
 @app.command()
+@workload_flags
 def launch(
     workload: Annotated[str, typer.Argument(help="Workload YAML, or the JSON `gpuplan plan --json` printed.")],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm")
-    ],
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm | torchtitan | nemo | axolotl "
+            "| llama-factory (default: the workload framework's own)",
+        ),
+    ] = "",
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100.")
     ] = None,
@@ -128,11 +175,12 @@ def launch(
     ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
+    flags: dict[str, Any] | None = None,
 ) -> None:
     """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
     from gpuplan.specs.context import Context
 
-    keys = api.parse_set_options(set_ or [])
+    keys = workload_keys(flags or {}, set_)
     rec = api.launch(
         workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit, force
     )

@@ -35,6 +35,7 @@ from gpuplan.specs.model.builders.gpt import (
     build_mpt,
     build_opt,
 )
+from gpuplan.specs.model.builders.hub import build_baichuan, build_chatglm, build_internlm2, build_qwen
 from gpuplan.specs.model.builders.llama import (
     build_llama_like,
     gpt_oss_experts,
@@ -205,6 +206,31 @@ _TABLE: Final[tuple[Family, ...]] = (
            lora_targets=_QV,  # PEFT
            fsdp_layer="Llama4TextDecoderLayer",  # transformers' _no_split_modules
            megatron=Megatron(llama=True, qk_l2_norm=True), norm_upcasts=True),
+    # --- hub families (builders/hub.py; InternLM v1 is Llama's layer): modeling code that ships with
+    # the checkpoint (trust_remote_code); gpuplan reads their config.json only. None has a PEFT
+    # entry but chatglm: the fused q/k/v layer plays q/v's part. Their RMSNorms compute in fp32 (an
+    # fp32 variance times the 16-bit input promotes the product to fp32), so they upcast
+    Family("qwen", build_qwen, "decoder", "rmsnorm",
+           lora_targets=("c_attn",),  # no PEFT entry: the fused q/k/v (Qwen's own finetune.py targets it)
+           fsdp_layer="QWenBlock", norm_upcasts=True, hub_code="Qwen/Qwen-7B modeling_qwen.py"),
+    Family("baichuan", build_baichuan, "decoder", "rmsnorm",
+           lora_targets=("W_pack",),  # no PEFT entry: the fused q/k/v
+           fsdp_layer="DecoderLayer",  # Baichuan2-7B's _no_split_modules (13B: BaichuanLayer)
+           norm_upcasts=True, hub_code="baichuan-inc/Baichuan2-7B-Base modeling_baichuan.py"),
+    Family("chatglm", build_chatglm, "decoder", "rmsnorm",
+           lora_targets=("query_key_value",),  # PEFT
+           fsdp_layer="GLMBlock", norm_upcasts=True, fused_gate_up=True,
+           hub_code="THUDM/chatglm3-6b modeling_chatglm.py"),
+    # internlm/internlm-7b modeling_internlm.py: Llama's layer, q/k/v/o biased per `bias` (default true)
+    Family("internlm", build_llama_like, "decoder", "rmsnorm",
+           layer=LlamaLike(bias_key="bias", bias=True),
+           lora_targets=_QV,  # no PEFT entry: its q_proj/v_proj play the same part
+           fsdp_layer="InternLMDecoderLayer", norm_upcasts=True,
+           hub_code="internlm/internlm-7b modeling_internlm.py"),
+    Family("internlm2", build_internlm2, "decoder", "rmsnorm",
+           lora_targets=("wqkv",),  # no PEFT entry: the fused q/k/v
+           fsdp_layer="InternLM2DecoderLayer", norm_upcasts=True,
+           hub_code="internlm/internlm2-7b modeling_internlm2.py"),
     # --- DeepSeek (builders/deepseek.py): MLA, fine-grained MoE --------------------------------
     Family("deepseek_v2", build_deepseek, "decoder", "rmsnorm", kv="mla",
            # no PEFT default for DeepSeek's MLA; its query and KV up-projections play q/v's part

@@ -103,3 +103,10 @@ class Family:
     # upcast): the memory estimate counts 4 + b bytes per element for it
     norm_upcasts: bool = False
     alias_of: str | None = None  # an old model_type that transformers loads as this one
+    # the family's modeling code is the checkpoint's own (trust_remote_code), not transformers':
+    # the hub repository and file it was read from; "" for the families transformers ships. Only
+    # config.json is ever read; the file is never run
+    hub_code: str = ""
+    # one MLP matrix holds the gate and the up projection together (ChatGLM's dense_h_to_4h of
+    # 2 x ffn_hidden_size, chunked in two before SwiGLU): gated, though it is one layer
+    fused_gate_up: bool = False

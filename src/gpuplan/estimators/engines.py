@@ -1,0 +1,230 @@
+"""What the inference engines beyond vLLM do by default, where the estimate depends on it, each
+default cited: text-generation-inference (TGI), Ollama, transformers' static cache, and llama.cpp's
+(and Ollama's) partial GPU offload. The memory and speed estimators read these; the numbers of the
+engines that were there before (vllm, tensorrt-llm, sglang, mlc, llama.cpp with every layer on the
+GPU, transformers with its dynamic cache) do not go through here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.estimators import runtime
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec, ParamGroup
+from gpuplan.specs.precision import storage_format
+from gpuplan.specs.workload import Workload
+
+GiB: Final = 2**30
+
+# --- text-generation-inference (TGI) ---------------------------------------------------------------
+# Read at huggingface/text-generation-inference@db931fcf42da018a3657580c64bf2720f167f9ab (2026-01-08)
+# and its launcher reference (docs/source/reference/launcher.md):
+# --cuda-memory-fraction [default: 1.0] (server/text_generation_server/utils/dist.py MEMORY_FRACTION)
+TGI_CUDA_MEMORY_FRACTION: Final = 1.0
+# the KV cache gets the memory free after a warm-up prefill, less (1 - fraction x TGI_WIGGLE_ROOM)
+# of the card (models/flash_causal_lm.py warmup; utils/import_utils.py get_cuda_free_memory);
+# TGI_WIGGLE_ROOM defaults to 0.90 (models/globals.py)
+TGI_WIGGLE_ROOM: Final = 0.90
+# --max-concurrent-requests [default: 128]: more concurrent requests are refused, not batched
+TGI_MAX_CONCURRENT_REQUESTS: Final = 128
+# --cuda-graphs: default [1, 2, 4, 8, 16, 32] (launcher/src/main.rs): decode batches above 32 run
+# without a CUDA graph
+TGI_CUDA_GRAPH_MAX_BATCH: Final = 32
+# --max-batch-prefill-tokens unset (launcher/src/main.rs): compute_optimal = the cards' f16 FLOP/s
+# / the model's FLOPs per token (Config::flop), else 4,096 where it cannot tell, at most
+# max_position_embeddings; the warm-up prefill runs that many tokens, and no prefill runs more
+TGI_DEFAULT_PREFILL_TOKENS: Final = 4096
+# TGI's card table (launcher/src/main.rs, ComputeType::f16_flop), keyed by the lower-cased,
+# dash-joined name nvidia-smi reports: the catalog cards whose nvidia-smi name it matches ("NVIDIA
+# H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA A10G" ...). The others ("Tesla T4", "NVIDIA
+# GeForce RTX 4090", "NVIDIA H100 PCIe", "NVIDIA A10" ...) are Unknown to it: 4,096 tokens.
+TGI_CARD_F16_FLOPS: Final = {
+    "H100 SXM5 80GB": 900e12,
+    "H100 NVL 94GB": 900e12,
+    "H200 SXM 141GB": 989e12,
+    "A100 SXM4 40GB": 312e12,
+    "A100 SXM4 80GB": 312e12,
+    "A100 PCIe 80GB": 312e12,
+    "L40": 181e12,
+    "L40S": 363e12,
+    "L4": 121e12,
+    "A10G": 125e12,
+    "A40": 149e12,
+}
+
+
+def tgi_model_flop(model: ModelSpec) -> float:
+    """TGI's FLOPs per token of a model (launcher/src/main.rs, Config::flop): per layer 2 x hidden x
+    head_dim x (3 x heads + 2 x KV heads) for q, k, v, the attention and o, and 6 x hidden x
+    intermediate (x the routed + shared experts) for the MLP."""
+    h, hd = model.hidden_size, model.head_dim
+    ff = model.intermediate_size * (max(model.experts_per_token, 1) + model.num_shared_experts)
+    attn = 2 * h * hd * (3 * model.num_heads + 2 * model.num_kv_heads)
+    return float((attn + 6 * h * ff) * model.num_layers)
+
+
+def tgi_max_batch_prefill_tokens(model: ModelSpec, gpu: GPU, shards: int) -> int:
+    """TGI's default --max-batch-prefill-tokens: the shards' f16 FLOP/s from its card table over
+    tgi_model_flop, at most the model's context; 4,096 for a card it does not know or where that
+    ratio is not over 100 (TGI: "most likely an error"). TGI also caps it at what its own VRAM
+    estimate allows, which is not modelled."""
+    peak = TGI_CARD_F16_FLOPS.get(gpu.name, 0.0)
+    flop = tgi_model_flop(model)
+    optimal = int(peak * shards / flop) if flop > 0 else 0
+    value = optimal if optimal > 100 else TGI_DEFAULT_PREFILL_TOKENS
+    return min(value, model.max_position_embeddings) if model.max_position_embeddings else value
+
+
+# --- Ollama (llama.cpp underneath) ------------------------------------------------------------
+# The library's default tags are 4-bit K-quants: a model pulled without a quantisation tag loads as
+# Q4_K_M (ollama.com/library/llama3.1: `8b` is `8b-instruct-q4_K_M`, 4.7-4.9 GB; as third-party guides
+# say, e.g. devtoolkit.sh/examples/llama/quantization: "ollama pull llama3.1:8b # default Q4_K_M")
+OLLAMA_DEFAULT_WEIGHTS: Final = "q4_k_m"
+# OLLAMA_NUM_PARALLEL unset: one request at a time per loaded model (Ollama 0.20.3's server log reads
+# "Parallel:1" with the variable absent, a dated run of 2026-11-04: baeseokjae.github.io
+# research/evidence/ollama-concurrent-requests-latency-2026/method.md); each parallel slot gets a
+# whole num_ctx of cache (the runner's KvSize is num_ctx x parallel)
+OLLAMA_NUM_PARALLEL: Final = 1
+# Default context by the GPU's memory (ollama docs/context-length.mdx@948f69330acf96a2310f1b53fdfc211731a386d8:
+# "< 24 GiB VRAM: 4k context - 24-48 GiB VRAM: 32k context - >= 48 GiB VRAM: 256k context")
+OLLAMA_CTX_BY_VRAM: Final = ((24 * GiB, 4096), (48 * GiB, 32_768))
+OLLAMA_CTX_LARGE: Final = 262_144
+
+# --- llama.cpp partial offload ----------------------------------------------------------------
+# A prompt is processed in micro-batches of n_ubatch tokens (llama.cpp common/common.h: n_ubatch =
+# 512); for a micro-batch of at least 32 tokens the CUDA backend copies the weights of the layers
+# left in host memory to the GPU and runs them there (ggml-cuda.cu, ggml_backend_cuda_device_offload_op:
+# min_batch_size = 32), so prefill reads the host layers over PCIe once per micro-batch
+LLAMA_CPP_UBATCH: Final = 512
+GGML_CUDA_OFFLOAD_MIN_BATCH: Final = 32
+
+
+def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
+    """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's
+    memory; at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
+    GGUF's context_length, warning "requested context size too large for model", and asks the
+    runner for KvSize = NumCtx x parallel)."""
+    if w.num_ctx is not None:
+        ctx = w.num_ctx
+    elif gpu is None:
+        ctx = OLLAMA_CTX_BY_VRAM[0][1]
+    else:
+        ctx = next((n for limit, n in OLLAMA_CTX_BY_VRAM if gpu.memory_bytes < limit), OLLAMA_CTX_LARGE)
+    return min(ctx, model.max_position_embeddings) if model.max_position_embeddings else ctx
+
+
+def kv_tokens_per_sequence(w: Workload, model: ModelSpec, gpu: GPU | None) -> tuple[int, int]:
+    """(tokens cached after the prefill, tokens cached at the end) per sequence, as the engine
+    allocates them: Ollama its whole num_ctx up front, transformers' static cache the whole
+    input + output up front (StaticCache, max_cache_len = the generation's max_length), the others
+    what the sequence has produced."""
+    n_in, n_out = w.input_len, w.output_len
+    if w.engine == "ollama":
+        ctx = ollama_num_ctx(w, model, gpu)
+        return ctx, ctx
+    if w.engine == "transformers" and w.cache_implementation == "static":
+        return n_in + n_out, n_in + n_out
+    return n_in, n_in + n_out
+
+
+@dataclass(frozen=True)
+class Offload:
+    """llama.cpp's -ngl split (src/llama-model.cpp, load_tensors: i_gpu_start = max(n_layer + 1 -
+    n_gpu_layers, 0) with the output layer placed as layer n_layer, so -ngl counts it and it goes to
+    the GPU first; the input layer always on the CPU: "there is very little benefit to offloading
+    the input layer"). With -ngl N >= 1: the output layer and N - 1 repeating layers, with their KV
+    cache, on the GPU; the other layers and the token embeddings in host memory. Ollama's num_gpu
+    counts the same way (its 33/33 layers for Llama 3.1 8B's 32 and the output)."""
+
+    gpu_layers: int  # N as given: counts the output layer
+    layers: int  # the model's repeating layers
+
+    @property
+    def head_on_gpu(self) -> bool:
+        return self.gpu_layers >= 1
+
+    @property
+    def gpu_blocks(self) -> int:
+        return max(self.gpu_layers - 1, 0)
+
+    @property
+    def gpu_share(self) -> float:
+        """The repeating layers' share on the GPU."""
+        return self.gpu_blocks / self.layers
+
+    @property
+    def cpu_layers(self) -> int:
+        return self.layers - self.gpu_blocks
+
+
+def offload_of(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Offload | None:
+    """The partial offload of a llama.cpp / Ollama workload; None when everything is on the GPU
+    (gpu_layers above the model's layers, like -ngl 99, or unset: llama.cpp's every layer, and
+    Ollama's own split on `gpu`, which is every layer when they fit)."""
+    if w.task != "inference" or w.engine not in ("llama.cpp", "ollama") or model.kind != "decoder":
+        return None
+    n = w.gpu_layers
+    if n is None and w.engine == "ollama" and gpu is not None:
+        n = ollama_gpu_layers(model, w, gpu)
+    layers = model.num_layers
+    if n is None or layers <= 0 or n > layers:
+        return None
+    return Offload(n, layers)
+
+
+def split_weight_bytes(model: ModelSpec, w: Workload) -> tuple[float, float, float]:
+    """(repeating layers, output layer as the GPU holds it, untied output weights) in bytes, in the
+    format the workload loads: a tied output reuses the embeddings, which llama.cpp duplicates onto
+    the output layer's device (TENSOR_DUPLICATED), so the GPU holds vocab x hidden either way."""
+    # memory.base imports this module: imported here, when called
+    from gpuplan.estimators.memory.base import inference_weights, is_quantised, weight_bytes
+
+    iw = inference_weights(model, w)
+    other = 4.0 if iw.fmt == "fp32" else 2.0
+    block = weight_bytes([g for g in model.groups if is_block(g)], iw.fmt, other, iw.kept)
+    heads = [g for g in model.groups if g.role == "head" and g.linear is not None]
+    per = storage_format(iw.fmt).bytes_per_value
+    output = sum(g.linear[0] * g.linear[1] * (per if is_quantised(g, iw.fmt) else other) for g in heads if g.linear)
+    untied = weight_bytes(heads, iw.fmt, other, iw.kept)
+    return block, output, untied
+
+
+def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
+    """Ollama's split when num_gpu is unset: the output layer, then as many layers, each with its
+    share of the num_ctx KV cache, as fit on `gpu` beside the CUDA context, the prefill's working
+    set, the logits and the allocator's slack, as gpuplan's memory estimate counts them (Ollama
+    runs the rest on the CPU: `ollama ps` shows the split, docs/context-length.mdx)."""
+    from gpuplan.estimators.activations import prefill_working_bytes_per_token, stack_shapes
+    from gpuplan.estimators.memory.base import act_bytes
+
+    block, output, _ = split_weight_bytes(model, w)
+    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    b = w.batch_size
+    kv = b * model.kv_cache_bytes(ollama_num_ctx(w, model, gpu), kv_b, input_len=w.input_len)
+    c = act_bytes(w.precision)
+    work = max(prefill_working_bytes_per_token(s, c, 1) for s in stack_shapes(model)) * b * max(w.input_len, 1)
+    logits = b * model.vocab_size * (c + 4.0)
+    fixed = runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc)
+    room = (gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION - fixed) / (1 + runtime.ALLOCATOR_SLACK_FRACTION)
+    room -= work + logits + output
+    if room < 0:
+        return 0
+    per_layer = (block + kv) / model.num_layers
+    return min(model.num_layers + 1, 1 + int(room // per_layer))
+
+
+def is_block(g: ParamGroup) -> bool:
+    """A tensor of the repeated layers (what -ngl moves), not the embeddings or the output layer."""
+    return g.role not in ("embedding", "position", "head")
+
+
+def host_link_note(off: Offload, auto: bool = False) -> str:
+    why = "Ollama's own split: as many as fit" if auto else f"gpu_layers {off.gpu_layers}"
+    where = "the output layer and " if off.head_on_gpu else ""
+    host = "the embeddings" + ("" if off.head_on_gpu else " and the output layer")
+    return (
+        f"{where}{off.gpu_blocks} of {off.layers} layers on the GPU ({why}); {off.cpu_layers} layers and "
+        f"{host} in host memory"
+    )

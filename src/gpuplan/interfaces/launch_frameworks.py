@@ -1,0 +1,180 @@
+"""Launch files in a training framework's own format: a torchtitan job TOML and a NeMo 2 command
+(`nemo llm pretrain --factory RECIPE key=value ...`). The workload's framework names which one
+`gpuplan launch` writes when no --format is given (specs/frameworks.py: `launch`).
+
+Keys are the frameworks' own: torchtitan's JobConfig sections and fields
+(pytorch/torchtitan:torchtitan/config/job_config.py@6404b932421f5ce382e7dac5ad381b2c17b1373c),
+NeMo-Run's dotted overrides of an llm recipe's trainer, strategy, data and model config
+(NVIDIA/NeMo:nemo/collections/llm/recipes/llama3_70b.py@0189a3b38dcfc89e916ca4396459433c8ba326d2:
+trainer(), MegatronStrategy arguments, MockDataModule's seq_length / global_batch_size /
+micro_batch_size, the `<recipe>_performance` factory with TP communication overlap).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Final
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv
+from gpuplan.planner.launch_plan import LaunchPlan
+from gpuplan.specs import frameworks
+
+# torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
+TORCHTITAN_LLAMA3_FLAVORS: Final = ("8B", "70B", "405B")
+_AC: Final = {"none": "none", "selective": "selective", "full": "full"}
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))  # a TOML basic string: JSON's escapes are TOML's
+
+
+def _toml(doc: dict[str, dict[str, Any]]) -> str:
+    out: list[str] = []
+    for section, table in doc.items():
+        out.append(f"[{section}]")
+        out += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+def _flavor(lp: LaunchPlan) -> tuple[str, str, str]:
+    """torchtitan's model name and flavor for the model, and a note where it has no preset."""
+    m = lp.model
+    size = f"{round(m.total_params / 1e9)}B"
+    if m.model_type == "llama" and size in TORCHTITAN_LLAMA3_FLAVORS:
+        return "llama3", size, ""
+    return m.model_type or "llama3", "custom", f"torchtitan has no preset for {m.name}: register its flavor first"
+
+
+def torchtitan(lp: LaunchPlan) -> str:
+    """A torchtitan job config: the layout as [parallelism] degrees (FSDP2 over the rest), the
+    batch, the checkpointing mode and compile as the estimate assumed."""
+    w, cl = lp.w, lp.cluster
+    if w.zero in (1, 2) or w.offload == "optimizer":
+        raise InvalidSettingError(
+            f"torchtitan shards with FSDP2 (zero: 3, offload: optimizer+params) or replicates (zero: 0); "
+            f"zero: {w.zero} with offload: {w.offload} is DeepSpeed's or Megatron's: set zero: 3 or 0, or use "
+            "--format deepspeed or torchrun."
+        )
+    if w.ep > 1 and w.ep > w.dp * w.cp:
+        raise InvalidSettingError(
+            f"torchtitan's expert parallelism runs over data-parallel ranks; ep={w.ep} exceeds them."
+        )
+    name, flavor, note = _flavor(lp)
+    steps = math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len)) if w.train_tokens else 1000
+    doc: dict[str, dict[str, Any]] = {
+        "job": {"dump_folder": "./outputs", "description": f"{lp.model.name} {w.task} (gpuplan)"},
+        "model": {"name": name, "flavor": flavor, **({"converters": ["float8"]} if w.precision == "fp8" else {})},
+        "optimizer": {"name": "AdamW", "implementation": "fused"},
+        "training": {
+            "local_batch_size": w.batch_size,
+            "global_batch_size": w.batch_size * w.micro_batches * w.dp,
+            "seq_len": w.seq_len,
+            "steps": steps,
+            "max_norm": 1.0,
+            "mixed_precision_param": "float32" if w.precision in ("fp32", "tf32") else "bfloat16",
+            "compile": w.compile,
+            "enable_cpu_offload": w.offload != "none",
+        },
+        "parallelism": {
+            # FSDP2 shards over the data-parallel ranks (ZeRO-3); zero < 3 replicates them (DDP)
+            "data_parallel_replicate_degree": 1 if w.zero == 3 else w.dp,
+            "data_parallel_shard_degree": -1 if w.zero == 3 else 1,
+            "tensor_parallel_degree": w.tp,
+            "pipeline_parallel_degree": w.pp,
+            "context_parallel_degree": w.cp,
+            "expert_parallel_degree": w.ep,
+            **({"pipeline_parallel_schedule": "Interleaved1F1B"} if w.vp > 1 else {}),
+        },
+        "activation_checkpoint": {"mode": _AC[w.activation_checkpointing], "selective_ac_option": "op"},
+    }
+    run = _shell_join([*_torchrun_argv(lp), "-m", "torchtitan.train", "--job.config_file", "job.toml"])
+    head = ["# " + x for x in _header(lp)]
+    head += [f"# {note}"] if note else []
+    one_line = " ".join(x.strip().removesuffix("\\").strip() for x in run.splitlines())
+    head.append(f"# run (this file saved as job.toml): {one_line}")
+    if cl.nodes > 1:
+        head.append("# on every node, with MASTER_ADDR set to the first node's address")
+    return "\n".join(head) + "\n" + _toml(doc)
+
+
+def nemo_recipe(model_name: str) -> str:
+    """A NeMo llm recipe name from a model name: llama-3.1-8b -> llama31_8b, mixtral-8x7b ->
+    mixtral_8x7b (nemo/collections/llm/recipes/*.py are named so)."""
+    parts = [p for p in re.split(r"[-_/ ]+", model_name.lower().split("/")[-1]) if p]
+    if len(parts) < 2:
+        return re.sub(r"[^a-z0-9]", "", model_name.lower()) or "model"
+    return re.sub(r"[^a-z0-9]", "", "".join(parts[:-1])) + "_" + re.sub(r"[^a-z0-9]", "", parts[-1])
+
+
+def nemo_argv(lp: LaunchPlan) -> list[str]:
+    """`nemo llm pretrain|finetune --factory RECIPE` with the layout and batch as overrides."""
+    w, cl = lp.w, lp.cluster
+    recipe = nemo_recipe(lp.model.name) + ("_performance" if w.tp_comm_overlap else "")
+    verb = "pretrain" if w.task == "pretrain" else "finetune"
+    s = "trainer.strategy."
+    a = [
+        f"trainer.num_nodes={cl.nodes}",
+        f"trainer.devices={cl.gpus_per_node}",
+        f"{s}tensor_model_parallel_size={w.tp}",
+        f"{s}pipeline_model_parallel_size={w.pp}",
+        f"{s}context_parallel_size={w.cp}",
+        f"{s}expert_model_parallel_size={w.ep}",
+        f"{s}sequence_parallel={w.sequence_parallel}",
+        f"data.seq_length={w.seq_len}",
+        f"data.micro_batch_size={w.batch_size}",
+        f"data.global_batch_size={w.batch_size * w.micro_batches * w.dp}",
+        f"optim.config.use_distributed_optimizer={w.zero >= 1}",
+    ]
+    if w.vp > 1:
+        a.append(f"{s}virtual_pipeline_model_parallel_size={w.vp}")
+    if w.activation_checkpointing != "none":
+        a.append(f"model.config.recompute_granularity={w.activation_checkpointing}")
+    if w.activation_checkpointing == "full":
+        a += ["model.config.recompute_method=uniform", "model.config.recompute_num_layers=1"]
+    if w.precision == "fp8":  # recipes/precision/mixed_precision.py: bf16 with Transformer Engine fp8
+        a.append("trainer.plugins=bf16_with_fp8_mixed")
+    if w.train_tokens:
+        a.append(f"trainer.max_steps={math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))}")
+    return ["nemo", "llm", verb, "--factory", recipe, *a, "-y"]
+
+
+def nemo(lp: LaunchPlan) -> str:
+    if lp.w.zero >= 2:
+        raise InvalidSettingError(
+            "NeMo's Megatron strategy shards optimizer states only (distributed optimizer, zero 1); "
+            f"zero={lp.w.zero} is FSDP/ZeRO-3: use --format accelerate or set zero: 1."
+        )
+    head = ["# " + x for x in _header(lp)]
+    head.append("# NeMo 2 (NeMo-Run CLI): the recipe's defaults, with this layout and batch as overrides")
+    return "\n".join(head) + "\n" + _shell_join(nemo_argv(lp)) + "\n"
+
+
+def render(lp: LaunchPlan, fmt: str) -> str:
+    return {"torchtitan": torchtitan, "nemo": nemo}[fmt](lp)
+
+
+def default_format(framework: str | None) -> str:
+    """The launch format a framework's own launch uses (data/frameworks.toml `launch`), or a clear
+    refusal where the workload names none or the framework launches itself."""
+    if framework is None:
+        raise InvalidSettingError(
+            "Pass --format (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm, torchtitan, nemo, axolotl, "
+            "llama-factory), "
+            "or set framework: in the workload to write that framework's own launch."
+        )
+    fw = frameworks.frameworks()[framework]
+    if fw.launch == "none":
+        raise InvalidSettingError(
+            f"{fw.title} starts its own processes (no launch file of its own): pass --format torchrun or slurm."
+        )
+    return fw.launch

@@ -1,0 +1,164 @@
+"""Training configs for the YAML-driven fine-tuning trainers: an Axolotl config and a LLaMA-Factory
+`llamafactory-cli train` config, written from the workload and its layout (both run Hugging Face
+Trainer underneath, so only data parallelism: DDP, DeepSpeed ZeRO or FSDP).
+
+Keys are the tools' own: Axolotl's config as its Llama 3 examples spell it
+(axolotl-ai-cloud/axolotl:examples/llama-3/lora-8b.yml and qlora-fsdp-70b.yaml@9f824ef76af48eff9f69f3a93ede03a6a2b4313a /
+ba1be71d70582bc0abf67ad604abb6739567f504; deepspeed_configs/zero{1,2,3}*.json ship with it) and
+LLaMA-Factory's argument dataclasses (hiyouga/LLaMA-Factory:src/llamafactory/hparams/model_args.py@
+cc22c045a7ffef31a3da6a32f189fd100d7c38b2: flash_attn, enable_liger_kernel, disable_gradient_checkpointing;
+finetuning_args.py: stage, finetuning_type, lora_rank, lora_dropout, lora_target; the examples'
+deepspeed: examples/deepspeed/ds_z{0,2,3}[_offload]_config.json) plus transformers' TrainingArguments.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import yaml
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.interfaces.launch import _check_data_parallel_only, _header
+from gpuplan.planner.launch_plan import LaunchPlan
+from gpuplan.specs.model import family_of
+from gpuplan.specs.workload import Workload
+
+TRAINER_FORMATS: Final = ("axolotl", "llama-factory")
+# gpuplan optimizer -> transformers' OptimizerNames (training_args.py), which both trainers take
+HF_OPTIM: Final = {
+    "adamw": "adamw_torch_fused",
+    "adamw-foreach": "adamw_torch",
+    "adam": "adamw_torch",
+    "adamw-8bit": "adamw_bnb_8bit",
+    "paged-adamw": "paged_adamw_32bit",
+    "paged-adamw-8bit": "paged_adamw_8bit",
+    "sgd": "sgd",
+    "sgd-momentum": "sgd",
+    "adafactor": "adafactor",
+    "lion": "lion_32bit",
+    "lion-8bit": "lion_8bit",
+    "paged-lion-8bit": "paged_lion_8bit",
+}
+
+
+def _check(w: Workload, fmt: str) -> None:
+    """FSDP offloads parameters and optimizer states together (CPUOffload(offload_params=True))."""
+    if w.zero == 3 and w.sharding == "fsdp" and w.offload == "optimizer":
+        raise InvalidSettingError(
+            f"{fmt}: FSDP offloads parameters and optimizer states together: set offload: optimizer+params, "
+            "or sharding: deepspeed for optimizer-only offload."
+        )
+
+
+def _steps(w: Workload) -> int | None:
+    return math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len)) if w.train_tokens else None
+
+
+def _dump(lp: LaunchPlan, cfg: dict[str, Any], run: str) -> str:
+    head = "".join(f"# {x}\n" for x in _header(lp)) + f"# run: {run}\n"
+    return head + yaml.safe_dump(cfg, sort_keys=False)
+
+
+def axolotl(lp: LaunchPlan) -> str:
+    """An Axolotl config: adapter, LoRA, batch, optimizer, checkpointing, attention and the
+    sharding (fsdp: [full_shard, auto_wrap] with fsdp_config, or a DeepSpeed JSON it ships)."""
+    _check_data_parallel_only(lp, "Axolotl")
+    w = lp.w
+    _check(w, "axolotl")
+    cfg: dict[str, Any] = {"base_model": lp.model_id, "load_in_8bit": False, "load_in_4bit": w.task == "qlora"}
+    if w.task in ("lora", "qlora"):
+        targets = w.lora_targets
+        # lora_alpha = 2 r, a common choice: the estimate does not depend on it
+        cfg |= {"adapter": w.task, "lora_r": w.lora_rank, "lora_alpha": 2 * w.lora_rank, "lora_dropout": w.lora_dropout}
+        cfg |= {"lora_target_linear": True} if targets == "all-linear" else {}
+        cfg |= {"lora_target_modules": targets} if isinstance(targets, list) else {}
+    cfg |= {
+        "sequence_len": w.seq_len,
+        "micro_batch_size": w.batch_size,
+        "gradient_accumulation_steps": w.micro_batches,
+        "optimizer": HF_OPTIM[w.optimizer],
+        "bf16": w.precision in ("bf16", "fp8"),
+        "fp16": w.precision == "fp16",
+        "tf32": w.precision == "tf32",
+        "gradient_checkpointing": w.activation_checkpointing != "none",
+        "flash_attention": w.attention_impl != "eager",
+        "torch_compile": w.compile,
+    }
+    if w.loss_impl == "fused":  # Liger's fused linear cross-entropy, through Axolotl's plugin
+        cfg |= {"plugins": ["axolotl.integrations.liger.LigerPlugin"], "liger_fused_linear_cross_entropy": True}
+    if (steps := _steps(w)) is not None:
+        cfg["max_steps"] = steps
+    if w.zero == 3 and w.sharding == "fsdp":
+        fam = family_of(lp.model.model_type)
+        layer = fam.fsdp_layer if fam is not None else None
+        cfg["fsdp"] = ["full_shard", "auto_wrap"]
+        cfg["fsdp_config"] = {
+            "fsdp_offload_params": w.offload == "optimizer+params",
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_sync_module_states": True,
+            "fsdp_use_orig_params": False,
+            "fsdp_state_dict_type": "FULL_STATE_DICT",
+            "fsdp_sharding_strategy": "FULL_SHARD",
+            **(
+                {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_transformer_layer_cls_to_wrap": layer}
+                if layer
+                else {"fsdp_auto_wrap_policy": "SIZE_BASED_WRAP"}
+            ),
+        }
+    elif w.zero >= 1:
+        name = {1: "zero1", 2: "zero2", 3: "zero3_bf16"}[w.zero]
+        if w.zero == 3 and w.offload != "none":
+            name = "zero3_bf16_cpuoffload_all" if w.offload == "optimizer+params" else "zero3_cpuoffload"
+        cfg["deepspeed"] = f"deepspeed_configs/{name}.json"
+    run = f"accelerate launch --num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
+    return _dump(lp, cfg, run)
+
+
+def llama_factory(lp: LaunchPlan) -> str:
+    """A `llamafactory-cli train` config: stage and finetuning type, LoRA, batch, optimizer,
+    checkpointing, attention, the Liger loss, and DeepSpeed ZeRO from the configs it ships."""
+    _check_data_parallel_only(lp, "LLaMA-Factory")
+    w = lp.w
+    _check(w, "llama-factory")
+    if w.zero == 3 and w.sharding == "fsdp":
+        raise InvalidSettingError(
+            "LLaMA-Factory's configs shard with DeepSpeed (examples/deepspeed); for FSDP use --format accelerate "
+            "with `accelerate launch ... src/train.py config.yaml`, or set sharding: deepspeed."
+        )
+    cfg: dict[str, Any] = {
+        "model_name_or_path": lp.model_id,
+        "stage": "pt" if w.task == "pretrain" else "sft",
+        "do_train": True,
+        "finetuning_type": "lora" if w.task in ("lora", "qlora") else "full",
+    }
+    if w.task in ("lora", "qlora"):
+        targets = w.lora_targets
+        cfg |= {"lora_rank": w.lora_rank, "lora_dropout": w.lora_dropout}
+        cfg["lora_target"] = ",".join(targets) if isinstance(targets, list) else "all"
+    if w.task == "qlora":
+        cfg |= {"quantization_bit": 4, "quantization_method": "bitsandbytes"}
+    if w.zero >= 1:
+        offload = "_offload" if w.offload != "none" and w.zero in (2, 3) else ""
+        cfg["deepspeed"] = f"examples/deepspeed/ds_z{w.zero if w.zero != 1 else 2}{offload}_config.json"
+    cfg |= {
+        "cutoff_len": w.seq_len,
+        "per_device_train_batch_size": w.batch_size,
+        "gradient_accumulation_steps": w.micro_batches,
+        "optim": HF_OPTIM[w.optimizer],
+        "bf16": w.precision in ("bf16", "fp8"),
+        "fp16": w.precision == "fp16",
+        "flash_attn": "disabled" if w.attention_impl == "eager" else "auto",
+        "disable_gradient_checkpointing": w.activation_checkpointing == "none",
+        "enable_liger_kernel": w.loss_impl == "fused",
+        "output_dir": "saves/gpuplan",
+    }
+    if (steps := _steps(w)) is not None:
+        cfg["max_steps"] = steps
+    nodes = lp.cluster.nodes
+    env = "FORCE_TORCHRUN=1 " + (f"NNODES={nodes} NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR " if nodes > 1 else "")
+    return _dump(lp, cfg, f"{env}llamafactory-cli train config.yaml")
+
+
+def render(lp: LaunchPlan, fmt: str) -> str:
+    return {"axolotl": axolotl, "llama-factory": llama_factory}[fmt](lp)

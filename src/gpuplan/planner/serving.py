@@ -1,0 +1,176 @@
+"""Cost per million output tokens of a serving option, at the batch that serves them cheapest within
+the workload's latency targets.
+
+A GPU's price per hour is fixed, so the cheapest tokens come from the most tokens per second: the
+largest batch (concurrent sequences) the card holds, the engine schedules and the latency targets
+allow. `max_tpot_ms` bounds the mean time per output token (it grows with the batch: each decode
+step reads every sequence's KV cache), `max_ttft_ms` one request's time to first token. Without a
+target the figure is at the workload's own `batch_size`. Every candidate batch is estimated afresh:
+memory (it must fit, KV cache included, and a preallocating engine's KV budget must hold it) and
+time, so the chosen batch is one the estimator says runs; the next batch up does not (it misses a
+target, does not fit or exceeds the engine's cap).
+
+    $/Mtok = usd_per_gpu_hour x num_gpus / (output tokens/s x 3600) x 1e6
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from gpuplan.errors import GpuplanError
+from gpuplan.estimators import runtime
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.perf import estimate_inference_time
+from gpuplan.estimators.perf.ops import ENGINE_MAX_BATCH, InferenceTime
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.prices import Price
+from gpuplan.specs.workload import Workload
+
+# Engines that reserve gpu_memory_utilization of the card up front and size the KV cache from what
+# is left (vLLM, SGLang; estimators/runtime.py): a batch search stops at the sequences the KV budget
+# holds at once (more would queue, not run concurrently).
+PREALLOCATING_ENGINES: Final = frozenset(runtime.PREALLOCATING_ENGINES)
+# transformers and llama.cpp have no scheduler cap of their own; the search stops here (a batch of
+# 1,024 concurrent sequences is beyond any single-node serving deployment the catalog prices)
+OTHER_ENGINE_MAX_BATCH: Final = 1024
+
+
+@dataclass(frozen=True)
+class ServingBatch:
+    """The batch a serving option's $/Mtok is quoted at, and what stops a larger one."""
+
+    batch: int | None  # concurrent sequences, all replicas together; None: no batch meets the targets
+    tokens_per_s: float | None  # output tokens/s at that batch, all GPUs together
+    usd_per_million_tokens: float | None  # None without a price or a batch
+    tpot_s: float | None
+    ttft_s: float | None  # one request's time to first token
+    limited_by: str  # why not a larger batch
+    evaluated: int  # batches estimated
+
+
+def engine_cap(w: Workload, gpu: GPU) -> int:
+    """The most sequences the engine schedules in one step (vLLM's max_num_seqs by card; TensorRT-LLM
+    max_batch_size 2048), as estimators/perf/inference.py uses it."""
+    if w.engine in ENGINE_MAX_BATCH:
+        return ENGINE_MAX_BATCH[w.engine]
+    return runtime.vllm_max_num_seqs(gpu) if w.engine == "vllm" else OTHER_ENGINE_MAX_BATCH
+
+
+def running_batch(w: Workload, mem: MemoryEstimate) -> tuple[int, str]:
+    """The sequences that run at once, and a note when it is fewer than the workload's batch: a
+    preallocating engine whose KV budget holds fewer than `batch_size` sequences (but at least one)
+    still runs the job, that many at a time, and queues the rest (vLLM's scheduler admits a request
+    only when its KV blocks can be allocated)."""
+    s = mem.serving
+    b = w.batch_size
+    if w.engine not in PREALLOCATING_ENGINES or s is None or s.engine is None or not 1 <= s.max_sequences < b:
+        return b, ""
+    held = s.max_sequences
+    return held, (
+        f"{s.limit} holds {held} of the {b} sequences at once: it runs {held} and queues the rest "
+        f"(time and throughput at batch {held})"
+    )
+
+
+def usd_per_million(price: Price | None, n: int, tokens_per_s: float) -> float | None:
+    if price is None or not price.usd_per_hour or tokens_per_s <= 0:
+        return None
+    return price.usd_per_hour * n / (tokens_per_s * 3600.0) * 1e6
+
+
+def _targets(w: Workload) -> str:
+    parts = [
+        f"max_tpot_ms={w.max_tpot_ms:g}" if w.max_tpot_ms else "",
+        f"max_ttft_ms={w.max_ttft_ms:g}" if w.max_ttft_ms else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+NO_TARGET: Final = "the workload's batch_size (no latency target: set max_tpot_ms or max_ttft_ms)"
+
+
+def serving_batch(
+    model: ModelSpec, w: Workload, gpu: GPU, n: int, price: Price | None, own: InferenceTime | None = None
+) -> ServingBatch:
+    """The largest batch of `w` (a fitted layout on `n` GPUs of `gpu`) that fits and meets the
+    workload's latency targets, with its tokens/s and $/Mtok; without a target, the workload's own
+    batch (`own`: its estimate, when the caller has it)."""
+    if w.max_tpot_ms is None and w.max_ttft_ms is None:
+        fresh = own is None
+        it = estimate_inference_time(model, w, gpu, max_batch=w.batch_size) if own is None else own
+        return _result(it, NO_TARGET, price, n, int(fresh))
+    cache: dict[int, tuple[str, InferenceTime | None]] = {}
+    cap = engine_cap(w, gpu)
+
+    def check(b: int) -> tuple[str, InferenceTime | None]:
+        """'' when batch b runs within the targets, else what stops it."""
+        if b not in cache:
+            cache[b] = _check(model, w, gpu, b, cap)
+        return cache[b]
+
+    best, stop = _largest(check, w.batch_size, cap)
+    if best is None:
+        what = stop if stop.startswith("max_") else f"{_targets(w)}: {stop}"
+        return ServingBatch(None, None, None, None, None, f"no batch meets {what}", len(cache))
+    return _result(check(best)[1], stop, price, n, len(cache))
+
+
+def _largest(check: Callable[[int], tuple[str, InferenceTime | None]], start: int, cap: int) -> tuple[int | None, str]:
+    """The largest b with check(b) == '' (and what stops b + 1): double from `start` while it holds,
+    then bisect between the last batch that holds and the first that does not."""
+    start = min(start, cap)
+    if check(start)[0]:
+        lo, hi = 1, start
+        if check(1)[0]:
+            return None, check(1)[0]
+    else:
+        lo, hi = start, min(start * 2, cap)
+        while not check(hi)[0]:
+            if hi >= cap:
+                return hi, check(hi + 1)[0]
+            lo, hi = hi, min(hi * 2, cap)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if not check(mid)[0] else (lo, mid)
+    return lo, check(hi)[0]
+
+
+def _check(model: ModelSpec, w: Workload, gpu: GPU, b: int, cap: int) -> tuple[str, InferenceTime | None]:
+    if b > cap:
+        return f"the engine's cap ({w.engine} schedules at most {cap} sequences a step)", None
+    try:
+        cand = w.with_(batch_size=b)
+        mem = estimate_memory(model, cand, gpu)
+        if not mem.fits:
+            return f"memory (batch {b} needs {mem.per_gpu_bytes / 2**30:,.1f} GiB per GPU)", None
+        held = mem.serving.max_sequences if mem.serving else b
+        if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and held < b:
+            return f"memory ({w.engine}'s KV cache holds {held} sequences)", None
+        it = estimate_inference_time(model, cand, gpu, max_batch=b)
+    except GpuplanError as exc:
+        return str(exc).rstrip("."), None
+    misses = target_misses(cand, it)
+    return (misses[0] if misses else ""), it
+
+
+def target_misses(w: Workload, it: InferenceTime) -> list[str]:
+    """The workload's latency targets (`max_tpot_ms`, `max_ttft_ms`) that this batch misses, each
+    with the figure that misses it; [] when none is set or all are met."""
+    out = []
+    if w.max_tpot_ms is not None and it.tpot_s * 1e3 > w.max_tpot_ms:
+        out.append(f"max_tpot_ms={w.max_tpot_ms:g} (batch {w.batch_size} takes {it.tpot_s * 1e3:,.2f} ms/token)")
+    if w.max_ttft_ms is not None and it.ttft_single_s * 1e3 > w.max_ttft_ms:
+        out.append(f"max_ttft_ms={w.max_ttft_ms:g} (a request's first token takes {it.ttft_single_s * 1e3:,.0f} ms)")
+    return out
+
+
+def _result(it: InferenceTime | None, why: str, price: Price | None, n: int, evaluated: int) -> ServingBatch:
+    if it is None:
+        return ServingBatch(None, None, None, None, None, why, evaluated)
+    rate = it.output_tokens_per_s
+    return ServingBatch(
+        it.batch * it.replicas, rate, usd_per_million(price, n, rate), it.tpot_s, it.ttft_single_s, why, evaluated
+    )

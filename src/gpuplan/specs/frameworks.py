@@ -1,0 +1,112 @@
+"""Training frameworks as sets of workload defaults: `framework: nemo` fills the keys NeMo's recipes
+set (attention kernel, fused kernels, TP overlap, sequence parallelism, distributed optimizer …)
+wherever the workload leaves them unset. The table, with a cited source per default, is the
+bundled data/frameworks.toml (docs/frameworks.md is generated from it); the Workload model
+(specs/workload.py) applies it, so a key the user sets always wins.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Final
+
+# Launch files in a framework's own format (interfaces/launch_frameworks.py, launch_trainers.py)
+OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory")
+# The launch formats a framework's own launch may name (interfaces/launch.py FORMATS, plus "none"
+# for a framework that starts its own processes from a plain `python`/CLI command).
+LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", *OWN_FORMATS, "none")
+# `when` conditions besides "a boolean key is true"
+CONDITIONS: Final = ("tp>1", "num_gpus>1", "task=pretrain")
+_CLUSTER: Final = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:")
+
+
+@dataclass(frozen=True)
+class Default:
+    """One key a framework sets: its value, the layouts it applies to, and where it is documented."""
+
+    key: str
+    value: Any
+    source: str
+    # "tp>1", "num_gpus>1", "task=pretrain", or a boolean key that must be true, joined by " and ";
+    # "" always
+    when: str = ""
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    title: str
+    launch: str  # the format `gpuplan launch` writes when no --format is given ("none": none)
+    note: str
+    defaults: tuple[Default, ...]
+
+
+def _int(v: Any, fallback: int) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return fallback
+
+
+def _holds(when: str, data: Mapping[str, Any]) -> bool:
+    """Whether a default's condition holds ("A and B": both)."""
+    if " and " in when:
+        return all(_holds(part.strip(), data) for part in when.split(" and "))
+    if not when:
+        return True
+    if when == "task=pretrain":
+        return data.get("task") == "pretrain"
+    if when == "tp>1":
+        return _int(data.get("tp", 1), 1) > 1
+    if when == "num_gpus>1":
+        n = data.get("num_gpus")
+        m = _CLUSTER.match(data["cluster"]) if n is None and isinstance(data.get("cluster"), str) else None
+        if m:  # NODESxGPUS:GPU sets num_gpus (specs/workload.py Workload._cluster_size)
+            n = int(m.group(1) or 1) * int(m.group(2))
+        return _int(n, 1) > 1
+    return data.get(when) is True
+
+
+def _parse(doc: Mapping[str, Any]) -> dict[str, Framework]:
+    out: dict[str, Framework] = {}
+    for name, sec in doc.items():
+        defaults = tuple(
+            Default(key, d["value"], d["source"], d.get("when", "")) for key, d in sec.get("defaults", {}).items()
+        )
+        out[name] = Framework(name, sec["title"], sec["launch"], sec.get("note", ""), defaults)
+    return out
+
+
+@cache
+def frameworks() -> dict[str, Framework]:
+    """The bundled table (data/frameworks.toml), by name."""
+    text = (resources.files("gpuplan") / "data" / "frameworks.toml").read_text(encoding="utf-8")
+    return _parse(tomllib.loads(text))
+
+
+def names() -> tuple[str, ...]:
+    return tuple(frameworks())
+
+
+def normalise(value: Any) -> Any:
+    """'HF_Trainer' -> 'hf-trainer': framework names are lower case with hyphens."""
+    return value.strip().lower().replace("_", "-") if isinstance(value, str) else value
+
+
+def fill(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys framework `name` sets that `data` (a workload's keys) leaves unset, in the table's
+    order: a later default's condition sees the earlier ones (tp_comm_overlap follows the
+    sequence_parallel NeMo turns on)."""
+    fw = frameworks()[name]
+    merged = dict(data)
+    filled: dict[str, Any] = {}
+    for d in fw.defaults:
+        if d.key in data or not _holds(d.when, merged):
+            continue
+        filled[d.key] = merged[d.key] = d.value
+    return filled

@@ -1,0 +1,329 @@
+"""The engines beyond vLLM (estimators/engines.py): TGI, Ollama, transformers' static cache, and
+llama.cpp's partial GPU offload (perf/offload.py), against figures worked out here by hand from the
+model's tensors and the engines' cited defaults; and the examples that use them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+import gpuplan
+from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import comm, engines, runtime
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.perf import Op, estimate_inference_time
+from gpuplan.results import InferenceSpeed
+from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.models import load_model
+from gpuplan.specs.workload import Workload, check_keys_apply, make_workload
+
+Q4KM_BYTES = 4.84 / 8  # GGUF Q4_K_M bits per weight, whole-file average (specs/precision.py)
+GB = 1e9
+
+
+def _w(**kw: Any) -> Workload:
+    return make_workload({"model": "llama-3.1-8b", "task": "inference", **kw})
+
+
+def _line(e: MemoryEstimate, prefix: str) -> float:
+    return next(x.bytes for x in (*e.lines, *e.not_at_peak) if x.name.startswith(prefix))
+
+
+def _parts(m: ModelSpec) -> tuple[float, float, float]:
+    """Q4_K_M bytes of the repeating layers, the token embeddings and the (untied) output layer."""
+    block = sum(g.total for g in m.groups if g.role not in ("embedding", "position", "head")) * Q4KM_BYTES
+    embed = sum(g.total for g in m.groups if g.role in ("embedding", "position")) * Q4KM_BYTES
+    head = sum(g.total for g in m.groups if g.role == "head") * Q4KM_BYTES
+    return block, embed, head
+
+
+def _op_time(ops: tuple[Op, ...], prefix: str) -> float:
+    return sum(o.time_s for o in ops if o.name.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def m8b() -> ModelSpec:
+    return load_model("llama-3.1-8b")
+
+
+@pytest.fixture(scope="module")
+def card(catalog: Catalog) -> GPU:
+    return catalog.get("RTX 3070")  # 8 GiB
+
+
+# --- llama.cpp partial offload -------------------------------------------------------------------
+OFF: dict[str, Any] = {"engine": "llama.cpp", "weight_dtype": "q4_k_m", "input_len": 512, "output_len": 128}
+
+
+def test_offload_memory_holds_only_the_gpu_layers(m8b: ModelSpec, card: GPU) -> None:
+    """-ngl 20: the output layer and 19 of the 32 layers on the GPU (llama.cpp counts the output
+    layer in -ngl and places it first); 13 layers and the embeddings in host RAM."""
+    block, embed, head = _parts(m8b)
+    assert head == pytest.approx(128_256 * 4096 * Q4KM_BYTES)  # Llama 3.1 8B's untied lm_head
+    e = estimate_memory(m8b, _w(**OFF, gpu_layers=20), card)
+    assert _line(e, "weights") == pytest.approx(block * 19 / 32 + head, rel=1e-9)
+    kv_all = 512 * m8b.kv_bytes_per_token()  # after the prefill, 2-byte KV
+    assert _line(e, "KV cache") == pytest.approx(kv_all * 19 / 32, rel=1e-6)
+    kv_end = (512 + 128) * m8b.kv_bytes_per_token()
+    assert e.host_bytes == pytest.approx(block * 13 / 32 + embed + kv_end * 13 / 32, rel=1e-6)
+    assert e.serving is None  # no vLLM-style KV budget for a split model
+    # -ngl 0: nothing on the GPU, the output layer in host RAM too
+    e0 = estimate_memory(m8b, _w(**OFF, gpu_layers=0), card)
+    assert _line(e0, "weights") == 0.0
+    assert e0.host_bytes == pytest.approx(block + embed + head + kv_end, rel=1e-6)
+
+
+def test_offload_decode_is_gpu_bytes_at_gpu_bandwidth_plus_cpu_bytes_at_host_bandwidth(
+    m8b: ModelSpec, card: GPU
+) -> None:
+    """tpot(ngl) = the GPU's share (ngl - 1 of 32 layers) of the all-GPU step, its output layer and
+    kernel launches whole, + the host layers' bytes / host bandwidth (and their KV, < 2% here)."""
+    block, _, _ = _parts(m8b)
+    full = estimate_inference_time(m8b, _w(**OFF), card)
+    launch = _op_time(full.decode_ops, "kernel launches")
+    head_t = _op_time(full.decode_ops, "linear lm_head")
+    for ngl in (8, 20, 28):
+        share = (ngl - 1) / 32
+        t = estimate_inference_time(m8b, _w(**OFF, gpu_layers=ngl), card)
+        cpu_bytes = block * (1 - share)
+        expected = launch + head_t + (full.tpot_s - launch - head_t) * share + cpu_bytes / (89.6 * GB)
+        assert t.tpot_s == pytest.approx(expected, rel=0.02), ngl
+        cpu = [o for o in t.decode_ops if o.name.startswith("CPU:")]
+        assert len(cpu) == 1 and cpu[0].bytes == pytest.approx(cpu_bytes, rel=0.03)  # + the host layers' KV
+
+
+def test_cpu_only_decode_reads_everything_at_host_bandwidth(m8b: ModelSpec, card: GPU) -> None:
+    block, _, head = _parts(m8b)
+    t = estimate_inference_time(m8b, _w(**OFF, gpu_layers=0), card)
+    # 8B Q4_K_M: (6.98B block + 0.53B head params) x 0.605 B = 4.54 GB per token / 89.6 GB/s = 50.7 ms
+    assert (block + head) / (89.6 * GB) == pytest.approx(0.0507, rel=0.01)
+    # + the KV cache at the mean decode context (512 + 129 / 2 tokens x 128 KiB), and the graph's
+    # kernel launches, which stay on the GPU
+    kv = (512 + 129 / 2) * m8b.kv_bytes_per_token()
+    launches = sum(o.time_s for o in t.decode_ops if o.phase == "launch")
+    assert t.tpot_s == pytest.approx((block + head + kv) / (89.6 * GB) + launches, rel=0.01)
+    faster = estimate_inference_time(m8b, _w(**OFF, gpu_layers=0, host_memory_bandwidth=179.2), card)
+    assert faster.tpot_s == pytest.approx(t.tpot_s / 2, rel=0.03)
+
+
+def test_offload_prefill_copies_the_host_layers_over_pcie_per_micro_batch(m8b: ModelSpec, card: GPU) -> None:
+    """A prompt of >= 32 tokens runs on the GPU, the host layers' weights copied per 512-token
+    micro-batch (not the embeddings: a row lookup stays on the CPU)."""
+    block, _, head = _parts(m8b)
+    for ngl, n_in, ubatches in ((20, 512, 1), (20, 1500, 3), (0, 512, 1)):
+        t = estimate_inference_time(m8b, _w(**{**OFF, "input_len": n_in}, gpu_layers=ngl), card)
+        (copy,) = [o for o in t.prefill_ops if "over PCIe" in o.name]
+        host = block * 13 / 32 if ngl else block + head
+        assert copy.bytes == pytest.approx(host * ubatches, rel=1e-6)
+        assert copy.time_s == pytest.approx(copy.bytes / comm.host_link_bandwidth(card), rel=1e-9)
+
+
+def test_all_layers_on_the_gpu_is_the_unchanged_estimate(m8b: ModelSpec, card: GPU) -> None:
+    """-ngl 33 (32 layers and the output) or more is everything; -ngl 32 leaves one layer behind."""
+    base = estimate_inference_time(m8b, _w(**OFF), card)
+    for ngl in (33, 99):
+        same = estimate_inference_time(m8b, _w(**OFF, gpu_layers=ngl), card)
+        assert (same.tpot_s, same.ttft_s) == (base.tpot_s, base.ttft_s)
+    assert estimate_inference_time(m8b, _w(**OFF, gpu_layers=32), card).tpot_s > base.tpot_s
+    assert estimate_memory(m8b, _w(**OFF, gpu_layers=99), card).per_gpu_bytes == pytest.approx(
+        estimate_memory(m8b, _w(**OFF), card).per_gpu_bytes, rel=1e-12
+    )
+
+
+def test_offload_keys_need_an_engine_that_reads_them() -> None:
+    with pytest.raises(InvalidSettingError, match=r"'gpu_layers'.*llama\.cpp and ollama.*engine is vllm"):
+        check_keys_apply(_w(gpu_layers=20))
+    with pytest.raises(InvalidSettingError, match=r"'cache_implementation'.*transformers"):
+        check_keys_apply(_w(engine="tgi", cache_implementation="static"))
+    with pytest.raises(InvalidSettingError, match=r"'num_ctx'.*ollama"):
+        check_keys_apply(_w(engine="llama.cpp", num_ctx=8192))
+    with pytest.raises(InvalidSettingError, match=r"'gpu_layers'.*inference"):
+        check_keys_apply(make_workload({"model": "llama-3.1-8b", "task": "lora", "gpu_layers": 4}))
+    check_keys_apply(_w(engine="ollama", gpu_layers=10, num_ctx=8192, host_memory_bandwidth=60))
+    with pytest.raises(InvalidSettingError, match="gpu_layers"):
+        _w(engine="llama.cpp", gpu_layers=-1)
+
+
+# --- TGI ---------------------------------------------------------------------------------------
+def test_tgi_max_batch_prefill_tokens_is_its_compute_optimum(catalog: Catalog, m8b: ModelSpec) -> None:
+    """Llama 3.1 8B in TGI's Config::flop: 32 x (2 x 4096 x 128 x (3 x 32 + 2 x 8) + 6 x 4096 x 14336)
+    = 15,032,385,536 FLOPs a token; A10G 125 TFLOP/s in TGI's table -> 8,315 tokens; H100 900 ->
+    59,870; a card TGI does not know (RTX 4090, whose nvidia-smi name it does not match) -> 4,096."""
+    assert engines.tgi_model_flop(m8b) == 15_032_385_536
+    assert engines.tgi_max_batch_prefill_tokens(m8b, catalog.get("A10G"), 1) == 8315
+    assert engines.tgi_max_batch_prefill_tokens(m8b, catalog.get("H100"), 1) == 59_870
+    assert engines.tgi_max_batch_prefill_tokens(m8b, catalog.get("H100"), 4) == 131_072  # the context caps it
+    assert engines.tgi_max_batch_prefill_tokens(m8b, catalog.get("RTX 4090"), 1) == 4096
+
+
+def test_tgi_kv_budget_is_the_card_less_wiggle_room_weights_warmup_and_context(
+    catalog: Catalog, m8b: ModelSpec
+) -> None:
+    a10g = catalog.get("A10G")
+    w = _w(engine="tgi", batch_size=32, input_len=1000, output_len=250)
+    e = estimate_memory(m8b, w, a10g)
+    assert e.serving is not None and e.serving.gpu_memory_utilization == 1.0
+    weights = _line(e, "weights")
+    warmup = _line(e, "prefill activations")  # one prefill of the 8,315-token --max-batch-prefill-tokens
+    usable = a10g.memory_bytes * runtime.USABLE_MEMORY_FRACTION * 0.90  # TGI_WIGGLE_ROOM
+    expected = usable - weights - warmup - runtime.CUDA_CONTEXT_BYTES
+    assert e.serving.kv_budget_bytes == pytest.approx(expected, rel=1e-9)
+    per_token = m8b.kv_bytes_per_token()  # 128 KiB: 32 layers x 2 x 8 KV heads x 128 x 2 bytes
+    assert per_token == 131_072
+    assert e.serving.max_tokens == math.floor(expected / per_token)
+    set_fraction = estimate_memory(m8b, w.with_(gpu_memory_utilization=0.8), a10g)
+    assert set_fraction.serving is not None and set_fraction.serving.gpu_memory_utilization == 0.8
+    assert set_fraction.serving.kv_budget_bytes == pytest.approx(expected - usable * 0.2, rel=1e-9)
+
+
+def test_tgi_prefill_activation_peak_is_one_max_batch_prefill(catalog: Catalog, m8b: ModelSpec) -> None:
+    a10g = catalog.get("A10G")
+    tgi = estimate_memory(m8b, _w(engine="tgi", batch_size=32, input_len=1000), a10g)
+    vllm = estimate_memory(m8b, _w(engine="vllm", batch_size=32, input_len=1000), a10g)
+    assert _line(tgi, "prefill activations") == pytest.approx(_line(vllm, "prefill activations") * 8315 / 32000)
+
+
+def _launch(ops: tuple[Op, ...]) -> Op:
+    return next(o for o in ops if o.phase == "launch")
+
+
+def test_tgi_cuda_graphs_up_to_batch_32_and_at_most_128_requests(catalog: Catalog, m8b: ModelSpec) -> None:
+    h100 = catalog.get("H100")
+    small = estimate_inference_time(m8b, _w(engine="tgi", batch_size=32), h100)
+    big = estimate_inference_time(m8b, _w(engine="tgi", batch_size=64), h100)
+    assert _launch(small.decode_ops).name == "kernel launches (graph)"
+    assert _launch(big.decode_ops).name.startswith("kernel launches (no CUDA graph")
+    assert _launch(big.decode_ops).time_s >= _launch(small.decode_ops).time_s
+    t = estimate_inference_time(m8b, _w(engine="tgi", batch_size=8), h100, max_batch=5000)
+    assert t.max_batch == 128 and t.best_batch <= 128
+
+
+# --- Ollama ------------------------------------------------------------------------------------
+def test_ollama_defaults_q4_k_m_and_one_request(catalog: Catalog, m8b: ModelSpec) -> None:
+    w = _w(engine="ollama")
+    assert w.effective_weight_dtype == "q4_k_m"
+    assert _w(engine="ollama", weight_dtype="q8_0").effective_weight_dtype == "q8_0"
+    t = estimate_inference_time(m8b, w, catalog.get("RTX 4090"), max_batch=500)
+    assert t.max_batch == 1
+
+
+@pytest.mark.parametrize(("gpu", "ctx"), [("RTX 3070", 4096), ("RTX 4090", 32_768), ("H100", 131_072)])
+def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec, gpu: str, ctx: int) -> None:
+    """< 24 GiB: 4k, 24-48 GiB: 32k, >= 48 GiB: 256k, capped at Llama 3.1's 131,072 trained positions."""
+    card = catalog.get(gpu)
+    e = estimate_memory(m8b, _w(engine="ollama", input_len=100, output_len=100), card)
+    assert engines.ollama_num_ctx(_w(engine="ollama"), m8b, card) == ctx
+    assert _line(e, "KV cache") == pytest.approx(ctx * 131_072, rel=1e-9)
+    assert e.serving is None
+    e2 = estimate_memory(m8b, _w(engine="ollama", num_ctx=8192), card)
+    assert _line(e2, "KV cache") == pytest.approx(8192 * 131_072, rel=1e-9)
+    short = estimate_memory(m8b, _w(engine="ollama", num_ctx=1024, input_len=1000, output_len=100), card)
+    assert any("drops the start of the prompt" in n for n in short.notes)
+    assert not any("drops" in n for n in e2.notes)
+
+
+def test_ollama_splits_a_model_that_does_not_fit_itself(catalog: Catalog) -> None:
+    """num_gpu unset: the output layer and as many layers as fit (Qwen2.5-14B Q4_K_M, 4k context, on
+    8 GiB: 40 = the output and 39 of 48), the same estimate as gpu_layers: 40; one more would not fit."""
+    m, card = load_model("qwen2.5-14b"), catalog.get("RTX 3070")
+    w = make_workload({"model": "qwen2.5-14b", "task": "inference", "engine": "ollama"})
+    n = engines.ollama_gpu_layers(m, w, card)
+    assert n == 40
+    auto, explicit = estimate_memory(m, w, card), estimate_memory(m, w.with_(gpu_layers=n), card)
+    assert auto.per_gpu_bytes == pytest.approx(explicit.per_gpu_bytes, rel=1e-12)
+    usable = card.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    assert auto.per_gpu_bytes <= usable < estimate_memory(m, w.with_(gpu_layers=n + 1), card).per_gpu_bytes
+    assert estimate_inference_time(m, w, card).tpot_s == estimate_inference_time(m, w.with_(gpu_layers=n), card).tpot_s
+    # a model that fits keeps every layer on the GPU
+    assert engines.offload_of(load_model("llama-3.1-8b"), _w(engine="ollama"), card) is None
+
+
+def test_validation_prose_names_tgi_and_ollama() -> None:
+    from gpuplan.planner.validation_prose_speed import _engine
+
+    assert _engine("HF text-generation-inference 2.0, 16 concurrent users") == "tgi"
+    assert _engine("TGI on one A10G") == "tgi"
+    assert _engine("ollama 0.5 (llama.cpp backend), q4_K_M") == "ollama"
+    assert _engine("llama.cpp b3000 -ngl 99") == "llama.cpp"
+
+
+# --- a serving benchmark's request rate ---------------------------------------------------------
+def _latency(m: ModelSpec, w: Workload, gpu: GPU, k: int, rate: float) -> float:
+    """L(k), worked from two plain estimates: one prompt's prefill and the decode step at batch k,
+    both stretched by rho = rate x that prefill (the engine's time arriving prompts take)."""
+    one = estimate_inference_time(m, w.with_(batch_size=1, request_rate=None), gpu)
+    at_k = estimate_inference_time(m, w.with_(batch_size=k, request_rate=None), gpu)
+    rho = rate * one.ttft_s
+    return (one.ttft_s + (w.output_len - 1) * at_k.tpot_s) / (1 - rho)
+
+
+@pytest.mark.parametrize(("rate", "k"), [(0.5, 1), (2.0, 4), (8.0, 21)])
+def test_request_rate_runs_littles_law_concurrency(catalog: Catalog, m8b: ModelSpec, rate: float, k: int) -> None:
+    """k is the least batch with k >= rate x L(k) (Llama 3.1 8B, 1,000 + 250 tokens, one H100)."""
+    h100 = catalog.get("H100")
+    w = _w(input_len=1000, output_len=250, request_rate=rate)
+    t = estimate_inference_time(m8b, w, h100)
+    assert t.batch == k
+    assert k >= rate * _latency(m8b, w, h100, k, rate)
+    assert k == 1 or k - 1 < rate * _latency(m8b, w, h100, k - 1, rate)
+    assert any(n.startswith(f"request_rate {rate:g}/s:") for n in t.notes)
+    # two replicas share the arrivals: each sees half the rate
+    two = estimate_inference_time(m8b, w.with_(num_gpus=2, request_rate=2 * rate), h100)
+    assert two.batch == k and two.replicas == 2
+
+
+def test_request_rate_past_capacity_says_so(catalog: Catalog, m8b: ModelSpec) -> None:
+    h100 = catalog.get("H100")
+    w = _w(input_len=1000, output_len=250, request_rate=100)
+    t = estimate_inference_time(m8b, w, h100, max_batch=329)
+    assert t.batch == 329 and any("more than it serves" in n for n in t.notes)
+    capped = estimate_inference_time(m8b, w.with_(batch_size=16), h100, max_batch=329)  # --max-concurrency 16
+    assert capped.batch == 16 and any("more than it serves" in n for n in capped.notes)
+    with pytest.raises(InvalidSettingError, match=r"'request_rate'.*inference"):
+        check_keys_apply(make_workload({"model": "llama-3.1-8b", "task": "lora", "request_rate": 2}))
+
+
+# --- transformers' static cache ----------------------------------------------------------------
+def test_static_cache_preallocates_and_compiles_decode(catalog: Catalog, m8b: ModelSpec) -> None:
+    h100 = catalog.get("H100")
+    dyn = _w(engine="transformers", input_len=512, output_len=256)
+    static = dyn.with_(cache_implementation="static")
+    e_dyn, e_static = estimate_memory(m8b, dyn, h100), estimate_memory(m8b, static, h100)
+    per_token = m8b.kv_bytes_per_token()
+    assert _line(e_dyn, "KV cache") == pytest.approx(512 * per_token)  # after the prefill
+    after_prefill = [x for x in (*e_static.lines, *e_static.not_at_peak) if x.name == "KV cache"]
+    assert all(x.bytes == pytest.approx(768 * per_token) for x in after_prefill)
+    t_dyn = estimate_inference_time(m8b, dyn, h100)
+    t_static = estimate_inference_time(m8b, static, h100)
+    assert _launch(t_static.decode_ops).name == "kernel launches (graph)"
+    assert t_static.tpot_s < t_dyn.tpot_s * 0.9  # eager generate is CPU-bound at batch 1
+    assert t_static.ttft_s == pytest.approx(t_dyn.ttft_s, rel=1e-12)  # the prefill stays eager
+    # unset is transformers' default, the dynamic cache: the same numbers as before
+    assert estimate_inference_time(m8b, dyn.with_(cache_implementation="dynamic"), h100).tpot_s == t_dyn.tpot_s
+
+
+# --- the examples ------------------------------------------------------------------------------
+def test_tgi_example() -> None:
+    r = gpuplan.estimate("examples/tgi-8b.yaml")
+    assert r.verdict.fits and r.time is not None
+    assert r.memory.serving is not None and r.memory.serving.gpu_memory_utilization == 1.0
+    # 32 x 1,250 tokens x 128 KiB of KV = 4.88 GiB at the end of decode
+    assert r.memory.breakdown["KV cache"] == pytest.approx(32 * 1250 * 131_072, rel=1e-9)
+
+
+def test_laptop_offload_example() -> None:
+    """-ngl 37: the output layer and 36 of Qwen2.5-14B's 48 layers on the 8 GB card."""
+    r = gpuplan.estimate("examples/laptop-offload.yaml")
+    m = load_model("qwen2.5-14b")
+    block, embed, head = _parts(m)
+    assert r.verdict.fits
+    assert r.memory.breakdown["weights (q4_k_m)"] == pytest.approx(block * 36 / 48 + head, rel=1e-9)
+    assert r.memory.host_bytes > block * 12 / 48 + embed
+    assert isinstance(r.time, InferenceSpeed)
+    # the 12 host layers: ~2.2 GB a token at 89.6 GB/s = ~24 ms of each step
+    cpu_s = block * 12 / 48 / (89.6 * GB)
+    assert 0.020 < cpu_s < 0.030
+    assert r.time.tpot_s > cpu_s

@@ -1,0 +1,149 @@
+"""A preallocating engine's KV budget is part of the fit (estimators/memory/base.py MemoryEstimate.fits):
+vLLM sizes its KV cache from gpu_memory_utilization of the card less the weights and its profile
+run, and refuses to start when that cannot hold one sequence of max_model_len tokens (`gpuplan
+launch` sets it to input_len + output_len). A budget that holds fewer sequences than the batch is
+not a miss: vLLM runs that many at once and queues the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gpuplan
+from conftest import RunCli
+from gpuplan.errors import InvalidSettingError
+from gpuplan.results import Estimate, InferenceSpeed
+
+CHAT = "examples/chat-7b.yaml"  # mistral-7b bf16, batch 8, 512 in / 256 out, vLLM at 0.9
+KV_LIMIT = "vLLM's KV cache at gpu_memory_utilization 0.9"
+
+
+def _est(**keys: Any) -> Estimate:
+    r = gpuplan.estimate(CHAT, **keys)
+    assert isinstance(r, Estimate)
+    return r
+
+
+def _speed(r: Estimate) -> InferenceSpeed:
+    assert isinstance(r.time, InferenceSpeed)
+    return r.time
+
+
+def test_t4_fits_its_bytes_but_vllm_has_no_kv_cache_so_it_does_not_fit() -> None:
+    r = _est(gpu="T4")
+    v, m = r.verdict, r.memory
+    assert m.serving is not None and m.serving.engine == "vLLM"
+    # the peak (15.53 GiB) is within the 15.76 GiB the T4 gives: the bytes alone would say "fits"
+    assert m.headroom_bytes is not None and m.headroom_bytes / 2**30 == pytest.approx(0.23, abs=0.01)
+    assert v.fits is False and m.fits is False and v.limit == KV_LIMIT and v.headroom_bytes is None
+    # short_by = one sequence's KV (768 tokens x 128 KiB, whole 16-token blocks) less the budget,
+    # which is negative here (0.79 GiB below zero): 0.88 GiB
+    assert m.serving.sequence_kv_bytes == 48 * 16 * 131072
+    assert v.short_by_bytes == m.serving.kv_short_bytes and v.short_by_bytes is not None
+    assert v.short_by_bytes / 2**30 == pytest.approx(0.877, abs=0.002)
+    # and it is what the budget lacks: raising gpu_memory_utilization by d adds d x the usable memory
+    cap = m.capacity_bytes
+    assert cap is not None
+    v92 = _est(gpu="T4", gpu_memory_utilization=0.92).verdict
+    assert v92.short_by_bytes == pytest.approx(v.short_by_bytes - 0.02 * cap, rel=1e-9)
+    enough = 0.9 + v.short_by_bytes / cap
+    assert _est(gpu="T4", gpu_memory_utilization=enough + 1e-4).verdict.fits is True
+    assert _est(gpu="T4", gpu_memory_utilization=enough - 1e-4).verdict.fits is False
+    # no time, cost or energy for a job that would not start
+    assert r.time is None and r.cost is None and r.notes and "cannot hold one sequence" in r.notes[0]
+
+
+def test_t4_fixes_each_give_a_kv_budget_of_at_least_one_sequence() -> None:
+    r = _est(gpu="T4")
+    fixes = r.verdict.fixes
+    changes = [f.changes for f in fixes]
+    assert {"weight_dtype": "int8"} in changes and {"num_gpus": 2, "tp": 2} in changes
+    # 0.95 is not enough on a T4 (0.09 GiB short still): it is not offered
+    assert all("gpu_memory_utilization" not in c for c in changes)
+    assert _est(gpu="T4", gpu_memory_utilization=0.95).verdict.fits is False
+    for f in fixes:
+        fixed = _est(**{"gpu": "T4", **f.changes})
+        s = fixed.memory.serving
+        assert fixed.verdict.fits is True and s is not None, f.changes
+        assert s.kv_budget_bytes >= s.sequence_kv_bytes and s.max_sequences >= 1 and s.kv_short_bytes == 0
+        assert fixed.memory.per_gpu_bytes == pytest.approx(f.per_gpu_bytes, rel=0.01)
+        assert (fixed.gpu, fixed.num_gpus) == (f.gpu, f.num_gpus)
+
+
+def test_gpu_memory_utilization_is_the_fix_where_it_suffices() -> None:
+    """The 70B fp8 example on one H100: at vLLM's default 0.9 the budget is 3.13 GiB short of one
+    2,560-token sequence; 0.95 holds 3 sequences (the example sets it)."""
+    r = gpuplan.estimate("examples/serve-70b.yaml", gpu_memory_utilization=0.9)
+    v = r.verdict
+    assert v.fits is False and v.limit == KV_LIMIT and v.short_by_bytes is not None
+    assert v.short_by_bytes / 2**30 == pytest.approx(3.13, abs=0.01)
+    first = v.fixes[0]
+    assert first.changes == {"gpu_memory_utilization": 0.95}  # the least change: same job, same card
+    fixed = gpuplan.estimate("examples/serve-70b.yaml", **first.changes)
+    assert fixed.verdict.fits is True and fixed.memory.serving is not None
+    assert fixed.memory.serving.max_sequences == 3
+
+
+def test_fits_with_room_where_the_kv_budget_holds_the_batch() -> None:
+    r = _est(gpu="L4")
+    v, s = r.verdict, r.memory.serving
+    assert v.fits is True and v.limit == "memory at prefill" and v.short_by_bytes is None and v.fixes == []
+    assert v.headroom_bytes is not None and v.headroom_bytes / 2**30 == pytest.approx(8.11, abs=0.01)
+    assert s is not None and s.kv_short_bytes == 0 and s.max_sequences == 67 >= 8
+    assert v.notes == [] and _speed(r).batch == 8
+
+
+def test_fewer_sequences_than_the_batch_is_a_note_not_a_miss() -> None:
+    """72 sequences on an A10: the peak fits (0.35 GiB spare), vLLM's cache holds 67 of them at once.
+    It runs, timed at 67 concurrent sequences, with a note in estimate and in the plan row."""
+    r = _est(gpu="A10", batch_size=72)
+    v = r.verdict
+    assert v.fits is True and v.short_by_bytes is None
+    assert r.memory.serving is not None and r.memory.serving.max_sequences == 67
+    assert any("holds 67 of the 72 sequences at once" in n for n in v.notes)
+    t = _speed(r)
+    assert t.batch == 67 and r.cost is not None
+    at67 = _est(gpu="A10", batch_size=67)
+    rate67 = _speed(at67).output_tokens_per_s
+    assert at67.verdict.notes == [] and t.output_tokens_per_s == pytest.approx(rate67, rel=1e-9)
+    # the job's 72 x 256 output tokens at 67's rate
+    assert t.job_s == pytest.approx(72 * 256 / rate67, rel=1e-9)
+    p = gpuplan.plan(CHAT, gpus=["A10"], batch_size=72, top=None)
+    assert isinstance(p, gpuplan.Plan)
+    one = next(o for o in p.options if o.num_gpus == 1)
+    assert one.fits and one.verdict.fits and "holds 67 of the 72 sequences at once" in one.why
+
+
+def test_estimate_fit_plan_and_launch_agree_on_the_t4(run_cli: RunCli) -> None:
+    e = _est(gpu="T4").verdict
+    f = gpuplan.fit(CHAT, gpu="T4")
+    assert isinstance(f, gpuplan.FitResult)
+    assert (f.verdict.fits, f.verdict.limit, f.verdict.short_by_bytes) == (False, e.limit, e.short_by_bytes)
+    table = gpuplan.fit(CHAT)
+    assert isinstance(table, gpuplan.FitTable)
+    row = next(x for x in table.gpus if x.gpu == "T4")
+    assert row.fits is False and row.min_gpus == 2
+    p = gpuplan.plan(CHAT, gpus=["T4"], top=None)
+    assert isinstance(p, gpuplan.Plan)
+    one = next(o for o in p.options if o.num_gpus == 1)
+    assert (
+        not one.fits and one.verdict.limit == e.limit and one.verdict.short_by_bytes == pytest.approx(e.short_by_bytes)
+    )
+    assert "0.88 GiB short of one sequence" in one.why
+    with pytest.raises(InvalidSettingError, match=r"0\.88 GiB short of one sequence"):
+        gpuplan.launch(CHAT, "vllm", gpu="T4")
+    code, out, err = run_cli("launch", CHAT, "--format", "vllm", "--set", "gpu=T4")
+    assert code == 2 and out == "" and "short of one sequence" in err and "Best fix" in err
+    code, out, err = run_cli("launch", CHAT, "--format", "vllm", "--set", "gpu=T4", "--set", "weight_dtype=int8")
+    assert code == 0 and "--max-model-len=768" in out, err
+    code, out, _ = run_cli("launch", CHAT, "--format", "vllm", "--set", "gpu=T4", "--force")
+    assert code == 0 and "--gpu-memory-utilization=0.9" in out
+
+
+def test_the_cli_says_it_once(run_cli: RunCli) -> None:
+    code, out, err = run_cli("estimate", CHAT, "--set", "gpu=T4")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("✗ Does not fit on 1× T4") and KV_LIMIT in first
+    assert "✓" not in out and "it would not start" in out and "Time, cost and energy are left out" in out

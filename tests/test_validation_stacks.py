@@ -1,0 +1,138 @@
+"""The everyday-stacks measurements (data/validation/stacks.csv, planner/validation_stacks.py): the
+file parses, every row cites its source at a commit or a dated URL and spells out its workload, a
+third of each source is held out by a rule anyone can recompute, held-out rows never reach the error
+bars, every row gpuplan cannot express says why, and `validate` reports medians per stack and per
+source with each source's skip count while the per-category summary stays the vendor files'."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+
+import pytest
+
+from conftest import RunCli
+from gpuplan.errors import InvalidSettingError
+from gpuplan.interfaces import api
+from gpuplan.planner.validation import COLUMNS, bundled_rows, run_rows, stack_rows, summary, summary_by_kind
+from gpuplan.planner.validation_columns import EXPLICIT_COLUMNS, explicit_reading, format_pairs, parse_pairs
+from gpuplan.planner.validation_stacks import SPLITS, split_of
+from gpuplan.results import Validation
+from gpuplan.specs.gpu import Catalog
+
+ROWS = stack_rows()
+_COMMIT = re.compile(r"[\w.-]+/[\w.-]+:\S+@[0-9a-f]{40}")  # owner/repo:path@commit
+_DATED_URL = re.compile(r"https://\S+ .*\b20\d\d-\d\d-\d\d\b")  # a URL and the date of the text cited
+
+
+@pytest.fixture(scope="module")
+def validation() -> Validation:
+    return api.validate()
+
+
+def test_the_file_parses_with_every_column() -> None:
+    assert len(ROWS) >= 150
+    for row in ROWS:
+        assert set((*COLUMNS, "stack", "split", *EXPLICIT_COLUMNS)) <= set(row.fields), row["id"]
+    ids = [r["id"] for r in ROWS]
+    assert len(ids) == len(set(ids))
+    assert not set(ids) & {r["id"] for r in bundled_rows()}  # no id shared with the vendor files
+
+
+def test_sources_are_new_and_cited_at_a_commit_or_a_dated_url() -> None:
+    sources = Counter(r["source"] for r in ROWS)
+    assert len(sources) >= 12
+    assert not set(sources) & {r["source"] for r in bundled_rows()}  # none already used
+    vendor_refs = " ".join(r["source_ref"] for r in bundled_rows())
+    for row in ROWS:
+        ref = row["source_ref"]
+        cited = _COMMIT.search(ref) or _DATED_URL.search(ref)
+        assert cited, (row["id"], ref)
+        document = cited.group(0).split("@")[0].split()[0]  # owner/repo:path, or the URL
+        assert document not in vendor_refs, (row["id"], document)  # no document the vendor files cite
+
+
+def test_every_row_spells_out_its_workload_and_figure() -> None:
+    for row in ROWS:
+        for col in ("model", "gpu", "num_gpus", "precision", "task", "metric", "unit", "stack"):
+            assert row[col], (row["id"], col)
+        assert int(row["num_gpus"]) >= 1
+        assert float(row["value"]) >= 0
+        assert row["split"] in SPLITS
+        assert row["workload"] or row["skip_reason"], row["id"]
+        if row["workload"]:  # the columns parse and read back as written, whatever the library makes of them
+            for col in ("workload", "measure"):
+                assert format_pairs(parse_pairs(row[col], col), col) == row[col], (row["id"], col)
+            try:
+                read = explicit_reading(row)
+            except InvalidSettingError as exc:  # a row's own skip reason raises first
+                assert str(exc) == row["skip_reason"], row["id"]
+            else:
+                assert read is not None and read.workload["model"] and read.workload["gpu"], row["id"]
+
+
+def test_a_third_of_each_source_is_held_out_by_the_rule() -> None:
+    assert {r["id"]: r["split"] for r in ROWS} == split_of(ROWS)  # no hand-picked split
+    for source in {r["source"] for r in ROWS}:
+        mine = [r for r in ROWS if r["source"] == source]
+        held = sum(r["split"] == "heldout" for r in mine)
+        assert abs(held - len(mine) / 3) <= 1, source
+
+
+def test_every_row_is_predicted_or_skipped_with_a_reason(catalog: Catalog) -> None:
+    results, skipped = run_rows(ROWS, catalog)
+    assert len(results) + len(skipped) == len(ROWS)
+    assert all(s.reason.strip() for s in skipped)
+    reasons = {s.id: s.reason for s in skipped}
+    for row in ROWS:
+        if row["skip_reason"]:
+            assert reasons[row["id"]] == row["skip_reason"].rstrip("."), row["id"]
+    # a key the reader does not know yet is skipped with the reader's own words, not dropped
+    sdpa = next(r for r in ROWS if "attention_impl=sdpa" in r["workload"] and not r["skip_reason"])
+    assert sdpa["id"] in reasons or sdpa["id"] in {r.id for r in results}
+
+
+def test_held_out_rows_never_reach_the_error_bars(validation: Validation) -> None:
+    held = [r for r in validation.rows if r.split == "heldout"]
+    assert held, "some held-out rows are predicted"
+    # by default the stacks stay out of the error bars (the committed residuals are the vendor files')
+    vendor = [r for r in validation.rows if not r.stack]
+    assert api.residual_file(validation) == api.residual_file(dataclasses.replace(validation, rows=vendor))
+    # asked to count them, only the fit split counts: absurd held-out errors change nothing
+    table = api.residual_file(validation, stacks=True)
+    wild = [dataclasses.replace(r, error=99.0) if r.split == "heldout" else r for r in validation.rows]
+    assert api.residual_file(dataclasses.replace(validation, rows=wild), stacks=True) == table
+    counted = sum(len(v) for v in table["kinds"].values())
+    want = sum(1 for r in validation.rows if r.unit != "fits" and r.kind and r.split != "heldout")
+    assert counted == want > len([r for r in vendor if r.unit != "fits" and r.kind])
+
+
+def test_the_report_has_stacks_and_sources_and_the_summary_stays_the_vendor_files(
+    validation: Validation, catalog: Catalog
+) -> None:
+    vendor, _ = run_rows(bundled_rows(), catalog)
+    assert validation.summary == summary(vendor)  # the stacks leave the per-category figures alone
+    assert validation.by_kind == summary_by_kind(vendor)  # and the per-kind ones the error bars show
+    assert validation.by_stack and validation.by_source
+    skipped = Counter(s.source for s in validation.skipped)
+    predicted = Counter(r.source for r in validation.rows)
+    for source in {r["source"] for r in ROWS}:
+        cell = validation.by_source[source]
+        assert (cell["n"], cell["skipped"]) == (predicted[source], skipped[source]), source
+    stacks = {r["stack"] for r in ROWS}
+    for key, cell in validation.by_stack.items():
+        stack, *rest = key.split(" / ")
+        assert stack in stacks, key
+        assert rest[-1] in ("fit", "heldout", "skipped"), key
+        if rest[-1] != "skipped":
+            rows = [r for r in validation.rows if r.stack == stack and r.split == rest[-1]]
+            assert cell["n"] <= len(rows) and cell["median_abs_error"] >= 0
+
+
+def test_validate_prints_the_stack_and_source_tables(run_cli: RunCli) -> None:
+    code, out, err = run_cli("validate")
+    assert code == 0, err
+    assert "By stack (held-out rows are never fitted)" in out and "By source" in out
+    line = next(x for x in out.splitlines() if "TGI v3 overview benchmarks" in x)
+    assert re.search(r"\b0\s+│\s+24\b", line), line  # 0 predicted, 24 skipped (no tgi engine yet)
