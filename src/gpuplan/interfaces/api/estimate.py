@@ -59,6 +59,11 @@ def estimate(
 ) -> Estimate:
     """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
+    if w.is_graphics:  # streams, desktops and frames have no memory breakdown or step time to estimate
+        raise InvalidSettingError(
+            f"estimate covers ML jobs; a graphics job (task: {w.task}) is sized by `gpuplan fit` "
+            "(which GPUs hold it) or `gpuplan plan` (ranked by cost or time)"
+        )
     ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
     model = model or load_model(w.model)
