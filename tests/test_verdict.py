@@ -71,7 +71,11 @@ def test_fixes_rank_the_least_change_first() -> None:
     labels = [f.label for f in r.verdict.fixes]
     assert labels[0] == "QLoRA (NF4 base)"  # one card, adapters: less change than other hardware
     assert r.verdict.fixes[0].changes == {"task": "qlora", "activation_checkpointing": "full"}
-    assert r.verdict.fixes[-1].num_gpus == 32  # 32 cards: the largest change, last
+    fixes = r.verdict.fixes
+    # 32 cards of the same type, then other hardware (2 x GH200 96GB): the larger changes come later
+    assert [f.num_gpus for f in fixes if "num_gpus" in f.changes and "gpu" not in f.changes] == [32]
+    assert fixes[-1].changes == {"gpu": "GH200 96GB", "num_gpus": 2, "zero": 3}
+    assert fixes[-1].usd_per_hour == pytest.approx(2.98, abs=0.005)  # 2 x $1.49/h in the bundled prices
 
 
 def test_launch_refuses_a_job_that_does_not_fit_and_writes_it_after_the_fix(run_cli: RunCli) -> None:

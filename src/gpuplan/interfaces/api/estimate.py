@@ -60,6 +60,11 @@ def estimate(
     from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time  # numpy: not for `fit`
     from gpuplan.planner.serving import running_batch, target_misses  # the time estimators, too
 
+    if w.is_graphics:  # streams, desktops and frames have no memory breakdown or step time to estimate
+        raise InvalidSettingError(
+            f"estimate covers ML jobs; a graphics job (task: {w.task}) is sized by `gpuplan fit` "
+            "(which GPUs hold it) or `gpuplan plan` (ranked by cost or time)"
+        )
     ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
     model = model or load_model(w.model)

@@ -253,8 +253,18 @@ def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memor
     notes = context_notes(model, w)
     if gpu is None:
         return Verdict.of(memory, None, w.num_gpus, notes=notes)
+    notes += precision_notes(w, gpu)
     fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
     return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
+
+
+def precision_notes(w: Workload, gpu: GPU) -> list[str]:
+    """A bf16 job on a card without BF16 tensor cores (pre-Ampere: T4, V100, RTX 2080 Ti; BF16 needs
+    compute capability 8.0, Transformer Engine's support matrix) runs as fp16: the estimate times it so,
+    and the job's files must say so (vLLM rejects --dtype bfloat16 below compute capability 8.0)."""
+    if w.precision != "bf16" or gpu.supports("bf16") or not gpu.supports("fp16"):
+        return []
+    return [f"{gpu.name} runs as fp16 (no BF16 tensor cores): set precision: fp16"]
 
 
 def context_notes(model: ModelSpec, w: Workload) -> list[str]:

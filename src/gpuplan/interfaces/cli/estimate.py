@@ -377,6 +377,6 @@ def estimate(
     c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
     _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.verdict.fits is False:
-        c.print("Time, cost and energy are left out: the job would not run (apply a fix above, or use --json).")
+        c.print("Time, cost and energy are left out: the job would not run (apply a fix above).")
         return
     _print_time(c, rec)

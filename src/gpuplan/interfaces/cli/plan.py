@@ -86,12 +86,16 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
         job += f", {w['tokens']:,.3g} " + ("images" if unit == "images/s" else "tokens")
     if rec.have is not None:
         owned = ", ".join(f"{n}× {g}" for g, n in rec.have.items())
-        c.print(
-            _options_table(
-                rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}", True
-            )
-        )
-        c.print(f"Power cost on your GPUs: {OWN_POWER}; `gpuplan rent-vs-buy` weighs buying the cards.")
+        if rec.owned_verdicts:  # nothing owned holds it: the verdict on each, answer first
+            from gpuplan.interfaces.cli.estimate import print_verdict
+
+            c.print(f"{escape(job)} · on your GPUs ({escape(owned)}):")
+            for v in rec.owned_verdicts:
+                print_verdict(c, v)
+        else:
+            title = f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}"
+            c.print(_options_table(rec, rec.options, title, True))
+            c.print(f"Power cost on your GPUs: {OWN_POWER}; `gpuplan rent-vs-buy` weighs buying the cards.")
         if any(o.fits and "your own GeForce" in o.why for o in rec.options):
             c.print("GeForce cards you own are usable; set datacenter: true if they sit in a datacenter.")
         if rec.rent_options:
@@ -109,8 +113,15 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     unfit = [o for o in rec.options if not o.fits]
     if unfit:
         names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
-        if names:
+        if names and rec.have is not None:
+            c.print(f"Does not fit on the GPUs you have: {', '.join(f'{rec.have.get(g, 0)}× {g}' for g in names)}")
+        elif names:
             c.print(f"Does not fit on up to 8 of: {', '.join(names)}")
+    if any(o.pinned for o in rec.options):
+        c.print(
+            f"Pinned: {escape(rec.chosen_gpu or '')}'s rows (the workload's gpu), ranked below the top "
+            f"{sum(1 for o in rec.options if not o.pinned)}; # is their place in the whole ranking."
+        )
     c.print(
         f"{rec.considered} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
         "of validation errors for that kind of figure (gpuplan validate)."
@@ -134,10 +145,14 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool
     for col in (*cols, "limited by", "why", "misses"):
         t.add_column(col, justify="right" if col in cols and col != "GPU" else "left")
     shown = 0
+    sectioned = False
     for o in options:
         if not o.fits:
             continue
-        shown += 1
+        if o.pinned and not sectioned:  # the chosen GPU's rows below the top N, set apart
+            t.add_section()
+            sectioned = True
+        shown += 0 if o.pinned else 1
         cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}"
         if mode == "training" and not w.get("tokens") and o.usd_per_million_tokens is not None:
             cost = f"${o.usd_per_million_tokens:,.2f}/M" + ("images" if unit == "images/s" else "tok")
@@ -154,10 +169,11 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool
         misses = f"[red]{', '.join(marks)}[/red]" if marks else ""
         why = escape(o.why)
         gpu = f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu)
+        gpu += ", pinned" if o.pinned else ""
         if o.same_as:  # other cards with these very figures, folded into this row
             gpu += f" (= {escape(', '.join(o.same_as))})"
         t.add_row(
-            str(shown),
+            str(o.rank if o.pinned else shown),
             gpu,
             str(o.num_gpus),
             with_range(o, "time_s", fmt_dur),
