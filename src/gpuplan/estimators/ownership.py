@@ -100,13 +100,12 @@ BASIS: Final = {
 }
 # A GeForce card's defaults where they differ (above): a workstation, with the server's figures to pass
 WORKSTATION_BASIS: Final = {
-    "pue": "a desk-side workstation (a GeForce card) has no cooling plant: PUE 1.0 (a server room: --pue 1.58)",
-    "hosting_usd_per_month": "every part but the card of a one-GPU desktop ($972) over a 3-year life "
-    "(a server slot: --hosting-usd-per-month 51.25)",
+    "pue": "no cooling plant at a desk, 1.0 (a server room: --pue 1.58)",
+    "hosting_usd_per_month": "a one-GPU desktop's other parts ($972) over 3 years (a server slot: --hosting-usd-per-month 51.25)",
 }
 HOST_BASIS: Final = {
     False: "a server in a data centre",
-    True: "a desk-side workstation (a GeForce card: its driver licence bars data-centre use)",
+    True: "a desk-side workstation (GeForce: its driver licence bars data centres)",
 }
 NOT_COUNTED: Final = "host power, staff time, space rent, cost of capital, idle draw, cloud storage and egress"
 

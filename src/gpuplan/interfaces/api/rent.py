@@ -108,9 +108,7 @@ def rent_vs_buy(
         board_power_w=ow.board_power_w(gpu),
         pue=default_pue if pue is None else float(pue),
         usd_per_kwh=ow.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh),
-        hosting_usd_per_month=(
-            default_hosting if hosting_usd_per_month is None else float(hosting_usd_per_month)
-        ),
+        hosting_usd_per_month=(default_hosting if hosting_usd_per_month is None else float(hosting_usd_per_month)),
         resale_fraction=None if resale_fraction is None else float(resale_fraction),
     )
     own = ow.ownership_cost(o)  # validates every setting

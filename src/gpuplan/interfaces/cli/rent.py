@@ -91,7 +91,7 @@ def rent_vs_buy(
             "less resale."
         )
     )
-    c.print(escape(f"Host: {rec.basis['host']}."))
+    c.print(escape(f"Host: {rec.basis['host']}; PUE: {rec.basis['pue']}."))
     c.print(escape(f"Not counted: {rec.basis['not_counted']}."))
 
 
@@ -132,7 +132,7 @@ def _owning_table(rec: RentVsBuy) -> Table:
         _usd(b.electricity_usd),
         escape(
             f"{own.energy_kwh:,.0f} kWh: {s.board_power_w:g} W x PUE {s.pue:g} x ${s.usd_per_kwh:.4f}/kWh "
-            f"over {own.used_hours:,.0f} GPU-hours; PUE: {rec.basis['pue']}"
+            f"over {own.used_hours:,.0f} GPU-hours"
         ),
     )
     t.add_row(
