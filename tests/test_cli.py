@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -292,6 +293,15 @@ def test_a_have_neither_way_round_is_one_clear_line(run_cli: RunCli, have: str, 
     code, out, err = run_cli("plan", "llama-3.2-1b", "--task", "lora", "--have", have)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert message in err and "Unknown GPU '2'" not in err
+
+
+def test_a_long_have_item_is_refused_at_once(run_cli: RunCli) -> None:
+    """The item patterns backtrack quadratically on a run of spaces (20,000: ~5 s): a length cap first."""
+    start = time.perf_counter()
+    code, out, err = run_cli("plan", "llama-3.2-1b", "--task", "lora", "--have", "2x a" + " " * 20_000 + "y")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "an item of 20,005 characters is longer than any GPU name" in err
+    assert time.perf_counter() - start < 2.0
 
 
 def test_small_costs_and_energies_keep_three_significant_figures() -> None:

@@ -212,10 +212,18 @@ _HAVE_COUNT_FIRST: Final = re.compile(r"^\s*(\d{1,5})\s*[x×*]\s*(.+?)\s*$", re.
 _HAVE_NAME_FIRST: Final = re.compile(r"^\s*(.+?)(?:\s+[x×*]\s*|[x×*])(\d{1,5})\s*$", re.IGNORECASE)
 
 
+# one item's length: the longest catalog label has 55 characters (errors._MAX_COMPARED allows 100)
+_HAVE_ITEM_CHARS: Final = 200
+
+
 def _have_item(part: str, catalog: Catalog) -> tuple[str, int]:
     """One --have item as (name, count): the reading whose name the catalog knows, count first
     when both are ("2x3090" and "3090x2" are two 3090s); unknown either way, the longer name's
     error ("3099x2" is answered about '3099', not '2')."""
+    if len(part) > _HAVE_ITEM_CHARS:  # the patterns backtrack quadratically on a long run of spaces
+        raise InvalidSettingError(
+            f"--have: an item of {len(part):,} characters is longer than any GPU name and count. Got {clip_repr(part)}."
+        )
     readings = [(m.group(2), int(m.group(1))) for m in [_HAVE_COUNT_FIRST.match(part)] if m]
     readings += [(m.group(1), int(m.group(2))) for m in [_HAVE_NAME_FIRST.match(part)] if m]
     if not readings:
