@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped
+from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped, whole_number
 from gpuplan.specs import frameworks
 from gpuplan.specs.precision import storage_format
 
@@ -475,6 +475,10 @@ class Workload(BaseModel):
         return make_workload(data)
 
 
+# integer keys: "1e4" and 1.0e+4 are read as 10000 there, "1.5e0" is refused (safeio.whole_number)
+_INT_KEYS: Final = frozenset(k for k, f in Workload.model_fields.items() if f.annotation in (int, int | None))
+
+
 def _pretty_error(exc: ValidationError) -> str:
     return describe_error(exc.errors()[0])
 
@@ -496,7 +500,7 @@ def describe_error(err: Mapping[str, Any], known_keys: Iterable[str] | None = No
     got = "" if "Got" in msg or isinstance(value, dict) else f" Got {shown}."
     if loc == "workload":  # a rule across keys: its message names them
         return msg.rstrip(".") + "."
-    return f"The {loc!r} key: {msg}.{got}".replace("..", ".")
+    return f"The {loc!r} key: {msg.rstrip('.')}{'' if msg.endswith(('?', '!')) else '.'}{got}"
 
 
 def make_workload(data: Mapping[str, Any]) -> Workload:
@@ -505,6 +509,7 @@ def make_workload(data: Mapping[str, Any]) -> Workload:
         raise InvalidSettingError(f"A workload must be a mapping of keys to values. Got {type(data).__name__}.")
     clean = {str(k).strip().replace("-", "_"): v for k, v in data.items() if v is not None}
     check_numbers(clean, "workload")  # NaN, infinity or a 300-digit integer: one line naming the key
+    clean = {k: whole_number(v, f"The {k!r} key") if k in _INT_KEYS else v for k, v in clean.items()}
     try:
         return Workload.model_validate(clean)
     except ValidationError as exc:

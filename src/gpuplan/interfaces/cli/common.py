@@ -97,6 +97,30 @@ def fmt_tflops(v: float | None) -> str:
     return f"{t:.1f}" if t >= 1 else f"{t:.2f}"
 
 
+def _sig3(v: float, min_decimals: int) -> str:
+    """v to 3 significant digits in fixed point (0.0123, 0.456, 12.3), trailing zeros dropped
+    down to `min_decimals`: a small figure keeps its digits instead of rounding to zero."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:.{min_decimals}f}"
+    decimals = max(min_decimals, 2 - math.floor(math.log10(abs(v))))
+    text = f"{v:,.{decimals}f}"
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0").ljust(min_decimals, "0")
+    return f"{whole}.{frac}" if frac else whole
+
+
+def fmt_usd(v: float) -> str:
+    """Dollars: cents from $1 up ($1,234.56); below $1, 3 significant digits ($0.14, $0.0123,
+    $0.000456), so an electricity-only cost per million tokens never reads $0.00."""
+    return f"${v:,.2f}" if abs(v) >= 0.9995 or v == 0 else f"${_sig3(v, 2)}"
+
+
+def fmt_energy(kwh: float) -> str:
+    """Energy: kWh with two decimals from 1 kWh up, Wh to 3 significant digits below (350 Wh,
+    12.3 Wh, 0.456 Wh), so one training step's energy never reads 0.00 kWh."""
+    return f"{kwh:,.2f} kWh" if abs(kwh) >= 0.9995 or kwh == 0 else f"{_sig3(kwh * 1000, 0)} Wh"
+
+
 def fmt_memory(g: GPU) -> str:
     from gpuplan.specs.gpu import GIB
 

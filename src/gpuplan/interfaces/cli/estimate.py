@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.interfaces import api
@@ -17,6 +18,8 @@ from gpuplan.interfaces.cli.common import (
     console,
     emit_json,
     fmt_dur,
+    fmt_energy,
+    fmt_usd,
     gib,
     with_range,
     workload_flags,
@@ -87,7 +90,7 @@ def print_verdict(c: Console, v: Verdict) -> None:
     c.print("  What makes it fit (each verified by the estimate; the least change first):")
     for i, f in enumerate(v.fixes, 1):
         time = "" if f.time_s is None else f", {f.time_what} {fmt_dur(f.time_s)}"
-        price = "" if f.usd_per_hour is None else f", ${f.usd_per_hour:,.2f}/h"
+        price = "" if f.usd_per_hour is None else f", {fmt_usd(f.usd_per_hour)}/h"
         c.print(
             f"  {i}. {escape(f.label)}: {escape(_changes(f.changes))} → {gib(f.per_gpu_bytes)} per GPU on "
             f"{f.num_gpus}× {escape(f.gpu)}{time}{price}"
@@ -241,6 +244,13 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
     c.print(t)
 
 
+def _count_layout(layout: Mapping[str, Any]) -> str:
+    """How the fewest-GPU count splits the job, in words: " (ZeRO-3)", " (TP 4)", or ""."""
+    parts = [f"ZeRO-{layout['zero']}"] if layout.get("zero") else []
+    parts += [f"{key.upper()} {layout[key]}" for key in ("tp", "pp") if int(layout.get(key) or 1) > 1]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _print_fit(c: Console, rec: FitResult) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -251,7 +261,7 @@ def _print_fit(c: Console, rec: FitResult) -> None:
     c.print(_verdict(mem, rec.gpu, rec.num_gpus))
     _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.min_gpus is not None and rec.min_gpus != rec.num_gpus:
-        c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus} {rec.min_gpus_layout}")
+        c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus}{_count_layout(rec.min_gpus_layout)}")
     elif rec.min_gpus is None:
         c.print(f"no count of {rec.gpu} up to 1024 fits with these settings")
     ctx = "longest input+output" if rec.workload.get("task", "inference") == "inference" else "longest sequence"
@@ -322,11 +332,11 @@ def _print_time(c: Console, rec: Estimate) -> None:
     _time_rows(tab, t, images)
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
-        "cost", "no price listed" if cost.usd is None else f"${cost.usd:,.4g} ({escape(cost.price_source or '')})"
+        "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"
     )
     if cost.usd_per_million_tokens is not None:
-        tab.add_row(f"cost per million {'images' if images else 'tokens'}", f"${cost.usd_per_million_tokens:,.3g}")
-    tab.add_row("energy (GPU)", f"{energy.kwh:,.4g} kWh at {energy.avg_power_w_per_gpu:,.0f} W/GPU")
+        tab.add_row(f"cost per million {'images' if images else 'tokens'}", fmt_usd(cost.usd_per_million_tokens))
+    tab.add_row("energy (GPU)", f"{fmt_energy(energy.kwh)} at {energy.avg_power_w_per_gpu:,.0f} W/GPU")
     if energy.co2_kg is not None:
         tab.add_row("emissions", f"{energy.co2_kg:,.3g} kg CO2e")
     c.print(tab)

@@ -22,6 +22,8 @@ from gpuplan.interfaces.cli.common import (
     emit_json,
     finite,
     fmt_dur,
+    fmt_energy,
+    fmt_usd,
     gib,
     with_range,
     workload_flags,
@@ -55,8 +57,8 @@ def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
         unit = o.unit[:-1] if count == "1" and o.unit in ("streams", "users") else o.unit
         per = f"{count} {unit}"
         time = "—" if o.time_s is None else f"{o.time_s / 3600:,.2f} h"
-        cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}" + ("/h" if o.time_s is None else "")
-        energy = f"{o.energy_kwh:,.2f} kWh" + ("/h" if o.time_s is None else "")
+        cost = "no price" if o.cost_usd is None else fmt_usd(o.cost_usd) + ("/h" if o.time_s is None else "")
+        energy = fmt_energy(o.energy_kwh) + ("/h" if o.time_s is None else "")
         t.add_row(o.gpu, per, str(o.num_gpus), time, cost, energy, escape(o.bottleneck))
     c.print(t)
     if rec.unsuitable:
@@ -153,10 +155,10 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool
             t.add_section()
             sectioned = True
         shown += 0 if o.pinned else 1
-        cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}"
+        cost = "no price" if o.cost_usd is None else fmt_usd(o.cost_usd)
         if mode == "training" and not w.get("tokens") and o.usd_per_million_tokens is not None:
-            cost = f"${o.usd_per_million_tokens:,.2f}/M" + ("images" if unit == "images/s" else "tok")
-        energy = "—" if o.energy_kwh is None else f"{o.energy_kwh:,.2f} kWh"
+            cost = f"{fmt_usd(o.usd_per_million_tokens)}/M" + ("images" if unit == "images/s" else "tok")
+        energy = "—" if o.energy_kwh is None else fmt_energy(o.energy_kwh)
         marks = []  # what rules the option out, in its own column
         if o.meets_deadline is False:
             marks.append("deadline")
@@ -194,7 +196,7 @@ def _per_mtok(o: PlanOption) -> str:
         return "—"
     if s.batch is None:
         return "[red]misses target[/red]"
-    cost = "no price" if s.usd_per_million_tokens is None else f"${s.usd_per_million_tokens:,.2f}"
+    cost = "no price" if s.usd_per_million_tokens is None else fmt_usd(s.usd_per_million_tokens)
     return f"{cost} @ {s.batch:,}"
 
 

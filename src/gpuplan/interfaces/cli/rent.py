@@ -96,6 +96,7 @@ def rent_vs_buy(
             "less resale."
         )
     )
+    c.print(escape(f"Host: {rec.basis['host']}; PUE: {rec.basis['pue']}."))
     c.print(escape(f"Not counted: {rec.basis['not_counted']}."))
 
 
