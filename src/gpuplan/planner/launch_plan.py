@@ -23,7 +23,6 @@ from gpuplan.specs.workload import Workload
 # 15 minutes for start-up, data loading and checkpoints (a margin, not a measurement).
 TIME_MARGIN: Final = 1.15
 TIME_SETUP_S: Final = 15 * 60
-ADAPTER_TASKS: Final = ("lora", "qlora")
 NO_BAND_MARGIN: Final = 1.25  # the slow end when no validation band covers the job (a margin)
 DEFAULT_TIME_S: Final = 4 * 3600
 
@@ -157,12 +156,10 @@ def plan_launch(
 def _search(model: ModelSpec, w: Workload, cluster: Cluster, fw_keys: set[str]) -> tuple[Workload, str] | None:
     """The fastest searched layout and its label, or None where none fits. The workload's (or its
     framework's) activation checkpointing is kept; an adapter job (LoRA/QLoRA) is searched over data
-    parallel layouts only (DDP, ZeRO/FSDP): PEFT trainers (accelerate, FSDP, DeepSpeed, Axolotl,
-    LLaMA-Factory) split no tensors, pipelines or sequences."""
+    parallel layouts only (planner/layouts.py search_layouts)."""
     held = "activation_checkpointing" in (w.model_fields_set | fw_keys)
     ckpts = (w.activation_checkpointing,) if held else CHECKPOINTING
-    probe = w.with_(tp=1, pp=1, cp=1, ep=1) if w.task in ADAPTER_TASKS else w
-    res = search_layouts(model, probe, cluster, top=1, checkpointing=ckpts)
+    res = search_layouts(model, w, cluster, top=1, checkpointing=ckpts)
     if not res.best:
         return None
     return res.best[0].workload, res.best[0].layout.label

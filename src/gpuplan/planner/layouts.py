@@ -430,6 +430,11 @@ def search_layouts(
     n = cluster.num_gpus
     gb = w.global_batch or w.batch_size * w.grad_accum * n
     rejected: Counter[str] = Counter()
+    # an adapter job (LoRA/QLoRA) runs under PEFT trainers (accelerate, FSDP, DeepSpeed, Axolotl,
+    # LLaMA-Factory, torchtune), which split no tensors, pipelines, sequences or experts: data
+    # parallel layouts only, unless the workload sets those keys itself
+    held = [k for k in PINNABLE if k not in w.model_fields_set] if w.task in ("lora", "qlora") else []
+    w = w.with_(**dict.fromkeys(held, 1)) if held else w
     pinned, tps, cps, eps = _parallel_axes(model, w, cluster, allow_cross_node_tp, rejected)
     kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, (tps, cps, eps), rejected, checkpointing)
     if weighed > MAX_SEARCH_LAYOUTS:
@@ -444,8 +449,12 @@ def search_layouts(
     if g.shape_keys:
         best, evaluated, fitting = _rank(model, w, cluster, g, gb, top, rejected)
     notes = cluster.warnings()
-    if pinned:
-        notes.append("held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items()))
+    if set(pinned) - set(held):
+        notes.append(
+            "held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items() if k not in held)
+        )
+    if held:
+        notes.append(f"{w.task}: data-parallel layouts only (PEFT trainers split no tensors, pipelines or sequences)")
     if not best:
         notes.append(
             "no layout fits: add GPUs, lower the micro-batch or sequence length, or use a GPU with more memory"
