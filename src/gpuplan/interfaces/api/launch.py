@@ -126,7 +126,10 @@ def _refuse(
             f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run."
         )
     if unsearched is not None:  # the search's layouts (tp, pp, cp, ZeRO, micro-batch, checkpointing) all miss
-        what = f"no layout of {model.name} fits on {w.num_gpus} x {gpu.name}; as written ({unsearched}) it is {what}"
+        what = (
+            f"no layout of {model.name} fits on {w.num_gpus} x {gpu.name}; as written ({unsearched}) it is "
+            f"{short:,.2f} GiB short per GPU ({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase})."
+        )
     found = fixes(model, w, gpu, c.catalog, c.prices(), limit=1)
     best = ""
     if found:
