@@ -453,7 +453,7 @@ def test_adapter_jobs_are_never_written_as_full_weight_training(tmp_path: Path) 
     # formats that train every weight refuse, in one line naming those that do adapters
     for fmt, keys in (("torchrun", {"framework": "megatron"}), ("torchtitan", {}), ("nemo", {})):
         with pytest.raises(
-            InvalidSettingError, match=r"trains every weight, not a lora adapter.*axolotl, llama-factory"
+            InvalidSettingError, match=r"not a lora adapter; for task: lora use .*axolotl, llama-factory"
         ):
             api.launch(lora, fmt, {"num_gpus": 2, **keys})
     # a layout the user pins with tensor parallelism needs Megatron: refused for an adapter job too

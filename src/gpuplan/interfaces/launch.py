@@ -119,12 +119,11 @@ def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> li
     return argv
 
 
-def refuse_adapter(lp: LaunchPlan, what: str) -> None:
+def refuse_adapter(lp: LaunchPlan, what: str, why: str = "trains every weight") -> None:
     """An adapter job (LoRA/QLoRA) is never written as a full-weight launch."""
     if lp.w.task in ("lora", "qlora"):
         raise InvalidSettingError(
-            f"{what} trains every weight, not a {lp.w.task} adapter; for task: {lp.w.task} use --format "
-            f"{ADAPTER_FORMATS}."
+            f"{what} {why}, not a {lp.w.task} adapter; for task: {lp.w.task} use --format {ADAPTER_FORMATS}."
         )
 
 

@@ -162,7 +162,9 @@ def nemo_argv(lp: LaunchPlan) -> list[str]:
 
 
 def nemo(lp: LaunchPlan) -> str:
-    refuse_adapter(lp, "NeMo's `nemo llm pretrain/finetune` command as gpuplan writes it")
+    # finetune_recipe's peft_scheme defaults to 'lora' with the recipe's own rank; the overrides
+    # written here carry no adapter settings (rank, alpha, a 4-bit base)
+    refuse_adapter(lp, "The NeMo command gpuplan writes", "carries no adapter settings (rank, alpha, 4-bit base)")
     if lp.w.zero >= 2:
         raise InvalidSettingError(
             "NeMo's Megatron strategy shards optimizer states only (distributed optimizer, zero 1); "
