@@ -224,3 +224,24 @@ def test_vllm_launch_refuses_then_writes_what_vllm_parses(run_cli: RunCli, args:
     words = shlex.split(out.replace("\\\n", " "), comments=True)
     ns = check_vllm_serve(words[words.index("vllm") :])
     assert ns.tensor_parallel_size == (4 if "tp=4" in fix else 1)
+
+
+def test_launch_refusal_leads_with_the_verdicts_best_fix() -> None:
+    """QA finding 11: a training launch that no searched layout fits is refused with the shortfall
+    of the layout as written and the verdict's own best fix (planner/verdict.py), as serving is."""
+    from gpuplan.interfaces import api
+    from gpuplan.interfaces.api.catalog import context
+    from gpuplan.planner.verdict import fixes
+    from gpuplan.specs.gpu import GIB
+    from gpuplan.specs.models import load_model
+    from gpuplan.specs.workload import make_workload
+
+    w = make_workload({"model": "llama-3.1-8b", "task": "pretrain", "gpu": "RTX 3090", "num_gpus": 4})
+    with pytest.raises(InvalidSettingError) as exc:
+        api.launch(w, "torchrun")
+    msg = str(exc.value)
+    c = context(None)
+    best = fixes(load_model("llama-3.1-8b"), w, c.catalog.get("RTX 3090"), c.catalog, c.prices(), limit=1)[0]
+    assert f"Best fix: {best.label} (" in msg and f"{best.per_gpu_bytes / GIB:,.2f} GiB per GPU" in msg
+    assert "no layout of llama-3.1-8b fits on 4 x GeForce RTX 3090" in msg and "ethernet" not in msg
+    assert "\n" not in msg

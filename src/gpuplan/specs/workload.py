@@ -262,6 +262,8 @@ class Workload(BaseModel):
         )
         w: Workload = handler({**data, **filled} if filled else data)  # no framework, an unknown one, not training
         w.model_fields_set.difference_update(filled)
+        if w.framework is not None and w.is_training:
+            frameworks.check_gpus(w.framework, w.num_gpus)  # Unsloth: one GPU
         return w
 
     # --- inference engines: transformers' cache, llama.cpp / Ollama offload (estimators/engines.py) ---

@@ -154,7 +154,7 @@ def launch(
             "--format",
             "-f",
             help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm | torchtitan | nemo | axolotl "
-            "| llama-factory (default: the workload framework's own)",
+            "| llama-factory | torchtune | unsloth (default: the workload framework's own)",
         ),
     ] = "",
     cluster: Annotated[
