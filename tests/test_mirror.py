@@ -28,6 +28,7 @@ TESTED_BY: dict[str, str] = {
     "results/ownership": "test_ownership.py test_golden.py",
     "results/lab": "test_lab.py test_golden.py test_results.py",
     # specs
+    "specs/durations": "test_workload.py",
     "specs/__init__": f"why: {REEXPORTS}",
     "specs/calibration": "test_bench.py",
     "specs/cluster": "test_parallel.py test_context.py",

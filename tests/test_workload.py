@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.specs.workload import make_workload, parse_duration_s, read_workload_file
+from gpuplan.specs.durations import parse_duration_s
+from gpuplan.specs.workload import make_workload, read_workload_file
 
 DESIGN_EXAMPLE = """\
 model: llama-3.1-8b
