@@ -59,7 +59,7 @@ TESTED_BY: dict[str, str] = {
     "specs/model/builders/hub": "test_hub_families.py test_families.py",
     # estimators
     "estimators/__init__": f"why: {REEXPORTS}",
-    "estimators/activations": "test_memory.py",
+    "estimators/activations": "test_memory.py test_checkpointing_op.py",
     "estimators/comm": "test_parallel.py",
     "estimators/cost": "test_perf.py",
     "estimators/efficiency": "test_perf.py test_catalog_card_facts.py",
@@ -77,7 +77,7 @@ TESTED_BY: dict[str, str] = {
     "estimators/memory/inference": "test_memory.py test_serving_parallel.py",
     "estimators/perf/__init__": "test_perf.py",
     "estimators/perf/ops": "test_perf.py",
-    "estimators/perf/training": "test_perf.py test_parallel.py",
+    "estimators/perf/training": "test_perf.py test_parallel.py test_checkpointing_op.py",
     "estimators/perf/cnn": "test_perf.py",
     "estimators/perf/offload": "test_engines.py",
     "estimators/perf/inference": "test_perf.py test_serving_parallel.py",

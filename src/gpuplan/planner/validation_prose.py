@@ -187,6 +187,9 @@ def _training_keys(w: dict[str, Any], prose: str) -> None:
         w["lora_dropout"] = float(drop.group(1))
     if _has(prose, r"no (activation|gradient) checkpointing", r"act_ckpt=no", r"\bAC off\b"):
         w["activation_checkpointing"] = "none"
+    elif _has(prose, r"op-based selective", r"per-op selective", r"selective_ac_option\s*=\s*\"?op"):
+        # torchtitan's op-level policy (selective_ac_option "op"), not Megatron's attention-only one
+        w["activation_checkpointing"] = "selective-op"
     elif _has(prose, r"selective"):
         w["activation_checkpointing"] = "selective"
     elif _has(prose, r"(activation|gradient) checkpointing", r"act_ckpt=yes", r"\bAC on\b"):

@@ -62,7 +62,7 @@ _OPTIMIZER_ALIASES: Final = {
     "paged_lion_8bit": "paged-lion-8bit",
 }
 
-CHECKPOINTING: Final = ("none", "selective", "full")
+CHECKPOINTING: Final = ("none", "selective", "selective-op", "full")
 
 # attn_implementation names as transformers spells them (PreTrainedModel: "eager", "sdpa",
 # "flash_attention_2", "flash_attention_3") and the kernels they run here. "sdpa" is
@@ -138,7 +138,7 @@ class Workload(BaseModel):
     seq_len: int = Field(2048, ge=1, le=10_000_000)
     grad_accum: int = Field(1, ge=1, le=1_000_000)
     optimizer: str = "adamw"
-    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    activation_checkpointing: Literal["none", "selective", "selective-op", "full"] = "none"
     zero: int = Field(0, ge=0, le=3)
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)

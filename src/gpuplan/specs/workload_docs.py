@@ -16,7 +16,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "seq_len": "Training sequence length in tokens.",
     "grad_accum": "Micro-batches accumulated per optimizer step.",
     "optimizer": "adamw, adamw-8bit, paged-adamw(-8bit), sgd, sgd-momentum, adafactor, lion (and bitsandbytes names).",
-    "activation_checkpointing": "Recompute activations in backward: none, selective (attention), or full (every layer).",
+    "activation_checkpointing": "Recompute activations in backward: none, selective (attention), selective-op (torchtitan's per-op "
+    "policy: every other matmul and the elementwise work), or full (every layer).",
     "zero": "ZeRO stage 0-3 (FSDP FULL_SHARD = 3): which model states are sharded over data parallelism.",
     "tp": "Tensor parallelism (Megatron): each layer's matmuls split over tp GPUs.",
     "pp": "Pipeline parallelism: the layers split into pp stages.",

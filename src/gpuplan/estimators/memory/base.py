@@ -13,6 +13,7 @@ from gpuplan.estimators.activations import (
     ActivationSettings,
     checkpoint_bytes_per_token,
     layer_bytes_per_token,
+    op_selective_bytes_per_token,
     stack_shapes,
 )
 from gpuplan.estimators.lora import lora_targets
@@ -315,7 +316,9 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
     for s in stack_shapes(model):
         per_layer = layer_bytes_per_token(model, s, seq, cfg) * tokens
         largest_layer = max(largest_layer, per_layer)
-        if w.activation_checkpointing == "full":
+        if w.activation_checkpointing == "selective-op":
+            kept += op_selective_bytes_per_token(s, cfg) * tokens * s.layers * in_flight
+        elif w.activation_checkpointing == "full":
             ck = checkpoint_bytes_per_token(s, cfg) * tokens * s.layers * in_flight
             if w.activation_offloading:
                 host += ck
@@ -327,6 +330,7 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
         "none": "all layers' saved tensors (Korthikanti et al. 2022, sec. 4.1"
         + (", FlashAttention: no s^2 scores)" if cfg.flash else ", eager attention: softmax scores kept)"),
         "selective": "attention scores recomputed (Korthikanti et al. 2022, sec. 4.2)",
+        "selective-op": "block input, every other matmul output and attention output kept (torchtitan op-level SAC)",
         "full": "each layer's input kept (Korthikanti et al. 2022, sec. 4.3)"
         + ("; offloaded to host" if w.activation_offloading else ""),
     }[w.activation_checkpointing]
