@@ -72,7 +72,7 @@ TESTED_BY: dict[str, str] = {
     "estimators/runtime": "test_memory.py",
     "estimators/uncertainty": "test_perf.py",
     "estimators/memory/__init__": "test_memory.py",
-    "estimators/memory/base": "test_memory.py test_kv_fit.py",
+    "estimators/memory/base": "test_memory.py test_kv_fit.py test_qlora_kernel.py",
     "estimators/memory/training": "test_memory.py",
     "estimators/memory/inference": "test_memory.py test_serving_parallel.py",
     "estimators/perf/__init__": "test_perf.py",

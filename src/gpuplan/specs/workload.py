@@ -163,6 +163,8 @@ class Workload(BaseModel):
     input_len: int = Field(128, ge=0, le=10_000_000)
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
+    # QLoRA's 4-bit linear: bitsandbytes keeps each frozen linear's input, torchao (torchtune) none
+    qlora_kernel: Literal["bitsandbytes", "torchao"] = "bitsandbytes"
     kv_dtype: str | None = None  # KV cache; default: the compute precision
     tokens: float | None = Field(None, ge=1, le=1e18)  # a count of tokens
     master_weights: Literal["fp32", "none"] = "fp32"

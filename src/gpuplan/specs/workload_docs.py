@@ -31,6 +31,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "cluster": "Where it runs: NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100 (sets gpu and num_gpus).",
     "lora_rank": "LoRA rank r of the adapters.",
     "lora_dropout": "LoRA dropout (PEFT LoraConfig; default 0.0).",
+    "qlora_kernel": "QLoRA's 4-bit linear: bitsandbytes (PEFT, Axolotl, LitGPT, fsdp_qlora: each frozen linear "
+    "keeps its input for backward) or torchao (torchtune's NF4 linear: keeps none).",
     "input_len": "Inference: prompt tokens per sequence.",
     "output_len": "Inference: generated tokens per sequence.",
     "weight_dtype": "Inference weights (or a QLoRA base): bf16, fp8, int8, int4, awq, gptq, nf4, mxfp4, GGUF q4_k_m …",

@@ -257,6 +257,15 @@ ATTN_OUT_LEAVES: Final = ("o_proj", "out_proj", "dense", "c_proj", "o", "output"
 MLP_DOWN_LEAVES: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2", "fc_out")
 
 
+def bnb_keeps_inputs(w: Workload) -> bool:
+    """Whether QLoRA's frozen 4-bit linears keep their inputs for backward: bitsandbytes' MatMul4Bit
+    saves its input A whenever A needs a gradient, frozen weight or not
+    (bitsandbytes-foundation/bitsandbytes:bitsandbytes/autograd/_functions.py@60a0d8a5084f4f592ace550aa683bcf5a449c82c
+    MatMul4Bit.forward: ctx.tensors = (A, B)); torchao's LinearNF4 (torchtune) saves only the weight
+    (pytorch/ao:torchao/dtypes/nf4tensor.py@38cb64cc5d17f17da1319625310fe5d406dd5370)."""
+    return w.task == "qlora" and w.qlora_kernel == "bitsandbytes"
+
+
 def kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
     """Which linear inputs autograd keeps: all for full training, adapted ones for LoRA."""
     if w.task not in ("lora", "qlora"):
@@ -276,6 +285,8 @@ def kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
                 mlp_in = True
         if w.lora_dropout > 0:
             drop_elements += g.linear[0] * g.count * g.active_fraction / max(model.num_layers, 1)
+    if bnb_keeps_inputs(w):
+        attn_in = mlp_in = down_in = True
     return {
         "attn_input_kept": attn_in,
         "mlp_input_kept": mlp_in,
