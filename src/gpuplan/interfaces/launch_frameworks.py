@@ -29,7 +29,7 @@ from gpuplan.specs import frameworks
 
 # torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
 TORCHTITAN_LLAMA3_FLAVORS: Final = ("8B", "70B", "405B")
-_AC: Final = {"none": "none", "selective": "selective", "full": "full"}
+_AC: Final = {"none": "none", "selective": "selective", "selective-op": "selective", "full": "full"}
 
 
 def _toml_value(v: Any) -> str:

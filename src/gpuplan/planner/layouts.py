@@ -111,7 +111,11 @@ class Layout:
         if self.zero:
             parts.append(f"ZeRO-{self.zero}")
         parts.append(f"mb{self.micro_batch}x{self.micro_batches}")
-        parts.append({"none": "no ckpt", "selective": "sel. ckpt", "full": "full ckpt"}[self.checkpointing])
+        parts.append(
+            {"none": "no ckpt", "selective": "sel. ckpt", "selective-op": "op ckpt", "full": "full ckpt"}[
+                self.checkpointing
+            ]
+        )
         return " ".join(parts)
 
 

@@ -124,6 +124,8 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     _training_keys(w, prose)
     _runtime_keys(w, row, prose)
     _explicit_keys(w, row["extra_config"])
+    if w["task"] == "qlora" and "torchtune" in row["source_ref"]:
+        w["qlora_kernel"] = "torchao"  # torchtune's QLoRA runs torchao's NF4 linear (data/frameworks.toml)
     group = re.search(r"group\s*[-_ ]?size\s*[=:]?\s*(\d+)", " ".join((row["precision"].lower(), prose)), re.IGNORECASE)
     if w.get("weight_dtype") == "int4" and group and f"int4-g{group.group(1)}" in STORAGE_FORMATS:
         w["weight_dtype"] = f"int4-g{group.group(1)}"  # grouped int4 (torchao, gpt-fast): scales and zeros count
@@ -187,6 +189,9 @@ def _training_keys(w: dict[str, Any], prose: str) -> None:
         w["lora_dropout"] = float(drop.group(1))
     if _has(prose, r"no (activation|gradient) checkpointing", r"act_ckpt=no", r"\bAC off\b"):
         w["activation_checkpointing"] = "none"
+    elif _has(prose, r"op-based selective", r"per-op selective", r"selective_ac_option\s*=\s*\"?op"):
+        # torchtitan's op-level policy (selective_ac_option "op"), not Megatron's attention-only one
+        w["activation_checkpointing"] = "selective-op"
     elif _has(prose, r"selective"):
         w["activation_checkpointing"] = "selective"
     elif _has(prose, r"(activation|gradient) checkpointing", r"act_ckpt=yes", r"\bAC on\b"):

@@ -62,7 +62,7 @@ _OPTIMIZER_ALIASES: Final = {
     "paged_lion_8bit": "paged-lion-8bit",
 }
 
-CHECKPOINTING: Final = ("none", "selective", "full")
+CHECKPOINTING: Final = ("none", "selective", "selective-op", "full")
 
 # attn_implementation names as transformers spells them (PreTrainedModel: "eager", "sdpa",
 # "flash_attention_2", "flash_attention_3") and the kernels they run here. "sdpa" is
@@ -109,7 +109,7 @@ class Workload(BaseModel):
     seq_len: int = Field(2048, ge=1, le=10_000_000)
     grad_accum: int = Field(1, ge=1, le=1_000_000)
     optimizer: str = "adamw"
-    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    activation_checkpointing: Literal["none", "selective", "selective-op", "full"] = "none"
     zero: int = Field(0, ge=0, le=3)
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
@@ -134,6 +134,8 @@ class Workload(BaseModel):
     input_len: int = Field(128, ge=0, le=10_000_000)
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
+    # QLoRA's 4-bit linear: bitsandbytes keeps each frozen linear's input, torchao (torchtune) none
+    qlora_kernel: Literal["bitsandbytes", "torchao"] = "bitsandbytes"
     kv_dtype: str | None = None  # KV cache; default: the compute precision
     tokens: float | None = Field(None, ge=1, le=1e18)  # a count of tokens
     master_weights: Literal["fp32", "none"] = "fp32"
