@@ -49,6 +49,7 @@ def render() -> str:
                 if fw.launch != "none"
                 else "its own command (pass --format)."
             )
+            + (f" At most {fw.max_gpus} GPU: more is refused." if fw.max_gpus else "")
             + "\n\n| key | default | when | source |\n|---|---|---|---|\n"
             + "\n".join(rows)
         )
@@ -59,7 +60,10 @@ def render() -> str:
         "`framework: NAME` in a training workload fills the keys below that the workload leaves unset; a key you "
         "set always wins (`framework: nemo` with `attention_impl: flash` runs flash attention). Values use the "
         "workload's own vocabulary ([workload.md](workload.md)); `when` limits a default to the layouts where the "
-        "framework applies it. With no `--format`, `gpuplan launch` writes the framework's own launch file.\n\n"
+        "framework applies it. With no `--format`, `gpuplan launch` writes the framework's own launch file. A LoRA/QLoRA "
+        "job is written only in formats that train adapters (a PEFT script under torchrun, accelerate, FSDP, DeepSpeed, "
+        "Slurm or SkyPilot; Axolotl, LLaMA-Factory, torchtune, Unsloth); Megatron-LM's pretrain_gpt.py, torchtitan and "
+        "NeMo refuse it.\n\n"
         + head
         + "\n"
         + rule

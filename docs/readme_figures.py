@@ -172,6 +172,46 @@ def stacks(run: Runner) -> Figures:
     }
 
 
+def serving(run: Runner) -> Figures:
+    """The serving prose: $/Mtok batches at max_tpot_ms=50, TGI's KV budget, a llama.cpp CPU-only
+    decode and the request-rate concurrency (Little's law) the README quotes."""
+    import re
+
+    plan = run.json("plan", "examples/chat-7b.yaml", "--gpus", "A40,A10", "--set", "max_tpot_ms=50")
+    one = {o["gpu"]: o["serving"] for o in plan["options"] if o["fits"] and o["num_gpus"] == 1}
+    nxt = re.search(r"batch (\d+) takes ([\d.]+) ms", one["A40"]["limited_by"])
+    assert nxt is not None, one["A40"]["limited_by"]
+    tgi = run.json("estimate", "examples/tgi-8b.yaml")["memory"]["serving"]
+    cpu = run.json(
+        "estimate", "llama-3.1-8b", "--engine", "llama.cpp", "--weight-dtype", "q4_k_m", "--gpu", "4090",
+        "--set", "gpu_layers=0",
+    )["time"]  # fmt: skip
+
+    def in_flight(rate: str) -> str:
+        notes = run.json(
+            "estimate", "llama-3.1-8b", "--gpu", "H100", "--input-len", "1000", "--output-len", "250",
+            "--set", f"request_rate={rate}",
+        )["time"]["notes"]  # fmt: skip
+        return str(next(n for n in notes if n.startswith("request_rate")))
+
+    found = (
+        re.search(r"([\d.]+) requests in flight", in_flight("2")),
+        re.search(r"([\d.]+) requests in flight", in_flight("8")),
+    )
+    cap = re.search(r"about ([\d.]+) requests/s", in_flight("100"))
+    assert all(found) and cap is not None
+    return {
+        "a40_batch": str(one["A40"]["batch"]),
+        "a40_next": f"the {nxt.group(1)}th would take {nxt.group(2)} ms",
+        "a10_batch": str(one["A10"]["batch"]),
+        "tgi_kv": f"KV budget {tgi['kv_budget_bytes'] / 2**30:.2f} GiB = {tgi['max_tokens']:,} tokens",
+        "cpu_only": f"{cpu['tpot_s'] * 1e3:.0f} ms",
+        "rate_2": found[0].group(1),  # type: ignore[union-attr]
+        "rate_8": found[1].group(1),  # type: ignore[union-attr]
+        "rate_cap": f"{float(cap.group(1)):.0f}",
+    }
+
+
 def _signed(x: float) -> str:
     return f"{100 * x:+.0f}".replace("-", "−")
 
@@ -344,6 +384,7 @@ def _register() -> None:
         catalog,
         validation,
         stacks,
+        serving,
         misses,
         lab,
         chart,

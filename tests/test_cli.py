@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import RunCli
+from gpuplan.interfaces.cli.common import fmt_energy, fmt_usd
+from gpuplan.specs.workload import Workload
 
 PEAK_KEYS = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4"}
 
@@ -252,3 +255,86 @@ def test_bundled_examples(run_cli: RunCli) -> None:
     assert code == 0, err
     mem = json.loads(out)["memory"]
     assert mem["fits"] is True and "weights (mxfp4)" in mem["breakdown"]
+
+
+# --- QA polish: words, not dicts; one full stop; --have spellings; figures that never round to zero ---
+
+
+def test_fit_names_the_fewest_gpus_layout_in_words(run_cli: RunCli) -> None:
+    code, out, err = run_cli("fit", "llama-3.1-8b", "--task", "finetune", "--gpu", "A100-40GB")
+    assert code == 0, err
+    assert "fewest A100 SXM4 40GB that fit: 8 (ZeRO-3)\n" in out and "{'" not in out
+    code, out, err = run_cli("fit", "llama-3.1-70b", "--gpu", "A100-40GB")
+    assert code == 0, err
+    assert "fewest A100 SXM4 40GB that fit: 4 (TP 4)\n" in out and "{'" not in out
+
+
+@pytest.mark.parametrize(("key", "value", "ends"), [("framework", "nemoo", "Did you mean: nemo?\n"),
+                                                    ("optimizer", "adamx", "Did you mean: adam, adamw, adamw-8bit?\n")])  # fmt: skip
+def test_a_hint_ends_the_line_without_a_second_full_stop(run_cli: RunCli, key: str, value: str, ends: str) -> None:
+    code, out, err = run_cli("estimate", "llama-3.1-8b", "--task", "lora", "--gpu", "4090", "--set", f"{key}={value}")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.endswith(ends) and "?." not in err
+
+
+@pytest.mark.parametrize("have", ["3090x2", "2x3090", "2 x 3090", "3090 x2", "3090 x 2", "RTX 3090 x2", "2× RTX 3090"])
+def test_have_reads_count_first_and_name_first(run_cli: RunCli, have: str) -> None:
+    code, out, err = run_cli("plan", "llama-3.2-1b", "--task", "lora", "--have", have, "--top", "1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["have"] == {"GeForce RTX 3090": 2}
+
+
+@pytest.mark.parametrize(
+    ("have", "message"),
+    [("3090 2", "--have lists GPUs as COUNTx NAME (or NAMExCOUNT)"), ("4 RTX 3090", "Got '4 RTX 3090'"),
+     ("3099x2", "Unknown GPU '3099'. Did you mean: 3090"), ("2x NoSuchGPU", "Unknown GPU 'NoSuchGPU'")],
+)  # fmt: skip
+def test_a_have_neither_way_round_is_one_clear_line(run_cli: RunCli, have: str, message: str) -> None:
+    code, out, err = run_cli("plan", "llama-3.2-1b", "--task", "lora", "--have", have)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert message in err and "Unknown GPU '2'" not in err
+
+
+def test_a_long_have_item_is_refused_at_once(run_cli: RunCli) -> None:
+    """The item patterns backtrack quadratically on a run of spaces (20,000: ~5 s): a length cap first."""
+    start = time.perf_counter()
+    code, out, err = run_cli("plan", "llama-3.2-1b", "--task", "lora", "--have", "2x a" + " " * 20_000 + "y")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "an item of 20,005 characters is longer than any GPU name" in err
+    assert time.perf_counter() - start < 2.0
+
+
+def test_small_costs_and_energies_keep_three_significant_figures() -> None:
+    cases = [(0.0030474, "$0.00305", "3.05 Wh"), (0.14, "$0.14", "140 Wh"), (0.0001, "$0.0001", "0.1 Wh"),
+             (0.9996, "$1.00", "1.00 kWh"), (12.345, "$12.35", "12.35 kWh"), (0.0, "$0.00", "0.00 kWh")]  # fmt: skip
+    for value, usd, energy in cases:
+        assert (fmt_usd(value), fmt_energy(value)) == (usd, energy), value
+
+
+def test_plan_on_owned_gpus_never_shows_zero_cost_or_energy(run_cli: RunCli) -> None:
+    """Electricity for one LoRA step on owned cards is ~$0.003 per million tokens and ~1 Wh: the
+    table showed $0.00/Mtok and 0.00 kWh on every row."""
+    args = ("plan", "llama-3.1-8b", "--task", "lora", "--batch-size", "2", "--checkpointing", "full",
+            "--have", "examples/lab.yaml")  # fmt: skip
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    assert "$0.00/" not in out and "0.00 kWh" not in out
+    code, js, err = run_cli(*args, "--json")
+    assert code == 0, err
+    first = json.loads(js)["options"][0]
+    assert 1e-4 < first["usd_per_million_tokens"] < 0.1 and first["energy_kwh"] < 0.01  # what rounded to zero
+    row = next(line for line in out.splitlines() if line.startswith("│ 1 "))
+    assert f"{fmt_usd(first['usd_per_million_tokens'])}/Mtok" in row and fmt_energy(first["energy_kwh"]) in row
+
+
+def test_validate_skip_reasons_do_not_deny_the_request_rate_key(run_cli: RunCli) -> None:
+    """`request_rate` is a workload key: the SGLang ShareGPT rows are skipped for their length
+    distribution, and their reason must not say a request-rate key is missing."""
+    assert "request_rate" in Workload.model_fields
+    code, out, err = run_cli("validate", "--json")
+    assert code == 0, err
+    skipped = json.loads(out)["skipped"]
+    sgl = [s for s in skipped if s["id"].startswith("SGL-")]
+    assert len(sgl) == 20
+    assert all("request_rate can now set the arrivals" in s["reason"] for s in sgl)
+    assert not [s["id"] for s in skipped if "request rate yet" in s["reason"]]

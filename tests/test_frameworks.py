@@ -264,8 +264,8 @@ def test_launch_without_a_format(run_cli: RunCli, tmp_path: Path) -> None:
     job.write_text(yaml.safe_dump({"model": "llama-3.1-8b", "task": "pretrain", "gpu": "H100"}), encoding="utf-8")
     code, _, err = run_cli("launch", str(job))
     assert code == 2 and "Pass --format" in err and err.count("\n") == 1
-    code, _, err = run_cli("launch", str(job), "--set", "framework=unsloth")
-    assert code == 2 and "starts its own processes" in err
+    code, _, err = run_cli("launch", str(job), "--set", "framework=litgpt")
+    assert code == 2 and "starts its own processes" in err and err.count("\n") == 1
     code, out, _ = run_cli("launch", str(job), "--set", "framework=torchtitan", "--force")
     assert code == 0 and tomllib.loads(out)["model"]["flavor"] == "8B"
 
@@ -338,3 +338,43 @@ def test_axolotl_and_llama_factory_configs() -> None:
     # FSDP is not a LLaMA-Factory config: one line naming the way
     with pytest.raises(InvalidSettingError, match="LLaMA-Factory's configs shard with DeepSpeed"):
         api.launch(w.with_(sharding="fsdp"), "llama-factory")
+
+
+def test_unsloth_is_one_gpu_python_and_torchtune_is_tune_run(run_cli: RunCli) -> None:
+    """QA finding 10: Unsloth runs `python train.py` on one GPU (more is refused, in fit as in
+    launch); torchtune launches with `tune run RECIPE --config CONFIG` and overrides."""
+    lora = {"task": "lora", "gpu": "RTX 4090", "lora_targets": "all-linear"}
+    rec = api.launch("llama-3.1-8b", "", {**lora, "framework": "unsloth"})
+    words = shlex.split(rec.text.replace("\\\n", " "), comments=True)
+    assert rec.format == "unsloth" and words[:3] == ["python", "train.py", "--use_peft"]
+    assert "--lora_r=8" in words and words[words.index("--lora_target_modules") + 1] == "all-linear"
+    for argv in (("fit",), ("launch",)):
+        code, _, err = run_cli(*argv, "llama-3.1-8b", "--task", "lora", "--gpu", "4090", "--num-gpus", "4",
+                               "--set", "framework=unsloth")  # fmt: skip
+        assert code == 2 and "framework unsloth trains on 1 GPU at most" in err and err.count("\n") == 1
+    # torchtune: the single-device LoRA recipe and its Llama 3.1 8B config, the workload as overrides
+    tune = api.launch("llama-3.1-8b", "", {**lora, "framework": "torchtune", "batch_size": 2})
+    words = shlex.split(tune.text.replace("\\\n", " "), comments=True)
+    assert tune.format == "torchtune"
+    assert words[:5] == ["tune", "run", "lora_finetune_single_device", "--config", "llama3_1/8B_lora_single_device"]
+    assert {"batch_size=2", "tokenizer.max_seq_len=2048", "enable_activation_checkpointing=True", "dtype=bf16",
+            "model.lora_rank=8"} <= set(words)  # fmt: skip
+    # two GPUs: the distributed recipe under tune run's torchrun options; a full fine-tune's config
+    full = api.launch("llama-3.1-8b", "torchtune", {"task": "finetune", "gpu": "H100", "num_gpus": 2})
+    words = shlex.split(full.text.replace("\\\n", " "), comments=True)
+    assert words[:6] == [
+        "tune",
+        "run",
+        "--nproc_per_node=2",
+        "full_finetune_distributed",
+        "--config",
+        "llama3_1/8B_full",
+    ]
+    with pytest.raises(InvalidSettingError, match="torchtune's recipes fine-tune"):
+        api.launch("llama-3.1-8b", "torchtune", {"task": "pretrain", "gpu": "H100", "num_gpus": 8})
+
+
+def test_nemo_writes_fp16_on_a_card_without_bf16() -> None:
+    w = _train(framework="nemo", cluster="1x8:V100", tp=2)
+    text = api.launch(w, "", force=True).text
+    assert "trainer.plugins=fp16_mixed" in text and "(fp16)" in text.splitlines()[0]

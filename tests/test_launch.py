@@ -114,7 +114,7 @@ def test_megatron_pipeline_splits(tmp_path: Path) -> None:
     """Even splits name the layers per virtual stage; layers + embedding + loss that divide use
     Megatron's account-for flags; anything else is spelled out as a --pipeline-model-parallel-layout
     (megatron/training/arguments.py accepts only one of the three)."""
-    from gpuplan.interfaces.launch import pipeline_layout
+    from gpuplan.interfaces.launch_megatron import pipeline_layout
 
     def flags(keys: dict[str, object]) -> list[str]:
         job = _write(tmp_path, "pp.yaml", {"task": "pretrain", "gpu": "H100", "seq_len": 4096, **keys})
@@ -143,7 +143,7 @@ def test_megatron_gets_the_moe_and_attention_shapes(tmp_path: Path) -> None:
     its kv_channels to hidden / heads: a MoE or wide-head model needs them spelled out, with the
     shared-expert width, the q/k norms and which layers hold experts (--moe-layer-freq, a Python
     list expression Megatron evaluates)."""
-    from gpuplan.interfaces.launch import moe_layer_pattern
+    from gpuplan.interfaces.launch_megatron import moe_layer_pattern
 
     def flags(model: str, ep: int = 8) -> tuple[dict[str, str], list[str]]:
         job = _write(tmp_path, f"{model}.yaml", {"model": model, "task": "pretrain", "gpu": "H100", "num_gpus": 32,
@@ -405,3 +405,102 @@ def test_files_pass_the_tools_own_checks(fsdp_job: str, tmp_path: Path) -> None:
     ns = check_vllm_serve(_argv(api.launch(dpep, "vllm", {"enforce_eager": True}).text, "vllm"))
     assert ns.data_parallel_size == 8 and ns.enable_expert_parallel and ns.tensor_parallel_size == 1
     assert ns.enforce_eager
+
+
+def _script_args(argv: list[str], script: str = "train.py") -> dict[str, list[str]]:
+    """The script's `--name[=value] [values...]` arguments after `script`, by name."""
+    out: dict[str, list[str]] = {}
+    name = ""
+    for word in argv[argv.index(script) + 1 :]:
+        if word.startswith("--"):
+            name, _, value = word[2:].partition("=")
+            out[name] = [value] if value else []
+        else:
+            out[name].append(word)
+    return out
+
+
+def test_adapter_jobs_are_never_written_as_full_weight_training(tmp_path: Path) -> None:
+    """QA finding 1: LoRA on 2 x 4090 searched as CP2 + pretrain_gpt.py --bf16, checkpointing dropped."""
+    from helpers.tool_schemas import check_accelerate_yaml, check_torchrun
+
+    lora = str(EXAMPLES / "lora-4090.yaml")  # batch 2 x 2048, activation_checkpointing: full, lora_rank 8
+    rec = api.launch(lora, "torchrun", {"num_gpus": 2})
+    # data parallel only (no CP/TP/PP), the workload's full checkpointing kept
+    assert rec.layout.startswith("TP1 PP1 DP2") and "CP" not in rec.layout and rec.layout.endswith("full ckpt")
+    assert (rec.workload["cp"], rec.workload["tp"], rec.workload["activation_checkpointing"]) == (1, 1, "full")
+    argv = _argv(rec.text, "torchrun")
+    ns = check_torchrun(argv)
+    assert ns.training_script == "train.py" and "pretrain_gpt.py" not in rec.text and "--bf16" not in rec.text
+    args = _script_args(argv)
+    assert args["use_peft"] == [] and args["lora_r"] == ["8"] and args["lora_alpha"] == ["16"]
+    peft = pytest.importorskip("peft")  # the arguments build a valid PEFT adapter
+    cfg = peft.LoraConfig(r=int(args["lora_r"][0]), lora_alpha=int(args["lora_alpha"][0]),
+                          lora_dropout=float(args["lora_dropout"][0]))  # fmt: skip
+    assert (cfg.r, cfg.lora_alpha) == (8, 16)
+    # QLoRA on all linear layers: the 4-bit base and the targets travel too
+    q = api.launch(lora, "torchrun", {"num_gpus": 2, "task": "qlora", "lora_targets": "all-linear"})
+    qa = _script_args(_argv(q.text, "torchrun"))
+    assert (
+        qa["load_in_4bit"] == []
+        and qa["bnb_4bit_quant_type"] == ["nf4"]
+        and qa["lora_target_modules"] == ["all-linear"]
+    )
+    # accelerate: the config plus the command that runs the PEFT script with the adapter
+    acc = api.launch(lora, "accelerate", {"num_gpus": 2})
+    assert check_accelerate_yaml(acc.text).distributed_type == "MULTI_GPU"
+    assert "# run: accelerate launch --config_file accelerate.yaml train.py --use_peft --lora_r=8" in acc.text
+    # formats that train every weight refuse, in one line naming those that do adapters
+    for fmt, keys in (("torchrun", {"framework": "megatron"}), ("torchtitan", {}), ("nemo", {})):
+        with pytest.raises(
+            InvalidSettingError, match=r"not a lora adapter; for task: lora use .*axolotl, llama-factory"
+        ):
+            api.launch(lora, fmt, {"num_gpus": 2, **keys})
+    # a layout the user pins with tensor parallelism needs Megatron: refused for an adapter job too
+    with pytest.raises(InvalidSettingError, match=r"pretrain_gpt\.py.*TP2"):
+        api.launch(lora, "torchrun", {"num_gpus": 2, "tp": 2})
+    # torchtitan QLoRA (the finding's exact case): refused rather than a TOML with no 4-bit setting
+    with pytest.raises(InvalidSettingError, match="not a qlora adapter"):
+        api.launch("llama-3.1-8b", "", {"task": "qlora", "gpu": "RTX 4090", "framework": "torchtitan"})
+
+
+def test_cards_without_bf16_get_fp16_launch_files(tmp_path: Path) -> None:
+    """QA finding 2: vLLM refuses bf16 below compute capability 8.0; T4 is 7.5, V100 7.0."""
+    from helpers.tool_schemas import check_accelerate_yaml, check_deepspeed_json, check_vllm_serve
+
+    serve = api.launch("llama-3.2-1b", "vllm", {"gpu": "T4"})
+    ns = check_vllm_serve(_argv(serve.text, "vllm"))
+    assert ns.dtype == "float16" and serve.workload["precision"] == "fp16"
+    assert "T4 has no BF16 (compute capability < 8.0): written as fp16" in serve.text
+    assert check_vllm_serve(_argv(api.launch("llama-3.2-1b", "vllm", {"gpu": "H100"}).text, "vllm")).dtype == "bfloat16"
+    acc = api.launch("llama-3.2-1b", "accelerate", {"gpu": "T4", "task": "lora"})
+    assert check_accelerate_yaml(acc.text).mixed_precision == "fp16"
+    ds = json.loads(api.launch("llama-3.2-1b", "deepspeed", {"gpu": "V100", "num_gpus": 2, "task": "finetune"}).text)
+    assert ds["fp16"]["enabled"] is True and ds["bf16"]["enabled"] is False
+    check_deepspeed_json(json.dumps(ds), world_size=2)
+    # Megatron flags on 2 x V100 with tensor parallelism: --fp16, never --bf16
+    mega = api.launch("llama-3.2-1b", "torchrun", {"gpu": "V100", "num_gpus": 2, "tp": 2, "task": "pretrain"}).text
+    assert "--fp16" in mega and "--bf16" not in mega
+    ax = yaml.safe_load(api.launch("llama-3.2-1b", "axolotl", {"gpu": "T4", "task": "lora"}).text)
+    assert (ax["bf16"], ax["fp16"]) == (False, True)
+    # torchtitan's mixed_precision_param is bfloat16 or float32: refused, naming the formats that run fp16
+    with pytest.raises(InvalidSettingError, match="torchtitan's mixed precision is bfloat16 or float32"):
+        api.launch("llama-3.2-1b", "torchtitan", {"gpu": "T4", "task": "pretrain"}, force=True)
+
+
+def test_no_layout_fits_refusal_has_the_shortfall_and_best_fix(run_cli: RunCli) -> None:
+    """QA finding 11: the training refusal carries the verdict and best fix, as the serving one does."""
+    code, _, err = run_cli(
+        "launch", "llama-3.1-8b", "--task", "pretrain", "--gpu", "3090", "--num-gpus", "4", "--format", "torchrun"
+    )
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "no layout of llama-3.1-8b fits on 4 x GeForce RTX 3090" in err and "ethernet" not in err
+    short = float(err.split(" GiB short per GPU")[0].rsplit(" ", 1)[1])
+    assert 100 < short < 200  # 8B full training with AdamW unsharded, no checkpointing: ~174 GiB a GPU
+    assert "Best fix: " in err and "--force writes the file anyway" in err
+    # --force writes the workload's own layout, saying no searched one fits
+    code, out, _ = run_cli(
+        "launch", "llama-3.1-8b", "--task", "pretrain", "--gpu", "3090", "--num-gpus", "4", "--format", "torchrun",
+        "--force",
+    )  # fmt: skip
+    assert code == 0 and "# no layout the search tried fits on 4 x GeForce RTX 3090" in out

@@ -182,18 +182,51 @@ def test_a_users_file_replaces_rows_and_is_checked(catalog: Catalog, tmp_path: P
 
 
 def test_api_rent_vs_buy_4090() -> None:
+    """A GeForce card (the driver licence bars data centres) is priced in a desk-side workstation:
+    PUE 1.0 and a one-GPU desktop's other parts as its host share."""
     rec = api.rent_vs_buy("4090", 200, 3, rent_usd_per_hour=0.69).to_dict()
     assert rec["gpu"] == "GeForce RTX 4090" and rec["purchase"]["usd"] == 1599
-    # own = 1599 x 0.5 + 36 x 51.248 + 450 W x 1.58 x 0.12385 $/kWh x 7,200 h = 799.5 + 1844.94 + 634.00
-    assert rec["own"]["total_usd"] == pytest.approx(3278.45, abs=0.01)
-    assert rec["own"]["usd_per_used_hour"] == pytest.approx(3278.45 / 7200, abs=1e-5)
+    assert rec["settings"]["pue"] == 1.0 and rec["settings"]["hosting_usd_per_month"] == pytest.approx(27.007, abs=1e-3)
+    assert "workstation" in rec["basis"]["host"] and "1.0" in rec["basis"]["pue"]
+    # own = 1599 x 0.5 + 36 x 27.007 + 450 W x 1.0 x 0.12385 $/kWh x 7,200 h = 799.5 + 972.26 + 401.27
+    assert rec["own"]["total_usd"] == pytest.approx(2173.03, abs=0.01)
+    assert rec["own"]["usd_per_used_hour"] == pytest.approx(2173.03 / 7200, abs=1e-5)
     od = rec["rent"]["on_demand"]
-    # h* = (799.5 + 1844.94) / (36 x (0.69 - 0.08806)) = 122.03 GPU-hours a month
-    assert od["break_even_hours_per_month"] == pytest.approx(122.03, abs=0.01)
-    assert od["break_even_share_of_month"] == pytest.approx(122.03 / 730.5, abs=1e-4)
+    # h* = (799.5 + 972.26) / (36 x (0.69 - 0.05573)) = 77.59 GPU-hours a month
+    assert od["break_even_hours_per_month"] == pytest.approx(77.59, abs=0.01)
+    assert od["break_even_share_of_month"] == pytest.approx(77.59 / 730.5, abs=1e-4)
     assert od["cheaper"] == "buy" and od["price_source"] == "--rent-usd-per-hour"
     snapshot = api.prices(spot=True).get("GeForce RTX 4090")
     assert snapshot is not None and rec["rent"]["spot"]["usd_per_hour"] == snapshot.usd_per_hour
+
+
+def test_a_geforce_card_in_a_server_room_and_a_datacenter_card_keep_the_server_defaults() -> None:
+    # the server figures passed by hand: 799.5 + 36 x 51.248 + 450 W x 1.58 x 0.12385 x 7,200 h
+    rec = api.rent_vs_buy("4090", 200, 3, rent_usd_per_hour=0.69, pue=1.58, hosting_usd_per_month=51.2484375)
+    assert rec.own.total_usd == pytest.approx(3278.45, abs=0.01)
+    assert rec.rent["on_demand"] is not None
+    assert rec.rent["on_demand"].break_even_hours_per_month == pytest.approx(122.03, abs=0.01)
+    assert rec.basis["pue"] == "set by the caller"
+    h100 = api.rent_vs_buy("H100", 200, 3, price_usd=25_000.0)
+    assert h100.settings.pue == 1.58 and h100.settings.hosting_usd_per_month == pytest.approx(51.25, abs=0.01)
+    assert h100.basis["host"] == "a server in a data centre" and "Uptime" in h100.basis["pue"]
+
+
+def test_the_workstation_defaults_are_the_sourced_numbers() -> None:
+    assert ow.WORKSTATION_PUE == 1.0  # no cooling or power plant of its own
+    assert math.isclose(ow.WORKSTATION_HOST_USD, 972.26, abs_tol=1e-9)  # $1,672.25 desktop less its $699.99 card
+    assert math.isclose(ow.WORKSTATION_HOSTING_USD_PER_MONTH, 27.007, abs_tol=1e-3)  # over 36 months
+    assert ow.host_defaults(True)[:2] == (1.0, ow.WORKSTATION_HOSTING_USD_PER_MONTH)
+    assert ow.host_defaults(False)[:2] == (ow.DEFAULT_PUE, ow.DEFAULT_HOSTING_USD_PER_MONTH)
+
+
+def test_cli_says_which_host_it_assumed(run_cli: RunCli) -> None:
+    code, out, err = run_cli("rent-vs-buy", "4090")
+    assert code == 0, err
+    assert "Host: a desk-side workstation" in out and "PUE 1 x" in out and "$27.01 a month" in out
+    code, out, err = run_cli("rent-vs-buy", "H100", "--price", "25000")
+    assert code == 0, err
+    assert "Host: a server in a data centre" in out and "PUE 1.58 x" in out and "$51.25 a month" in out
 
 
 def test_api_settings_and_overrides() -> None:

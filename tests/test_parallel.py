@@ -370,3 +370,19 @@ def test_geforce_p2p_limit_is_not_a_host_link_limit() -> None:
     assert comm.host_link_bandwidth(g5090) == pytest.approx(63.0 * GB * 0.8)  # PCIe 5.0 x16 at 80%
     assert comm.pcie_bandwidth(g5090) == pytest.approx(27.0 * GB)
     assert comm.host_link_bandwidth(g4090) == comm.pcie_bandwidth(g4090) == pytest.approx(31.5 * GB * 0.8)
+
+
+def test_adapter_jobs_search_data_parallel_layouts_only(catalog: Catalog) -> None:
+    """LoRA/QLoRA run under PEFT trainers: no TP/PP/CP candidates unless the workload sets them;
+    `checkpointing` limits the modes tried (a launch keeps the workload's)."""
+    model = load_model("llama-3.1-8b")
+    cl = parse_cluster("1x4:RTX 4090", catalog)
+    w = make_workload({"model": "llama-3.1-8b", "task": "lora", "batch_size": 2, "seq_len": 2048})
+    res = search_layouts(model, w, cl, top=50, checkpointing=("full",))
+    assert res.best and all((r.layout.tp, r.layout.pp, r.layout.cp, r.layout.dp) == (1, 1, 1, 4) for r in res.best)
+    assert {r.layout.checkpointing for r in res.best} == {"full"}
+    assert any("data-parallel layouts only" in n for n in res.notes)
+    # the same job as full fine-tuning also weighs tensor, pipeline and context parallel shapes
+    lora = search_layouts(model, w, cl, top=1)
+    full = search_layouts(model, w.with_(task="finetune"), cl, top=1)
+    assert lora.shapes == 6 and full.shapes > 10 * lora.shapes  # 6: micro-batch 1/2 x 3 checkpointing modes

@@ -24,6 +24,7 @@ import pytest
 from conftest import RunCli
 from gpuplan.errors import did_you_mean
 from gpuplan.interfaces.api import parse_set_options
+from gpuplan.safeio import load_yaml
 from gpuplan.specs.gpu import Catalog
 
 MAX_LINE = 2_100  # safeio.MAX_MESSAGE (2,000) plus the "gpuplan: error: " prefix and the newline
@@ -111,6 +112,30 @@ def test_yaml_bombs_in_workload_lab_and_calibration_files(
         start = time.perf_counter()
         assert_one_line(*run_cli(*args), "bad.yaml", fragment)
         assert time.perf_counter() - start < 10, args
+
+
+def test_a_key_given_twice_is_one_line_naming_key_and_lines(run_cli: RunCli, tmp_path: Path) -> None:
+    """PyYAML keeps the last of two equal keys silently (`gpu: 4090` then `gpu: H100` ran on an
+    H100); every YAML gpuplan reads refuses it, naming the key, its line and the first one's."""
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("model: llama-3.1-8b\ngpu: 4090\ntask: lora\ngpu: H100\n")
+    assert_one_line(*run_cli("estimate", str(bad)), "dup.yaml", "line 4 (first on line 2)", "'gpu'", "twice")
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("nodes:\n  - {name: n1, gpus: {T4: 1}}\nmembers: []\nnodes: []\n")
+    assert_one_line(*run_cli("lab", "check", str(lab)), "lab.yaml", "line 4 (first on line 1)", "'nodes'")
+    cal = tmp_path / "cal.yaml"
+    cal.write_text("h100:\n  mfu: 0.5\n  mfu: 0.4\n")
+    args = ("estimate", "llama-3.1-8b", "--gpu", "h100", "--calibration", str(cal))
+    assert_one_line(*run_cli(*args), "cal.yaml", "line 3 (first on line 2)", "'mfu'")
+    # in one flow mapping, on one line; in --set
+    assert_one_line(*run_cli("estimate", "llama-3.1-8b", "--set", "notes={a: 1, a: 2}"), "--set notes", "line 1", "'a'")
+
+
+def test_a_merge_key_may_still_be_overridden(tmp_path: Path, run_cli: RunCli) -> None:
+    """YAML's merge key (`<<: *base`) brings keys a mapping may override: that is not a duplicate."""
+    f = tmp_path / "merge.yaml"
+    f.write_text("base: &b {model: llama-3.1-8b, task: lora, gpu: 4090}\njob:\n  <<: *b\n  gpu: H100\n")
+    assert load_yaml(f.read_text(), "merge.yaml")["job"] == {"model": "llama-3.1-8b", "task": "lora", "gpu": "H100"}
 
 
 def test_set_option_is_bounded_like_a_file(run_cli: RunCli) -> None:

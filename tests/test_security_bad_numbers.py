@@ -64,12 +64,29 @@ def test_a_catalog_value_that_is_not_finite_and_positive_is_refused(
      ["plan", WORKLOAD, "--top", "0"], ["plan", WORKLOAD, "--budget", "nan"], ["gpus", "--min-memory", "nan"],
      ["gpus", "--min-memory", "-5"], ["rent-vs-buy", "4090", "--years", "inf"], ["rent-vs-buy", "4090", "--price", "nan"],
      ["estimate", WORKLOAD, "--set", "batch_size=" + "9" * 5000], ["estimate", WORKLOAD, "--set", "tokens=.nan"],
-     ["estimate", WORKLOAD, "--set", "tokens=1e400"], ["estimate", WORKLOAD, "--set", "seq_len=-1"]],
+     ["estimate", WORKLOAD, "--set", "tokens=1e400"], ["estimate", WORKLOAD, "--set", "seq_len=-1"],
+     ["estimate", WORKLOAD, "--set", "seq_len=1.5e0"], ["estimate", WORKLOAD, "--set", "batch_size=1e999999999"],
+     ["plan", WORKLOAD, "--set", "batch_size=0.5"]],
 )  # fmt: skip
 def test_bad_numeric_options_are_one_line(run_cli: RunCli, argv: list[str]) -> None:
     code, out, err = run_cli(*argv)
     assert code == 2 and out == "", (argv, out[:200])
     _one_line(err)
+
+
+def test_integral_scientific_notation_is_an_integer_and_a_fraction_is_named(run_cli: RunCli) -> None:
+    """`--set batch_size=1e3` (YAML 1.1 reads "1e3" as a string) is the integer 1,000, as
+    `tokens: 1e9` is a number; `seq_len=1.5e0` is one line naming the key and the value it writes."""
+    code, out, err = run_cli("estimate", WORKLOAD, "--set", "batch_size=1e0", "--set", "seq_len=1.024e3", "--json")
+    assert code == 0, err
+    w = json.loads(out)["workload"]
+    assert (w["batch_size"], w["seq_len"]) == (1, 1024)
+    code, out, err = run_cli("estimate", WORKLOAD, "--set", "seq_len=1.5e0")
+    assert code == 2 and out == ""
+    _one_line(err, "'seq_len' key must be a whole number", "'1.5e0' (= 1.5)", "write e.g. 2")
+    code, out, err = run_cli("estimate", WORKLOAD, "--set", "batch_size=1e999999999")
+    assert code == 2 and out == ""
+    _one_line(err, "'batch_size' key is '1e999999999', beyond any sensible value")
 
 
 @pytest.mark.parametrize("budget", [".nan", ".inf", "1e300", "-1"])

@@ -71,7 +71,11 @@ def test_fixes_rank_the_least_change_first() -> None:
     labels = [f.label for f in r.verdict.fixes]
     assert labels[0] == "QLoRA (NF4 base)"  # one card, adapters: less change than other hardware
     assert r.verdict.fixes[0].changes == {"task": "qlora", "activation_checkpointing": "full"}
-    assert r.verdict.fixes[-1].num_gpus == 32  # 32 cards: the largest change, last
+    fixes = r.verdict.fixes
+    # 32 cards of the same type, then other hardware (2 x GH200 96GB): the larger changes come later
+    assert [f.num_gpus for f in fixes if "num_gpus" in f.changes and "gpu" not in f.changes] == [32]
+    assert fixes[-1].changes == {"gpu": "GH200 96GB", "num_gpus": 2, "zero": 3}
+    assert fixes[-1].usd_per_hour == pytest.approx(2.98, abs=0.005)  # 2 x $1.49/h in the bundled prices
 
 
 def test_launch_refuses_a_job_that_does_not_fit_and_writes_it_after_the_fix(run_cli: RunCli) -> None:
@@ -220,3 +224,24 @@ def test_vllm_launch_refuses_then_writes_what_vllm_parses(run_cli: RunCli, args:
     words = shlex.split(out.replace("\\\n", " "), comments=True)
     ns = check_vllm_serve(words[words.index("vllm") :])
     assert ns.tensor_parallel_size == (4 if "tp=4" in fix else 1)
+
+
+def test_launch_refusal_leads_with_the_verdicts_best_fix() -> None:
+    """QA finding 11: a training launch that no searched layout fits is refused with the shortfall
+    of the layout as written and the verdict's own best fix (planner/verdict.py), as serving is."""
+    from gpuplan.interfaces import api
+    from gpuplan.interfaces.api.catalog import context
+    from gpuplan.planner.verdict import fixes
+    from gpuplan.specs.gpu import GIB
+    from gpuplan.specs.models import load_model
+    from gpuplan.specs.workload import make_workload
+
+    w = make_workload({"model": "llama-3.1-8b", "task": "pretrain", "gpu": "RTX 3090", "num_gpus": 4})
+    with pytest.raises(InvalidSettingError) as exc:
+        api.launch(w, "torchrun")
+    msg = str(exc.value)
+    c = context(None)
+    best = fixes(load_model("llama-3.1-8b"), w, c.catalog.get("RTX 3090"), c.catalog, c.prices(), limit=1)[0]
+    assert f"Best fix: {best.label} (" in msg and f"{best.per_gpu_bytes / GIB:,.2f} GiB per GPU" in msg
+    assert "no layout of llama-3.1-8b fits on 4 x GeForce RTX 3090" in msg and "ethernet" not in msg
+    assert "\n" not in msg

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.specs.workload import make_workload, parse_duration_s, read_workload_file
+from gpuplan.specs.durations import parse_duration_s
+from gpuplan.specs.workload import make_workload, read_workload_file
 
 DESIGN_EXAMPLE = """\
 model: llama-3.1-8b
@@ -59,6 +60,10 @@ def test_design_example_reads(tmp_path: Path) -> None:
         ("model: x\ndeadline: soon\n", "duration"),
         ("task: lora\n", "needs 'model'"),
         ("model: !!python/object/apply:os.system ['echo hi']\n", "not valid YAML"),
+        ("model: x\ngpu: 4090\ngpu: H100\n", r"line 3 \(first on line 2\): the key 'gpu' is given twice"),
+        ("model: x\ntask: lora\nseq_len: 1.5e0\n", r"'seq_len' key must be a whole number\. Got '1\.5e0' \(= 1\.5\)"),
+        ("model: x\ntask: lora\nbatch_size: 2.5\n", r"'batch_size' key must be a whole number\. Got 2\.5"),
+        ("model: x\ntask: lora\nseq_len: 1e40\n", r"'seq_len' key is '1e40', beyond any sensible value"),
     ],
 )
 def test_bad_files_give_one_clear_line(tmp_path: Path, text: str, match: str) -> None:
@@ -67,6 +72,25 @@ def test_bad_files_give_one_clear_line(tmp_path: Path, text: str, match: str) ->
     with pytest.raises(InvalidSettingError, match=match) as info:
         read_workload_file(f)
     assert "\n" not in str(info.value)
+
+
+def test_integer_keys_read_integral_scientific_notation(tmp_path: Path) -> None:
+    """`seq_len: 1e4` is a string to YAML 1.1 (PyYAML's float needs a dot and a signed exponent)
+    and `1.0e+4` a float: an integer key reads either as the integer it writes, as tokens: 1e9 does."""
+    f = tmp_path / "w.yaml"
+    f.write_text("model: x\ntask: lora\nseq_len: 1e4\nbatch_size: 1.6e+1\nlora_rank: 6.4E1\nnum_gpus: 2.0\n")
+    w = read_workload_file(f)
+    assert (w.seq_len, w.batch_size, w.lora_rank, w.num_gpus) == (10_000, 16, 64, 2)
+    assert all(isinstance(v, int) for v in (w.seq_len, w.batch_size, w.lora_rank, w.num_gpus))
+    # --set values arrive as YAML scalars too; the key's own bounds still apply after the reading
+    assert make_workload({"model": "x", "task": "lora", "batch_size": "1e3"}).batch_size == 1000
+    assert make_workload({"model": "x", "task": "lora", "seq_len": "2.5e3"}).seq_len == 2500
+    with pytest.raises(InvalidSettingError, match=r"'zero' key: Input should be less than or equal to 3"):
+        make_workload({"model": "x", "task": "lora", "zero": "4e0"})
+    # a float key keeps its fraction; a non-number string is the key's own error, as before
+    assert make_workload({"model": "x", "lora_dropout": "5e-2"}).lora_dropout == pytest.approx(0.05, abs=1e-12)
+    with pytest.raises(InvalidSettingError, match="unable to parse string as an integer"):
+        make_workload({"model": "x", "task": "lora", "seq_len": "lots"})
 
 
 def test_optimizer_aliases_and_durations() -> None:

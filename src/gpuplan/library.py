@@ -159,7 +159,7 @@ def launch(
     **keys: Any,
 ) -> LaunchFile:
     """A launch file (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm, or a framework's
-    own: torchtitan, nemo, axolotl, llama-factory; "" for the workload framework's own) for the
+    own: torchtitan, nemo, axolotl, llama-factory, torchtune, unsloth; "" for the workload framework's own) for the
     workload's layout, searched on the cluster unless the workload sets one (`gpuplan launch`).
     `source` may also be the path of a `gpuplan plan --json` document: its best option launches.
     A job that does not fit raises `InvalidSettingError` with the shortfall and the best fix,

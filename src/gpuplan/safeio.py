@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import decimal
 import io
 import json
 import math
@@ -228,6 +229,12 @@ class _LimitError(Exception):
     pass
 
 
+class _DuplicateKeyError(Exception):
+    def __init__(self, key: object, line: int, first: int) -> None:
+        super().__init__(key, line, first)
+        self.key, self.line, self.first = key, line, first
+
+
 class YamlSyntaxError(InvalidSettingError):
     """Text that is not YAML at all (as opposed to YAML refused for its size, nesting or numbers):
     `--set KEY=VALUE` then takes the value as a plain string."""
@@ -268,6 +275,25 @@ class BoundedSafeLoader(yaml.SafeLoader):
         self._sizes[id(node)] = size
         return node
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The safe loader's mapping, refusing a key written twice: PyYAML keeps the last one
+        silently, and YAML 1.2 (section 3.2.1.1) requires a mapping's keys to be unique. Keys
+        brought in by a merge (`<<: *base`) may be overridden, as the merge-key spec allows."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKeyError(key, line, seen[key])
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the constructor refuses it below
+                    continue
+        return super().construct_mapping(node, deep=deep)
+
 
 def value_problem(exc: BaseException) -> str:
     """What a parser's ValueError says, for a user: CPython's int() refuses a string of over
@@ -287,6 +313,11 @@ def load_yaml(text: str, name: str) -> Any:
         data = loader.get_single_data()
     except _LimitError as exc:
         raise InvalidSettingError(f"{clip(name)} is refused: {exc}.") from None
+    except _DuplicateKeyError as exc:
+        where = f"line {exc.line}" + (f" (first on line {exc.first})" if exc.first != exc.line else "")
+        raise InvalidSettingError(
+            f"{clip(name)}, {where}: the key {clip_repr(exc.key)} is given twice; keep one of them."
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -420,6 +451,30 @@ def check_numbers(data: Any, name: str) -> None:
             raise InvalidSettingError(
                 f"{clip(name)}: {where or 'the value'} is {clip(leaf)}, beyond any sensible value (at most {MAX_INT:,})."
             )
+
+
+# a decimal or scientific-notation number as YAML 1.1 leaves it a string ("1e4": PyYAML's float
+# pattern needs a dot and a signed exponent) or --set passes it; 64 characters is past any count
+_NUMBER_TEXT: Final = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+
+
+def whole_number(value: Any, what: str) -> Any:
+    """An integer key's value with integral scientific notation read as the integer it writes
+    ("1e4", 1.0e+4, "2.5e3" -> 10000, 10000, 2500); a non-integral number is one InvalidSettingError
+    line naming `what`; anything else is returned as it is, for the key's own validation."""
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        raise InvalidSettingError(f"{what} must be a whole number. Got {value!r}; write e.g. {max(1, round(value))}.")
+    if not isinstance(value, str) or len(value) > 64 or not _NUMBER_TEXT.match(value.strip()):
+        return value
+    number = decimal.Decimal(value.strip())
+    if number.adjusted() > 18:  # beyond 64 bits: never build the integer
+        raise InvalidSettingError(f"{what} is {clip_repr(value)}, beyond any sensible value (at most {MAX_INT:,}).")
+    if number != number.to_integral_value():
+        raise InvalidSettingError(
+            f"{what} must be a whole number. Got {clip_repr(value)} (= {number.normalize():f}); "
+            f"write e.g. {max(1, round(number))}."
+        )
+    return int(number)
 
 
 def finite(value: float, what: str, *, low: float | None = None, high: float | None = None) -> float:

@@ -122,7 +122,7 @@ def _stack_shapes(model: ModelSpec) -> list[StackShape]:
 @dataclass(frozen=True)
 class ActivationSettings:
     bytes_per_value: float  # activation dtype: 2 for fp16/bf16 (fp8 training keeps bf16 activations), 4 for fp32
-    checkpointing: str  # none | selective | full
+    checkpointing: str  # none | selective | selective-op | full
     flash: bool
     tp: int = 1
     sequence_parallel: bool = False
@@ -173,6 +173,23 @@ def layer_bytes_per_token(model: ModelSpec, s: StackShape, seq: int, cfg: Activa
     mlp = mlp_boundary / rep + kept_up * s.mlp_up * b / t
     lora_drop = cfg.lora_dropout_elements * (_MASK_BYTES + b)
     return attention_block() * (1 + s.cross_layers / s.layers) + mlp + lora_drop
+
+
+def op_selective_bytes_per_token(s: StackShape, cfg: ActivationSettings) -> float:
+    """torchtitan's per-op selective checkpointing (selective_ac_option "op"): each block keeps its
+    input, the output of every other matmul (the policy saves aten.mm outputs except every second
+    one, counting along the forward) and the attention kernel's output and log-sum-exp; the norms,
+    activations and the other matmuls run again in backward (pytorch/torchtitan:
+    torchtitan/models/llama3/parallelize_llama.py@01c79fdf6ce3ca7ed1f6808ba8a395a155bbdc40
+    _apply_ac_to_transformer_block: _save_list, "except every second mm")."""
+    b, t = cfg.bytes_per_value, cfg.tp
+    rep = t if cfg.sequence_parallel else 1  # d-sized terms are split only with sequence parallelism
+    # matmul outputs per token: Q, K, V (and MLA's latent), the output projection (d), the MLP's
+    # up projections (mlp_up: gate and up together when gated) and the down projection (d)
+    split = s.q + s.k + s.v + s.latent + s.mlp_up
+    mm = split / t + 2.0 * s.d / rep
+    attn = (s.attn_out * b + s.heads * _LSE_BYTES) / t
+    return s.d * b / rep + 0.5 * mm * b + attn * (1 + s.cross_layers / s.layers)
 
 
 def checkpoint_bytes_per_token(s: StackShape, cfg: ActivationSettings) -> float:

@@ -63,6 +63,20 @@ HOST_USD_PER_GPU_SLOT: Final = (8_477.00 + 4_932.00 + 1_350.55) / 8
 HOST_LIFE_MONTHS: Final = 36.0
 DEFAULT_HOSTING_USD_PER_MONTH: Final = HOST_USD_PER_GPU_SLOT / HOST_LIFE_MONTHS
 
+# A GeForce card (its driver licence bars datacenter deployment: the catalog's geforce_eula) sits in a
+# desk-side workstation, and gets a workstation's defaults. PUE is total facility power / IT equipment
+# power (The Green Grid, White Paper 49, "PUE: a comprehensive examination of the metric", 2012); a
+# desktop has no cooling or power plant of its own to add to its draw, so 1.0 (the room's air
+# conditioning is not counted, as for a server room's share of a building's).
+WORKSTATION_PUE: Final = 1.0
+# Its host: every part but the card of a one-GPU deep-learning desktop, priced on PCPartPicker on
+# 2016-09-30 (i5-6600K, cooler, Z170 board, 32 GB DDR4, 500 GB SSD, case, 850 W PSU, DVD and Wi-Fi:
+# $1,672.25 less the GTX 1080's $699.99 = $972.26; deeplearningathome.com/2016/09/Building-PC-For-Deep-Learning-Hardware.html).
+# A 2019 three-GPU build agrees per slot: ($6,200 - $3,570 of RTX 2080 Ti) / 3 = $877
+# (l7.curtisnorthcutt.com/build-pro-deep-learning-workstation). Spread over the same 3-year life.
+WORKSTATION_HOST_USD: Final = 1_672.25 - 699.99
+WORKSTATION_HOSTING_USD_PER_MONTH: Final = WORKSTATION_HOST_USD / HOST_LIFE_MONTHS  # $27.01
+
 # Resale: straight-line depreciation to zero over 6 years, the useful life CoreWeave's S-1 gives its
 # "technology equipment" including NVIDIA GPUs (Bizety, "GPU depreciation: CoreWeave vs Nebius",
 # 2025-09-23, https://bizety.com/2025/09/23/gpu-depreciation-coreweave-vs-nebius; Nebius uses 4
@@ -84,7 +98,23 @@ BASIS: Final = {
     "hosting_usd_per_month": "CPUs, DRAM and SSD of an 8-GPU server per GPU slot ($1,845) over a 3-year life",
     "resale_fraction": "straight-line depreciation over 6 years (the GPU useful life in CoreWeave's S-1)",
 }
+# A GeForce card's defaults where they differ (above): a workstation, with the server's figures to pass
+WORKSTATION_BASIS: Final = {
+    "pue": "no cooling plant at a desk, 1.0 (a server room: --pue 1.58)",
+    "hosting_usd_per_month": "a one-GPU desktop's other parts ($972) over 3 years (a server slot: --hosting-usd-per-month 51.25)",
+}
+HOST_BASIS: Final = {
+    False: "a server in a data centre",
+    True: "a desk-side workstation (GeForce: its driver licence bars data centres)",
+}
 NOT_COUNTED: Final = "host power, staff time, space rent, cost of capital, idle draw, cloud storage and egress"
+
+
+def host_defaults(workstation: bool) -> tuple[float, float, dict[str, str]]:
+    """(PUE, hosting USD a month, basis lines) for a card in a workstation (GeForce) or a server."""
+    if workstation:
+        return WORKSTATION_PUE, WORKSTATION_HOSTING_USD_PER_MONTH, {**BASIS, **WORKSTATION_BASIS}
+    return DEFAULT_PUE, DEFAULT_HOSTING_USD_PER_MONTH, dict(BASIS)
 
 
 def default_resale_fraction(years: float) -> float:

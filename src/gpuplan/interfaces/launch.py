@@ -13,19 +13,19 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
 from typing import Any, Final
 
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.quoting import ShellExpr, ShellWords, comment, sbatch_value, shell_join, shell_line
+from gpuplan.interfaces.launch_megatron import megatron_args
+from gpuplan.interfaces.quoting import ShellExpr, comment, sbatch_value, shell_join, shell_line
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.safeio import clip
 from gpuplan.specs.cluster import Cluster, gres_name
 from gpuplan.specs.frameworks import OWN_FORMATS
 from gpuplan.specs.gpu import bundled_catalog
-from gpuplan.specs.model import ModelSpec, family_of
+from gpuplan.specs.model import family_of
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
 from gpuplan.specs.workload import Workload
 
@@ -48,7 +48,10 @@ VLLM_QUANT: Final = {
     "mxfp4": "mxfp4",  # gpt-oss's MXFP4 MoE weights
     **{f"int4-g{g}": "torchao" for g in TORCHAO_INT4_GROUPS},
 }
-MEGATRON_ATTENTION: Final = {"flash": "flash", "fa3": "fused", "eager": "unfused"}
+# Formats that write an adapter (LoRA/QLoRA) job: a PEFT script under torchrun/accelerate/FSDP/
+# DeepSpeed, or a fine-tuning tool's own config (Megatron's pretrain_gpt.py, torchtitan and NeMo's
+# pretrain/finetune commands as written here train every weight)
+ADAPTER_FORMATS: Final = "torchrun, accelerate, fsdp, deepspeed, slurm or skypilot (with a PEFT script), axolotl, llama-factory, torchtune or unsloth"
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
 
@@ -87,178 +90,6 @@ def fmt_time(seconds: float) -> str:
     return f"{d}-{h:02d}:{m:02d}:{s:02d}"
 
 
-def pipeline_layout(layers: int, stages: int) -> str:
-    """Megatron-Core's --pipeline-model-parallel-layout for `layers` decoder layers over `stages`
-    virtual stages (pp x vp, in model order): the embedding (E) opens the first, the loss (L) closes
-    the last, and the layers spread as evenly as they go, the spare ones to the middle stages, then
-    to the first (the embedding is a cheap lookup) before the last (the head and the loss)
-    (megatron/core/transformer/pipeline_parallel_layer_layout.py: "t" a decoder layer, "|" a stage)."""
-    base, extra = divmod(layers, stages)
-    counts = [base] * stages
-    order = [*range(1, stages - 1), 0, stages - 1] if stages > 2 else list(range(stages))
-    for i in order[:extra]:
-        counts[i] += 1
-    parts = ["t" * c for c in counts]
-    parts[0] = "E" + parts[0]
-    parts[-1] = parts[-1] + "L"
-    return "|".join(parts)
-
-
-def _megatron_shape_args(m: ModelSpec) -> list[str]:
-    """The model-shape flags Megatron cannot infer (megatron/core/transformer/transformer_config.py,
-    exposed as arguments): head size where it is not hidden / heads, q/k norms, and a MoE model's
-    expert, shared-expert and dense widths and which layers hold experts (Megatron's
-    moe_ffn_hidden_size defaults to ffn_hidden_size, the dense width)."""
-    a: list[str] = []
-    dense, expert, shared = m.ffn_widths()
-    ffn = dense or m.intermediate_size
-    if ffn:
-        a.append(f"--ffn-hidden-size {ffn}")
-    if m.attention_type != "mla" and m.num_heads and m.head_dim != m.hidden_size // m.num_heads:
-        a.append(f"--kv-channels {m.head_dim}")
-    if m.num_kv_heads and m.num_kv_heads != m.num_heads:
-        a += ["--group-query-attention", f"--num-query-groups {m.num_kv_heads}"]
-    if m.attention_type == "mla":
-        a += _mla_args(m.config)
-    fam = family_of(m.model_type)  # its Megatron flags: the family table (specs/model/families.py)
-    if fam is not None and fam.megatron.qk_layernorm:
-        a.append("--qk-layernorm")  # Qwen3: RMSNorm over each head's q and k
-    if fam is not None and fam.megatron.qk_l2_norm:
-        text = m.config.get("text_config", m.config) if m.model_type == "llama4" else m.config
-        if isinstance(text, dict) and text.get("use_qk_norm", True):
-            a.append("--qk-l2-norm")  # Llama 4: weightless L2 norm of q and k on the RoPE layers
-        # RoPE skipped on every 4th layer (transformers Llama4TextConfig no_rope_layer_interval 4)
-        if m.num_layers % 4 == 0 and [a_.window is None for a_ in m.attention_layers] == [
-            (i + 1) % 4 == 0 for i in range(m.num_layers)
-        ]:
-            a.append("--no-rope-freq 4")
-    if m.is_moe:
-        a += [f"--num-experts {m.num_experts}", f"--moe-router-topk {m.experts_per_token}"]
-        if expert:
-            a.append(f"--moe-ffn-hidden-size {expert}")
-        if shared:
-            a.append(f"--moe-shared-expert-intermediate-size {shared}")
-        a += _router_args(m.config)
-        ids = set(m.moe_layer_ids)
-        if len(ids) != m.num_layers:
-            # Megatron's --moe-layer-freq pattern: 1 an expert layer, 0 a dense one, in layer order
-            a += ["--moe-layer-freq", moe_layer_pattern([i in ids for i in range(m.num_layers)])]  # quoted
-    return a
-
-
-def _mla_args(cfg: Mapping[str, Any]) -> list[str]:
-    """DeepSeek-V2/V3 multi-latent attention (Megatron-Core MLATransformerConfig, as its DeepSeek-V3
-    example sets it: low-rank q and kv, nope / rope / value head sizes, and the q_a / kv_a norms
-    as --qk-layernorm)."""
-    a = ["--multi-latent-attention"]
-    if cfg.get("q_lora_rank"):
-        a.append(f"--q-lora-rank {cfg['q_lora_rank']}")
-    for key, flag in (("kv_lora_rank", "kv-lora-rank"), ("qk_nope_head_dim", "qk-head-dim"),
-                      ("qk_rope_head_dim", "qk-pos-emb-head-dim"), ("v_head_dim", "v-head-dim")):  # fmt: skip
-        if isinstance(cfg.get(key), int):
-            a.append(f"--{flag} {cfg[key]}")
-    if isinstance(cfg.get("v_head_dim"), int):
-        a.append(f"--kv-channels {cfg['v_head_dim']}")
-    return [*a, "--qk-layernorm"]
-
-
-def _router_args(cfg: Mapping[str, Any]) -> list[str]:
-    """The router as the config describes it (DeepSeek-V3: sigmoid scores, experts picked within the
-    best 4 of 8 groups, weights scaled by 2.5, an expert bias for aux-loss-free balancing)."""
-    a: list[str] = []
-    if cfg.get("scoring_func") == "sigmoid":
-        a.append("--moe-router-score-function sigmoid")
-    if isinstance(cfg.get("n_group"), int) and isinstance(cfg.get("topk_group"), int) and cfg["n_group"] > 1:
-        a += [f"--moe-router-num-groups {cfg['n_group']}", f"--moe-router-group-topk {cfg['topk_group']}"]
-    factor = cfg.get("routed_scaling_factor")
-    if isinstance(factor, int | float) and not isinstance(factor, bool) and factor != 1:
-        a.append(f"--moe-router-topk-scaling-factor {factor:g}")
-    if cfg.get("topk_method") == "noaux_tc":
-        a.append("--moe-router-enable-expert-bias")
-    return a
-
-
-def moe_layer_pattern(is_moe: list[bool]) -> str:
-    """A Python list expression of 1s (expert layers) and 0s (dense) that Megatron evaluates
-    (megatron/training/arguments.py moe_freq_type): a repeated unit when the layers repeat one,
-    else runs, e.g. "([0,1]*24)" or "([0]*3+[1]*58)"."""
-    bits = [int(b) for b in is_moe]
-    n = len(bits)
-    for unit in range(1, n // 2 + 1):
-        if n % unit == 0 and bits == bits[:unit] * (n // unit):
-            return f"([{','.join(map(str, bits[:unit]))}]*{n // unit})"
-    runs: list[str] = []
-    i = 0
-    while i < n:
-        j = i
-        while j < n and bits[j] == bits[i]:
-            j += 1
-        runs.append(f"[{bits[i]}]*{j - i}")
-        i = j
-    return f"({'+'.join(runs)})"
-
-
-def _megatron_args(lp: LaunchPlan) -> list[str]:
-    """Megatron-LM pretrain_gpt.py flags (megatron/training/arguments.py) for the model and layout."""
-    w, m = lp.w, lp.model
-    a = [
-        f"--tensor-model-parallel-size {w.tp}",
-        f"--pipeline-model-parallel-size {w.pp}",
-    ]
-    stages = w.pp * w.vp
-    if w.pp > 1 and m.num_layers % stages == 0:
-        if w.vp > 1:
-            a.append(f"--num-layers-per-virtual-pipeline-stage {m.num_layers // stages}")
-    elif w.pp > 1 and (m.num_layers + 2) % stages == 0:  # layers + embedding + loss split evenly
-        a += [
-            *([f"--num-virtual-stages-per-pipeline-rank {w.vp}"] if w.vp > 1 else []),
-            "--account-for-embedding-in-pipeline-split",
-            "--account-for-loss-in-pipeline-split",
-        ]
-    elif w.pp > 1:  # an uneven split, spelled out stage by stage
-        a += ["--pipeline-model-parallel-layout", pipeline_layout(m.num_layers, stages)]  # quoted: "|"
-    if w.cp > 1:
-        a.append(f"--context-parallel-size {w.cp}")
-    if w.ep > 1:
-        a.append(f"--expert-model-parallel-size {w.ep}")
-    if w.etp is not None:
-        a.append(f"--expert-tensor-parallel-size {w.etp}")
-    if w.sequence_parallel:
-        a.append("--sequence-parallel")
-    if w.tp_comm_overlap:  # Transformer Engine userbuffers (megatron/training/arguments.py)
-        a.append("--tp-comm-overlap")
-    if w.zero >= 1:
-        a.append("--use-distributed-optimizer")
-    a += [
-        f"--num-layers {m.num_layers}",
-        f"--hidden-size {m.hidden_size}",
-        f"--num-attention-heads {m.num_heads}",
-        f"--seq-length {w.seq_len}",
-        f"--max-position-embeddings {max(w.seq_len, m.max_position_embeddings or 0)}",
-        f"--micro-batch-size {w.batch_size}",
-        f"--global-batch-size {w.batch_size * w.micro_batches * w.dp}",
-    ]
-    a += _megatron_shape_args(m)
-    fam = family_of(m.model_type)
-    if fam is not None and fam.megatron.llama:
-        # Llama-style blocks: SwiGLU MLP, RMSNorm, rotary positions, no biases, untied head
-        a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
-        if not m.tie_word_embeddings:
-            a.append("--untie-embeddings-and-output-weights")
-    # the attention kernel the estimate assumed (megatron/core/transformer/enums.py AttnBackend):
-    # flash-attn, Transformer Engine's cuDNN fused attention, or the unfused softmax
-    a.append(f"--attention-backend {MEGATRON_ATTENTION[w.attention_impl]}")
-    if w.activation_checkpointing == "selective":
-        a.append("--recompute-granularity selective")
-    elif w.activation_checkpointing == "full":
-        a += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
-    a.append({"bf16": "--bf16", "fp16": "--fp16", "fp8": "--bf16 --fp8-format hybrid"}.get(w.precision, ""))
-    if w.train_tokens:
-        iters = math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))
-        a.append(f"--train-iters {iters}")
-    return [ShellWords(x) for x in a if x]  # "--flag value" items: each word quoted on its own
-
-
 def _uses_megatron(w: Workload) -> bool:
     return max(w.tp, w.pp, w.cp, w.ep, w.vp) > 1
 
@@ -288,12 +119,41 @@ def _torchrun_argv(lp: LaunchPlan, slurm: bool = False, sky: bool = False) -> li
     return argv
 
 
+def refuse_adapter(lp: LaunchPlan, what: str, why: str = "trains every weight") -> None:
+    """An adapter job (LoRA/QLoRA) is never written as a full-weight launch."""
+    if lp.w.task in ("lora", "qlora"):
+        raise InvalidSettingError(
+            f"{what} {why}, not a {lp.w.task} adapter; for task: {lp.w.task} use --format {ADAPTER_FORMATS}."
+        )
+
+
+def adapter_args(w: Workload) -> list[str]:
+    """The adapter as script arguments, in TRL's ModelConfig spelling (huggingface/trl
+    trl/trainer/model_config.py: --use_peft, --lora_r, --lora_alpha, --lora_dropout,
+    --lora_target_modules, --load_in_4bit, --bnb_4bit_quant_type), which trl/scripts/sft.py and
+    HfArgumentParser scripts read; lora_alpha = 2 r, a common choice the estimate does not use."""
+    if w.task not in ("lora", "qlora"):
+        return []
+    a = [
+        "--use_peft",
+        f"--lora_r={w.lora_rank}",
+        f"--lora_alpha={2 * w.lora_rank}",
+        f"--lora_dropout={w.lora_dropout:g}",
+    ]
+    if w.lora_targets != "default":  # "default": PEFT's own targets for the model type
+        a += ["--lora_target_modules", *(w.lora_targets if isinstance(w.lora_targets, list) else [w.lora_targets])]
+    if w.task == "qlora":  # a 4-bit NF4 base (transformers BitsAndBytesConfig)
+        a += ["--load_in_4bit", "--bnb_4bit_quant_type=nf4"]
+    return a
+
+
 def _script(lp: LaunchPlan) -> list[str]:
     args = list(lp.script_args)
     megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
     if lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py"):
-        return ["pretrain_gpt.py", *_megatron_args(lp), *args]
-    return [lp.script, *args]
+        refuse_adapter(lp, f"Megatron-LM's pretrain_gpt.py (layout {lp.layout_label})")
+        return ["pretrain_gpt.py", *megatron_args(lp), *args]
+    return [lp.script, *adapter_args(lp.w), *args]
 
 
 def _shell_join(parts: list[str]) -> str:
@@ -325,7 +185,26 @@ def _header_text(lp: LaunchPlan) -> list[str]:
             f"estimate: TTFT {i.ttft_single_s * 1e3:.0f} ms (one request), {i.tpot_s * 1e3:.1f} ms/token, "
             f"{lp.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU"
         )
-    return lines + [n for n in (lp.remote_code_note, lp.checkpoint_note) if n]
+    if w.task in ("lora", "qlora"):
+        lines.append(adapter_line(w))
+    return lines + list(lp.notes) + [n for n in (lp.remote_code_note, lp.checkpoint_note) if n]
+
+
+def adapter_line(w: Workload) -> str:
+    """The adapter the script must build (PEFT LoraConfig; a 4-bit NF4 base for QLoRA)."""
+    targets = ",".join(w.lora_targets) if isinstance(w.lora_targets, list) else str(w.lora_targets)
+    base = "4-bit NF4 (bitsandbytes)" if w.task == "qlora" else w.precision
+    return (
+        f"adapter: {w.task} r={w.lora_rank} alpha={2 * w.lora_rank} dropout={w.lora_dropout:g} targets={targets} "
+        f"on a frozen {base} base"
+    )
+
+
+def _peft_run(lp: LaunchPlan, launcher: str) -> str:
+    """For an adapter job's config file: the command that runs the PEFT script with the adapter."""
+    if lp.w.task not in ("lora", "qlora"):
+        return ""
+    return "# " + comment(f"run: {launcher} {shell_line([lp.script, *adapter_args(lp.w), *lp.script_args])}") + "\n"
 
 
 def torchrun(lp: LaunchPlan) -> str:
@@ -455,7 +334,8 @@ def accelerate(lp: LaunchPlan) -> str:
         cfg["deepspeed_config"] = ds
     else:
         cfg = _accelerate_base(lp, "MULTI_GPU" if lp.cluster.num_gpus > 1 else "NO")
-    return "# " + "\n# ".join(_header(lp)) + "\n" + _yaml(cfg)
+    run = _peft_run(lp, "accelerate launch --config_file accelerate.yaml")
+    return "# " + "\n# ".join(_header(lp)) + "\n" + run + _yaml(cfg)
 
 
 def fsdp(lp: LaunchPlan) -> str:
@@ -463,7 +343,8 @@ def fsdp(lp: LaunchPlan) -> str:
     _check_data_parallel_only(lp, "FSDP")
     cfg = _accelerate_base(lp, "FSDP")
     cfg["fsdp_config"] = _fsdp_section(lp)
-    return "# " + "\n# ".join(_header(lp)) + "\n" + _yaml(cfg)
+    run = _peft_run(lp, "accelerate launch --config_file fsdp.yaml")
+    return "# " + "\n# ".join(_header(lp)) + "\n" + run + _yaml(cfg)
 
 
 def slurm(lp: LaunchPlan, partition: str | None = None, gres: str | None = None, time_limit: str | None = None) -> str:
@@ -555,7 +436,9 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
     argv.append(f"--max-num-seqs={w.batch_size}")
     if w.enforce_eager:
         argv.append("--enforce-eager")
-    argv.append(f"--dtype={'float16' if w.precision == 'fp16' else 'bfloat16'}")
+    # bf16 needs compute capability 8.0 (vllm/worker/worker.py _check_if_gpu_supports_dtype)
+    half = w.precision == "fp16" or not lp.cluster.gpu.supports("bf16")
+    argv.append(f"--dtype={'float16' if half else 'bfloat16'}")
     # a pre-quantised checkpoint (config.json's quantization_config) is detected by vLLM itself
     q = None if lp.weights_from_checkpoint else VLLM_QUANT.get(lp.weight_format)
     if q:

@@ -1,5 +1,6 @@
-"""Launch files in a training framework's own format: a torchtitan job TOML and a NeMo 2 command
-(`nemo llm pretrain --factory RECIPE key=value ...`). The workload's framework names which one
+"""Launch files in a training framework's own format: a torchtitan job TOML, a NeMo 2 command
+(`nemo llm pretrain --factory RECIPE key=value ...`), a torchtune `tune run RECIPE --config CONFIG`
+line and Unsloth's one-GPU `python train.py`. The workload's framework names which one
 `gpuplan launch` writes when no --format is given (specs/frameworks.py: `launch`).
 
 Keys are the frameworks' own: torchtitan's JobConfig sections and fields
@@ -7,7 +8,11 @@ Keys are the frameworks' own: torchtitan's JobConfig sections and fields
 NeMo-Run's dotted overrides of an llm recipe's trainer, strategy, data and model config
 (NVIDIA/NeMo:nemo/collections/llm/recipes/llama3_70b.py@0189a3b38dcfc89e916ca4396459433c8ba326d2:
 trainer(), MegatronStrategy arguments, MockDataModule's seq_length / global_batch_size /
-micro_batch_size, the `<recipe>_performance` factory with TP communication overlap).
+micro_batch_size, the `<recipe>_performance` factory with TP communication overlap),
+torchtune's recipes and configs (pytorch/torchtune:docs/source/recipes/lora_finetune_single_device.rst:
+`tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device` with key=value overrides
+such as model.lora_rank; recipes/configs/llama3_1/*.yaml: batch_size, gradient_accumulation_steps,
+enable_activation_checkpointing, dtype, compile, tokenizer.max_seq_len).
 """
 
 from __future__ import annotations
@@ -18,13 +23,13 @@ import re
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv
+from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv, adapter_args, refuse_adapter
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
 
 # torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
 TORCHTITAN_LLAMA3_FLAVORS: Final = ("8B", "70B", "405B")
-_AC: Final = {"none": "none", "selective": "selective", "full": "full"}
+_AC: Final = {"none": "none", "selective": "selective", "selective-op": "selective", "full": "full"}
 
 
 def _toml_value(v: Any) -> str:
@@ -59,6 +64,12 @@ def torchtitan(lp: LaunchPlan) -> str:
     """A torchtitan job config: the layout as [parallelism] degrees (FSDP2 over the rest), the
     batch, the checkpointing mode and compile as the estimate assumed."""
     w, cl = lp.w, lp.cluster
+    refuse_adapter(lp, "torchtitan (full-weight pretraining)")
+    if w.precision == "fp16":  # job_config.py: mixed_precision_param is "bfloat16" or "float32"
+        raise InvalidSettingError(
+            f"torchtitan's mixed precision is bfloat16 or float32 (mixed_precision_param); {cl.gpu.name} has no "
+            "BF16 (compute capability < 8.0): use --format accelerate or deepspeed (fp16), or a GPU with BF16."
+        )
     if w.zero in (1, 2) or w.offload == "optimizer":
         raise InvalidSettingError(
             f"torchtitan shards with FSDP2 (zero: 3, offload: optimizer+params) or replicates (zero: 0); "
@@ -143,12 +154,17 @@ def nemo_argv(lp: LaunchPlan) -> list[str]:
         a += ["model.config.recompute_method=uniform", "model.config.recompute_num_layers=1"]
     if w.precision == "fp8":  # recipes/precision/mixed_precision.py: bf16 with Transformer Engine fp8
         a.append("trainer.plugins=bf16_with_fp8_mixed")
+    elif w.precision == "fp16":  # the same file's fp16_mixed (the recipes default to bf16_mixed)
+        a.append("trainer.plugins=fp16_mixed")
     if w.train_tokens:
         a.append(f"trainer.max_steps={math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))}")
     return ["nemo", "llm", verb, "--factory", recipe, *a, "-y"]
 
 
 def nemo(lp: LaunchPlan) -> str:
+    # finetune_recipe's peft_scheme defaults to 'lora' with the recipe's own rank; the overrides
+    # written here carry no adapter settings (rank, alpha, a 4-bit base)
+    refuse_adapter(lp, "The NeMo command gpuplan writes", "carries no adapter settings (rank, alpha, 4-bit base)")
     if lp.w.zero >= 2:
         raise InvalidSettingError(
             "NeMo's Megatron strategy shards optimizer states only (distributed optimizer, zero 1); "
@@ -159,18 +175,85 @@ def nemo(lp: LaunchPlan) -> str:
     return "\n".join(head) + "\n" + _shell_join(nemo_argv(lp)) + "\n"
 
 
+def _tune_config(lp: LaunchPlan, kind: str, single: bool) -> str:
+    """torchtune's config name: recipes/configs/<model>/<size>_<kind>[_single_device], e.g.
+    llama3_1/8B_lora_single_device (llama-3.1-8b -> llama3_1, 8B)."""
+    parts = nemo_recipe(lp.model.name).split("_")
+    folder = re.sub(r"(\d)(\d)$", r"\1_\2", parts[0]) if parts[0].startswith("llama3") else parts[0]
+    return f"{folder}/{parts[-1].upper()}_{kind}" + ("_single_device" if single else "")
+
+
+def torchtune(lp: LaunchPlan) -> str:
+    """`tune run [torchrun args] RECIPE --config CONFIG key=value ...`: the LoRA/QLoRA or full
+    fine-tuning recipe, on one device or distributed (FSDP2), with the batch, checkpointing and
+    adapter as overrides."""
+    w, cl = lp.w, lp.cluster
+    if w.task == "pretrain":
+        raise InvalidSettingError(
+            "torchtune's recipes fine-tune (full, LoRA, QLoRA); for task: pretrain use --format torchtitan or torchrun."
+        )
+    if w.precision not in ("bf16", "fp32"):  # its recipes take dtype bf16 or fp32 (no fp16 training)
+        raise InvalidSettingError(
+            f"torchtune trains in bf16 or fp32 (dtype); precision {w.precision} on {cl.gpu.name} is not one: "
+            "use --format accelerate or axolotl, or precision: fp32."
+        )
+    _check_single_node(lp, "torchtune")
+    single = cl.num_gpus == 1
+    adapter = w.task in ("lora", "qlora")
+    recipe = ("lora" if adapter else "full") + "_finetune_" + ("single_device" if single else "distributed")
+    launcher = [] if single else [f"--nproc_per_node={cl.gpus_per_node}"]
+    o = [
+        f"batch_size={w.batch_size}",
+        f"gradient_accumulation_steps={w.micro_batches}",
+        f"tokenizer.max_seq_len={w.seq_len}",
+        f"enable_activation_checkpointing={w.activation_checkpointing != 'none'}",
+        f"dtype={w.precision}",
+        f"compile={w.compile}",
+    ]
+    if adapter:  # the lora_* model builders' arguments (torchtune/models/llama3_1/_model_builders.py)
+        o += [
+            f"model.lora_rank={w.lora_rank}",
+            f"model.lora_alpha={2 * w.lora_rank}",
+            f"model.lora_dropout={w.lora_dropout:g}",
+        ]
+    config = _tune_config(lp, w.task if adapter else "full", single)
+    argv = ["tune", "run", *launcher, recipe, "--config", config, *o]
+    head = ["# " + x for x in _header(lp)]
+    head.append(f"# {config}: torchtune's config for this model and task (`tune ls` lists them; `tune cp` to edit)")
+    return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
+
+
+def _check_single_node(lp: LaunchPlan, what: str) -> None:
+    if lp.cluster.nodes > 1:
+        raise InvalidSettingError(
+            f"{what} as written here runs on one node; use --format slurm or torchrun for several."
+        )
+
+
+def unsloth(lp: LaunchPlan) -> str:
+    """Unsloth: a Python script on one GPU (`python train.py`), the adapter as script arguments."""
+    if lp.cluster.num_gpus > 1:
+        raise InvalidSettingError(
+            f"Unsloth trains on one GPU (`python train.py`); this plan has {lp.cluster.num_gpus}: set num_gpus: 1, "
+            "or framework: axolotl or llama-factory for several GPUs."
+        )
+    head = ["# " + x for x in _header(lp)]
+    return "\n".join(head) + "\n" + _shell_join(["python", lp.script, *adapter_args(lp.w), *lp.script_args]) + "\n"
+
+
 def render(lp: LaunchPlan, fmt: str) -> str:
-    return {"torchtitan": torchtitan, "nemo": nemo}[fmt](lp)
+    return {"torchtitan": torchtitan, "nemo": nemo, "torchtune": torchtune, "unsloth": unsloth}[fmt](lp)
 
 
 def default_format(framework: str | None) -> str:
     """The launch format a framework's own launch uses (data/frameworks.toml `launch`), or a clear
     refusal where the workload names none or the framework launches itself."""
     if framework is None:
+        from gpuplan.interfaces.launch import FORMATS
+
         raise InvalidSettingError(
-            "Pass --format (torchrun, accelerate, deepspeed, fsdp, slurm, skypilot, vllm, torchtitan, nemo, axolotl, "
-            "llama-factory), "
-            "or set framework: in the workload to write that framework's own launch."
+            f"Pass --format ({', '.join(FORMATS)}), or set framework: in the workload to write that framework's own "
+            "launch."
         )
     fw = frameworks.frameworks()[framework]
     if fw.launch == "none":

@@ -144,7 +144,7 @@ def unsupported(w: Workload) -> str | None:
     if w.is_training:
         if w.zero or w.offload != "none" or w.activation_offloading:
             return "gpuplan measure runs plain PyTorch training: no ZeRO/FSDP sharding or offloading."
-        if w.activation_checkpointing == "selective":
+        if w.activation_checkpointing in ("selective", "selective-op"):
             return "transformers checkpoints whole layers: use activation_checkpointing full or none."
         if w.compile or w.loss_impl != "upcast" or w.optimizer_in_backward or not w.grads_set_to_none:
             return ("gpuplan measure runs eager transformers training (loss_impl upcast, no compile, "

@@ -38,12 +38,12 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError, InvalidSettingError, UnknownNameError
 from gpuplan.interfaces import api
+from gpuplan.interfaces.web_compute import Computer, pool_size
 from gpuplan.interfaces.web_schemas import ErrorOut, ModelIn, PlanIn, WorkloadIn
 from gpuplan.results.base import plain
 from gpuplan.safeio import one_line
 from gpuplan.specs.context import Context
-from gpuplan.specs.model import ModelSpec
-from gpuplan.specs.workload import Workload, check_keys_apply, describe_error, make_workload
+from gpuplan.specs.workload import describe_error
 
 # The largest request body: a config.json is a few KB, but ones that carry a label map (ViT on
 # ImageNet-21k's 21,843 classes) reach ~1 MB.
@@ -113,17 +113,6 @@ ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     408: {"model": ErrorOut, "description": f"The request body did not arrive within {BODY_TIMEOUT_S:g} s."},
     503: {"model": ErrorOut, "description": "The server is busy or the request ran past its time; see Retry-After."},
 }
-PLAN_KEYS: Final = frozenset(PlanIn.model_fields) - frozenset(Workload.model_fields)
-
-
-def _workload(body: WorkloadIn) -> tuple[Workload, ModelSpec | None]:
-    """The library's workload (keys the request set stay set) and its model: pasted, a preset or
-    a hub id, never a file on the server (None for graphics jobs that name no model)."""
-    w = make_workload(body.model_dump(exclude_unset=True, exclude={"config", *PLAN_KEYS}))
-    check_keys_apply(w)  # a key the task ignores is refused in one line, as the CLI refuses it
-    if body.config is not None:
-        return w, api.model_from_json(body.config, w.model)
-    return w, (api.get_model(w.model, files=False) if w.model else None)
 
 
 # --- middleware ------------------------------------------------------------------------------------
@@ -238,7 +227,7 @@ class _Pool:
         self.budget_s = budget_s
         self.waiting = 0  # computing requests in the server (running or queued)
 
-    async def run(self, fn: Callable[[], JSONResponse], *, large: bool = False) -> JSONResponse:
+    async def run(self, fn: Callable[[], Response], *, large: bool = False) -> Response:
         if self.waiting >= self.capacity:
             raise _Busy(f"The server is busy ({self.waiting:,} requests computing or queued); retry in a few seconds.")
         self.waiting += 1
@@ -353,7 +342,7 @@ def _catalog_routes(app: FastAPI, ctx: Context, pool: _Pool, relative: Callable[
         return _answer(list(model_list()))
 
     @app.get("/api/models/{name:path}", tags=["models"], responses={404: {"model": ErrorOut}, **ERRORS})
-    async def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> JSONResponse:
+    async def model(name: str, seq_len: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> Response:
         """A preset or hub id (`gpuplan model NAME --json`): parameters, shapes, KV cache, FLOPs."""
         try:
             return await pool.run(lambda: _answer(api.model_record(api.get_model(name, files=False), seq_len)))
@@ -366,60 +355,42 @@ def _catalog_routes(app: FastAPI, ctx: Context, pool: _Pool, relative: Callable[
         return _answer(dict(relative()))
 
 
-def _compute_routes(app: FastAPI, ctx: Context, pool: _Pool) -> None:
-    """The endpoints that compute: through the bounded pool, with its queue limit and time budget."""
+def _compute_routes(app: FastAPI, computer: Computer, pool: _Pool) -> None:
+    """The endpoints that compute: admitted by the bounded pool (its queue limit and time budget),
+    answered from the cache or computed in a worker process (web_compute.py)."""
 
     @app.post("/api/model", tags=["models"], responses=ERRORS)
-    async def inspect_model(body: ModelIn) -> JSONResponse:
+    async def inspect_model(body: ModelIn) -> Response:
         """A pasted config.json read as `gpuplan model --json` reads a file."""
         return await pool.run(
             lambda: _answer(api.model_record(api.model_from_json(body.config, body.name), body.seq_len))
         )
 
+    def computed(kind: str, body: WorkloadIn) -> Callable[[], Response]:
+        payload = body.model_dump(exclude_unset=True)  # the keys the request set, as validated
+        return lambda: Response(computer.answer(kind, payload), media_type="application/json")
+
     @app.post("/api/estimate", tags=["plan"], responses=ERRORS)
-    async def estimate(body: WorkloadIn) -> JSONResponse:
+    async def estimate(body: WorkloadIn) -> Response:
         """Memory, time, cost and energy of one workload on its GPU (`gpuplan estimate --json`)."""
-
-        def run() -> JSONResponse:
-            w, spec = _workload(body)
-            return _answer(api.estimate(w, ctx, model=spec))
-
-        return await pool.run(run)
+        return await pool.run(computed("estimate", body))
 
     @app.post("/api/fit", tags=["plan"], responses=ERRORS)
-    async def fit(body: WorkloadIn) -> JSONResponse:
+    async def fit(body: WorkloadIn) -> Response:
         """Whether it fits (`gpuplan fit --json`): with `gpu`, the breakdown and what would make it fit;
         without, every catalog GPU with its memory breakdown and the fewest GPUs of that type."""
-
-        def run() -> JSONResponse:
-            w, spec = _workload(body)
-            return _answer(api.fit(w, ctx, model=spec))
-
-        return await pool.run(run)
+        return await pool.run(computed("fit", body))
 
     @app.post("/api/plan", tags=["plan"], responses=ERRORS)
-    async def plan(body: PlanIn) -> JSONResponse:
+    async def plan(body: PlanIn) -> Response:
         """Ranked GPU options with reasons and the time-cost Pareto front (`gpuplan plan --json`);
         with a `cluster`, the best parallel layouts of a training job on it."""
-
-        def run() -> JSONResponse:
-            w, spec = _workload(body)
-            return _answer(api.plan(
-                w, ctx, gpus=body.gpus or (), top=body.top, spot=body.spot,
-                carbon_g_per_kwh=body.carbon_g_per_kwh, allow_cross_node_tp=body.allow_cross_node_tp, model=spec,
-            ))  # fmt: skip
-
-        return await pool.run(run, large=body.cluster is not None)
+        return await pool.run(computed("plan", body), large=body.cluster is not None)
 
     @app.post("/api/roofline", tags=["plan"], responses=ERRORS)
-    async def roofline(body: WorkloadIn) -> JSONResponse:
+    async def roofline(body: WorkloadIn) -> Response:
         """The workload's operators on its GPU's roofline: intensity against achieved FLOP/s."""
-
-        def run() -> JSONResponse:
-            w, spec = _workload(body)
-            return _answer(api.roofline(w, ctx, model=spec))
-
-        return await pool.run(run)
+        return await pool.run(computed("roofline", body))
 
 
 def create_app(
@@ -431,19 +402,26 @@ def create_app(
     max_queued: int = MAX_QUEUED,
     request_budget_s: float = REQUEST_BUDGET_S,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    processes: int | None = None,
 ) -> FastAPI:
     """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
-    `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only)."""
+    `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only);
+    `processes`: worker processes that compute (default: one per CPU; 0 computes in the threads)."""
     # read once: a malformed user catalog or price file fails here, at start-up, in one line (exit
     # 2), not on every request; every request then plans with this one context
     ctx = Context.of(catalog_files, price_file).check()
     pool = _Pool(compute_threads, max_queued, request_budget_s)
+    files = [str(f) for f in catalog_files]
+    prices = str(price_file) if price_file is not None else None
+    computer = Computer(ctx, files, prices, pool_size() if processes is None else processes)
     relative = _cached(lambda: api.chart_relative(ctx))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await anyio.to_thread.run_sync(relative)  # the one costly reference answer, computed before serving
+        await anyio.to_thread.run_sync(computer.warm)  # worker processes started, each with the catalog read
         yield
+        await anyio.to_thread.run_sync(computer.close)  # and stopped with the app
 
     app = FastAPI(
         lifespan=lifespan,
@@ -461,7 +439,7 @@ def create_app(
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(trusted_hosts))
     _install_error_handlers(app)
     _catalog_routes(app, ctx, pool, relative)
-    _compute_routes(app, ctx, pool)
+    _compute_routes(app, computer, pool)
 
     @app.get("/", include_in_schema=False)
     async def index() -> Response:
@@ -544,7 +522,10 @@ def app_from_env() -> FastAPI:
     """The app of one uvicorn worker process (`serve --workers N`), from the settings `serve` put
     in the environment."""
     settings = json.loads(os.environ.get(SERVE_ENV, "{}"))
-    return create_app(settings.get("catalog_files", ()), settings.get("price_file"), settings.get("trusted_hosts"))
+    return create_app(
+        settings.get("catalog_files", ()), settings.get("price_file"), settings.get("trusted_hosts"),
+        processes=pool_size(settings.get("workers", 1)),  # the machine's CPUs shared among the server's processes
+    )  # fmt: skip
 
 
 def check_serve_options(port: int, workers: int) -> None:
@@ -590,7 +571,9 @@ def serve(
         )  # fmt: skip
         return
     Context.of(files, prices).check()  # a malformed catalog or price file fails here, in one line, not per worker
-    os.environ[SERVE_ENV] = json.dumps({"catalog_files": files, "price_file": prices, "trusted_hosts": trusted})
+    os.environ[SERVE_ENV] = json.dumps(
+        {"catalog_files": files, "price_file": prices, "trusted_hosts": trusted, "workers": workers}
+    )
     uvicorn.run(
         "gpuplan.interfaces.web:app_from_env", factory=True, workers=workers, host=host.strip("[]"), port=port,
         log_level=log_level, **_uvicorn_limits(),

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import runtime
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.specs.cluster import GPUS_PER_NODE
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
+
+if TYPE_CHECKING:
+    from gpuplan.planner.screening import Candidates
 
 # GPU counts tried when looking for the smallest that fits: one node's worth in powers of two,
 # then whole 8-GPU nodes (what clusters and clouds rent)
@@ -47,7 +51,27 @@ class GpuCount:
     estimate: MemoryEstimate | None  # at that count
 
 
-def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterable[dict[str, Any]]:
+def tp_limit(gpu: GPU) -> int | None:
+    """The widest tensor parallelism offered on `gpu`: a card meant for one host (catalog
+    `multi_node: no`, no scale-out fabric) keeps it inside one node (GPUS_PER_NODE), as vLLM's
+    distributed-serving guide sets tensor parallelism to the GPUs per node and pipelines across
+    nodes; None: no limit (a scale-out card)."""
+    return None if gpu.multi_node else max(GPUS_PER_NODE, gpu.nvlink_domain)
+
+
+def inference_layout(model: ModelSpec, n: int, gpu: GPU | None) -> dict[str, Any] | None:
+    """Tensor parallelism over n GPUs (pipeline stages where the heads do not split), with the
+    tensor-parallel group kept inside one node on one-host cards (pipeline stages across nodes)."""
+    cap = tp_limit(gpu) if gpu is not None else None
+    if cap is None or n <= cap:
+        if model.tp_splits_heads(n):
+            return {"num_gpus": n, "tp": n, "pp": 1}
+        return {"num_gpus": n, "tp": 1, "pp": n} if model.num_layers >= n else None
+    tp = next((t for t in range(cap, 0, -1) if n % t == 0 and model.tp_splits_heads(t)), 1)
+    return {"num_gpus": n, "tp": tp, "pp": n // tp} if model.num_layers >= n // tp else None
+
+
+def _layouts(model: ModelSpec, w: Workload, n: int, gpu: GPU | None = None) -> Iterable[dict[str, Any]]:
     """Ways of spreading the workload over n GPUs that reduce per-GPU memory."""
     if n == w.num_gpus:
         yield {}
@@ -56,19 +80,21 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterable[dict[str, Any]]:
         if n > 1 and w.zero < 3:
             yield {"num_gpus": n, "tp": 1, "pp": 1}
     else:
-        if model.tp_splits_heads(n):
-            yield {"num_gpus": n, "tp": n, "pp": 1}
-        elif model.num_layers >= n:
-            yield {"num_gpus": n, "tp": 1, "pp": n}
+        layout = inference_layout(model, n, gpu)
+        if layout is not None:
+            yield layout
 
 
-def smallest_gpu_count(model: ModelSpec, w: Workload, gpu: GPU, counts: Iterable[int] = GPU_COUNTS) -> GpuCount:
+def smallest_gpu_count(
+    model: ModelSpec, w: Workload, gpu: GPU, counts: Iterable[int] = GPU_COUNTS, candidates: Candidates | None = None
+) -> GpuCount:
     """The fewest GPUs of type `gpu` on which the workload fits (ZeRO-3 for training, tensor
-    parallelism for inference), with the estimate at that count."""
+    parallelism for inference), with the estimate at that count. `candidates`: the layouts'
+    workloads validated once for every GPU of a fit table (planner/screening.py)."""
     for n in counts:
-        for change in _layouts(model, w, n):
+        for change in _layouts(model, w, n, gpu):
             try:
-                cand = w.with_(**change) if change else w
+                cand = (candidates.changed(w, change) if candidates else w.with_(**change)) if change else w
             except InvalidSettingError:
                 continue
             e = _estimate(model, cand, gpu)
@@ -165,7 +191,8 @@ def training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
         c.append(
             ("paged 8-bit AdamW", {"optimizer": "paged-adamw-8bit"}, "states beyond the card cross PCIe each step")
         )
-    if w.task in ("pretrain", "finetune"):
+    c += _sharded_candidates(w)
+    if w.task == "finetune":  # adapters train other weights: never a fix for pretraining (QA #3)
         c.append(("LoRA", {"task": "lora"}, "adapts fewer weights"))
         c.append(("QLoRA (NF4 base)", {"task": "qlora", "activation_checkpointing": "full"}, "slower matmuls"))
     elif w.task == "lora":
@@ -178,6 +205,26 @@ def training_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
         zero = max(w.zero, 1)
         c.append(("CPU offload of optimizer states", {"offload": "optimizer", "zero": zero}, "slower steps"))
     return c
+
+
+def _sharded_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
+    """On the job's own GPUs (more than one): ZeRO-3 / FSDP, then with full activation checkpointing,
+    then with the optimizer states offloaded to host RAM (DeepSpeed ZeRO-Offload), cumulatively."""
+    if w.num_gpus < 2 or w.zero >= 3:
+        return []
+    out: list[tuple[str, dict[str, Any], str]] = []
+    change: dict[str, Any] = {"zero": 3}
+    label = f"ZeRO-3 / FSDP over the {w.num_gpus} GPUs"
+    out.append((label, dict(change), "more communication per step"))
+    if w.activation_checkpointing != "full":
+        change["activation_checkpointing"] = "full"
+        label += " + full activation checkpointing"
+        out.append((label, dict(change), "more communication, about +33% compute"))
+    if w.offload == "none":
+        change["offload"] = "optimizer"
+        label += " + CPU offload of optimizer states"
+        out.append((label, dict(change), "slower steps: the optimizer runs on the CPU"))
+    return out
 
 
 # A preallocating engine (vLLM, SGLang) may take more of the card for its KV cache: vLLM's docs

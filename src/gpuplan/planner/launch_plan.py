@@ -11,7 +11,7 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
-from gpuplan.planner.layouts import Layout, search_layouts
+from gpuplan.planner.layouts import CHECKPOINTING, Layout, search_layouts
 from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import Catalog
@@ -43,6 +43,10 @@ class LaunchPlan:
     time_limit_note: str  # how it was reached, for the script's header
     weight_format: str  # the weights' storage format as the engine loads them (e.g. fp8, awq)
     weights_from_checkpoint: bool  # pre-quantised: the engine reads the format from config.json
+    # where the file's settings differ from the workload's: bf16 written as fp16 on a card without
+    # BF16, or no searched layout fitting (the workload's own layout is planned instead)
+    notes: tuple[str, ...] = ()
+    searched_none: bool = False  # the layout search found no layout that fits
 
     @property
     def remote_code_note(self) -> str | None:
@@ -119,26 +123,25 @@ def plan_launch(
     # layout as the user's keys do: the search's ZeRO stages are not all ones the framework runs
     fw_keys = set(frameworks.fill(w.framework, w.model_dump(exclude_unset=True))) if w.framework else set()
     fixed = bool(layout_keys & (w.model_fields_set | fw_keys))
-    label: str
+    label = ""
+    searched_none = False
+    notes: list[str] = []
     if w.is_training and search and not fixed and cluster.num_gpus > 1:
-        res = search_layouts(model, w, cluster, top=1)
-        if not res.best:
-            raise InvalidSettingError(f"No layout of {model.name} fits on {cluster.label}: " + "; ".join(res.notes))
-        best = res.best[0]
-        w, label = best.workload, best.layout.label
-    else:
+        found = _search(model, w, cluster, fw_keys)
+        if found is not None:
+            w, label = found
+        else:  # the workload's own layout, planned so the refusal shows its shortfall and best fix
+            searched_none = True
+            notes.append(f"no layout the search tried fits on {cluster.num_gpus} x {cluster.gpu.name}")
+    if not label:
         w = w.with_(gpu=cluster.gpu.name, num_gpus=cluster.num_gpus)
-        if w.is_training:
-            label = Layout(
-                w.tp, w.pp, w.vp, w.cp, w.ep, w.dp, w.zero, w.batch_size, w.micro_batches,
-                w.activation_checkpointing, w.sequence_parallel,
-            ).label  # fmt: skip
-        else:
-            label = f"TP{w.tp} PP{w.pp}"
-            if w.dp > 1:
-                label += f" DP{w.dp}" + (f" EP{w.ep} (attention data parallel)" if w.ep > 1 else " (replicas)")
-            elif w.ep > 1:
-                label += f" EP{w.ep}"
+        label = _label(w)
+    if w.precision == "bf16" and not cluster.gpu.supports("bf16") and cluster.gpu.supports("fp16"):
+        # vLLM refuses bf16 below compute capability 8.0 ("Bfloat16 is only supported on GPUs with
+        # compute capability of at least 8.0 ... --dtype=half": vllm-project/vllm vllm/worker/worker.py
+        # _check_if_gpu_supports_dtype); trainers' bf16 autocast has no tensor cores there: fp16 it is
+        w = w.with_(precision="fp16")
+        notes.append(f"{cluster.gpu.name} has no BF16 (compute capability < 8.0): written as fp16")
     mem = estimate_memory(model, w, cluster.gpu)
     training = estimate_training_time(model, w, cluster.gpu, cluster) if w.is_training else None
     inference = None if w.is_training else estimate_inference_time(model, w, cluster.gpu)
@@ -146,5 +149,31 @@ def plan_launch(
     iw = inference_weights(model, w)
     return LaunchPlan(
         model, model_id(model, name), w, cluster, label, training, inference, mem, script, script_args,
-        secs, note, iw.fmt, iw.from_checkpoint,
+        secs, note, iw.fmt, iw.from_checkpoint, tuple(notes), searched_none,
     )  # fmt: skip
+
+
+def _search(model: ModelSpec, w: Workload, cluster: Cluster, fw_keys: set[str]) -> tuple[Workload, str] | None:
+    """The fastest searched layout and its label, or None where none fits. The workload's (or its
+    framework's) activation checkpointing is kept; an adapter job (LoRA/QLoRA) is searched over data
+    parallel layouts only (planner/layouts.py search_layouts)."""
+    held = "activation_checkpointing" in (w.model_fields_set | fw_keys)
+    ckpts = (w.activation_checkpointing,) if held else CHECKPOINTING
+    res = search_layouts(model, w, cluster, top=1, checkpointing=ckpts)
+    if not res.best:
+        return None
+    return res.best[0].workload, res.best[0].layout.label
+
+
+def _label(w: Workload) -> str:
+    if w.is_training:
+        return Layout(
+            w.tp, w.pp, w.vp, w.cp, w.ep, w.dp, w.zero, w.batch_size, w.micro_batches,
+            w.activation_checkpointing, w.sequence_parallel,
+        ).label  # fmt: skip
+    label = f"TP{w.tp} PP{w.pp}"
+    if w.dp > 1:
+        label += f" DP{w.dp}" + (f" EP{w.ep} (attention data parallel)" if w.ep > 1 else " (replicas)")
+    elif w.ep > 1:
+        label += f" EP{w.ep}"
+    return label

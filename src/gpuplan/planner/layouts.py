@@ -111,7 +111,11 @@ class Layout:
         if self.zero:
             parts.append(f"ZeRO-{self.zero}")
         parts.append(f"mb{self.micro_batch}x{self.micro_batches}")
-        parts.append({"none": "no ckpt", "selective": "sel. ckpt", "full": "full ckpt"}[self.checkpointing])
+        parts.append(
+            {"none": "no ckpt", "selective": "sel. ckpt", "selective-op": "op ckpt", "full": "full ckpt"}[
+                self.checkpointing
+            ]
+        )
         return " ".join(parts)
 
 
@@ -252,6 +256,7 @@ def _enumerate(
     pinned: dict[str, int],
     axes: tuple[list[int], list[int], list[int]],
     rejected: Counter[str],
+    ckpts: tuple[str, ...] = CHECKPOINTING,
 ) -> tuple[list[_Cells], int]:
     """Every (tp, cp, ep) x (micro-batch, pipeline pair, ZeRO stage) that passes the rules, as masks
     (cheap), and the number of candidate layouts they make (counted against MAX_SEARCH_LAYOUTS
@@ -293,12 +298,14 @@ def _enumerate(
             if not ok.any():
                 continue
             # each passing cell is weighed once per (sequence parallelism, checkpointing) shape
-            weighed += int(ok.sum()) * (2 if tp > 1 else 1) * len(CHECKPOINTING)
+            weighed += int(ok.sum()) * (2 if tp > 1 else 1) * len(ckpts)
             kept.append((tp, cp, ep, ok, mb_g, pp_g, vp_g, dp_g, m_g, z_g))
     return kept, weighed
 
 
-def _profile(model: ModelSpec, w: Workload, cluster: Cluster, kept: list[_Cells]) -> _Grid:
+def _profile(
+    model: ModelSpec, w: Workload, cluster: Cluster, kept: list[_Cells], ckpts: tuple[str, ...] = CHECKPOINTING
+) -> _Grid:
     """One operator profile and activation split per shape the kept cells use, and each cell's axes."""
     g = _Grid()
     for tp, cp, ep, ok, mb_g, pp_g, vp_g, dp_g, m_g, z_g in kept:
@@ -306,7 +313,7 @@ def _profile(model: ModelSpec, w: Workload, cluster: Cluster, kept: list[_Cells]
             sel = ok & (mb_g == mb)
             for sp in (False, True) if tp > 1 else (False,):
                 mo = training_ops(model, _shape(w, tp, cp, ep, int(mb), "none", sp), cluster.gpu)
-                for ckpt in CHECKPOINTING:
+                for ckpt in ckpts:
                     g.prof_rows.append(with_checkpointing(mo, ckpt))
                     acts = {
                         x.name: x.bytes for x in activation_lines(model, _shape(w, tp, cp, ep, int(mb), ckpt, sp))[0]
@@ -416,31 +423,42 @@ def search_layouts(
     cluster: Cluster,
     top: int = 5,
     allow_cross_node_tp: bool = False,
+    checkpointing: tuple[str, ...] = CHECKPOINTING,
 ) -> SearchResult:
     """The `top` fastest layouts of training workload `w` on `cluster` that fit in memory: the
     candidates enumerated as masks and counted first, then one operator profile per shape, every
-    layout's step and memory screened at once (numpy), and the fastest confirmed in full."""
+    layout's step and memory screened at once (numpy), and the fastest confirmed in full.
+    `checkpointing` limits the activation-checkpointing modes tried (a launch keeps the workload's)."""
     _check_searchable(model, w)
     t0 = time.perf_counter()
     n = cluster.num_gpus
     gb = w.global_batch or w.batch_size * w.grad_accum * n
     rejected: Counter[str] = Counter()
+    # an adapter job (LoRA/QLoRA) runs under PEFT trainers (accelerate, FSDP, DeepSpeed, Axolotl,
+    # LLaMA-Factory, torchtune), which split no tensors, pipelines, sequences or experts: data
+    # parallel layouts only, unless the workload sets those keys itself
+    held = [k for k in PINNABLE if k not in w.model_fields_set] if w.task in ("lora", "qlora") else []
+    w = w.with_(**dict.fromkeys(held, 1)) if held else w
     pinned, tps, cps, eps = _parallel_axes(model, w, cluster, allow_cross_node_tp, rejected)
-    kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, (tps, cps, eps), rejected)
+    kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, (tps, cps, eps), rejected, checkpointing)
     if weighed > MAX_SEARCH_LAYOUTS:
         raise InvalidSettingError(
             f"The layout search for {model.name} on {cluster.label} weighs {weighed:,} candidate layouts, over its "
             f"limit of {MAX_SEARCH_LAYOUTS:,}. Narrow it: fewer nodes, no cross-node tensor parallelism "
             "(allow_cross_node_tp), or fix tp, pp, cp or ep in the workload (e.g. tp: 8)."
         )
-    g = _profile(model, w, cluster, kept)
+    g = _profile(model, w, cluster, kept, checkpointing)
     best: list[LayoutResult] = []
     evaluated = fitting = 0
     if g.shape_keys:
         best, evaluated, fitting = _rank(model, w, cluster, g, gb, top, rejected)
     notes = cluster.warnings()
-    if pinned:
-        notes.append("held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items()))
+    if set(pinned) - set(held):
+        notes.append(
+            "held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items() if k not in held)
+        )
+    if held:
+        notes.append(f"{w.task}: data-parallel layouts only (PEFT trainers split no tensors, pipelines or sequences)")
     if not best:
         notes.append(
             "no layout fits: add GPUs, lower the micro-batch or sequence length, or use a GPU with more memory"

@@ -29,6 +29,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.planner.screening import Candidates
 from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
@@ -151,15 +152,18 @@ def evaluate(
     n: int,
     price: Price | None,
     carbon_g_per_kwh: float | None = None,
+    candidates: Candidates | None = None,
 ) -> Option:
-    """One option: the first layout on n GPUs that fits, timed and priced."""
+    """One option: the first layout on n GPUs that fits, timed and priced. `candidates`: the
+    plan's layouts validated once for every GPU (planner/screening.py)."""
+    cands = candidates if candidates is not None else Candidates(w)
     chosen: dict[str, Any] | None = None
     mem: MemoryEstimate | None = None
     last: MemoryEstimate | None = None
     cand_w = w
     for layout in _layouts(model, w, n):
         try:
-            cand = w.with_(gpu=gpu.name, **layout)
+            cand = cands.get(w, gpu.name, layout)
             e = estimate_memory(model, cand, gpu)
         except GpuplanError:
             continue
@@ -194,7 +198,7 @@ def evaluate(
         winner: tuple[dict[str, Any], Workload, MemoryEstimate] | None = None
         for layout in _replica_layouts(model, w, n):
             try:
-                cand = w.with_(gpu=gpu.name, **layout)
+                cand = cands.get(w, gpu.name, layout)
                 e = estimate_memory(model, cand, gpu)
                 if not e.fits:
                     continue
@@ -325,9 +329,10 @@ def plan_options(
     A GeForce card is barred from datacenter plans by its licence unless the user owns it
     (`owned`, catalog names) and did not say it sits in a datacenter (`datacenter: true`)."""
     out: list[Option] = []
+    cands = Candidates(w)
     for gpu in gpus if gpus is not None else catalog:
         for n in counts:
-            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh)
+            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
             if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
                 o = _owned(o, w)
             if o.fits and gpu.geforce_eula and w.datacenter:

@@ -124,6 +124,8 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     _training_keys(w, prose)
     _runtime_keys(w, row, prose)
     _explicit_keys(w, row["extra_config"])
+    if w["task"] == "qlora" and "torchtune" in row["source_ref"]:
+        w["qlora_kernel"] = "torchao"  # torchtune's QLoRA runs torchao's NF4 linear (data/frameworks.toml)
     group = re.search(r"group\s*[-_ ]?size\s*[=:]?\s*(\d+)", " ".join((row["precision"].lower(), prose)), re.IGNORECASE)
     if w.get("weight_dtype") == "int4" and group and f"int4-g{group.group(1)}" in STORAGE_FORMATS:
         w["weight_dtype"] = f"int4-g{group.group(1)}"  # grouped int4 (torchao, gpt-fast): scales and zeros count
@@ -187,6 +189,9 @@ def _training_keys(w: dict[str, Any], prose: str) -> None:
         w["lora_dropout"] = float(drop.group(1))
     if _has(prose, r"no (activation|gradient) checkpointing", r"act_ckpt=no", r"\bAC off\b"):
         w["activation_checkpointing"] = "none"
+    elif _has(prose, r"op-based selective", r"per-op selective", r"selective_ac_option\s*=\s*\"?op"):
+        # torchtitan's op-level policy (selective_ac_option "op"), not Megatron's attention-only one
+        w["activation_checkpointing"] = "selective-op"
     elif _has(prose, r"selective"):
         w["activation_checkpointing"] = "selective"
     elif _has(prose, r"(activation|gradient) checkpointing", r"act_ckpt=yes", r"\bAC on\b"):
@@ -268,7 +273,9 @@ def _explicit_keys(w: dict[str, Any], extra: str) -> None:
     """`key=value` pairs in extra_config that name workload keys win."""
     known = set(Workload.model_fields)
     for key, value in _KV.findall(extra):
-        if key in known and key != "model":
+        # framework=: the rows' extra_config names the publisher's software (MLC, vLLM, ...), which
+        # the converter reads into engine and the software keys; the `framework:` key is explicit-only
+        if key in known and key not in ("model", "framework"):
             if key == "sharding" and value.lower() not in ("fsdp", "deepspeed"):
                 continue  # FSDP's own strategy names (FULL_SHARD, ...): zero= carries the stage
             if key == "task":

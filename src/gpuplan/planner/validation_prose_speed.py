@@ -170,6 +170,9 @@ def _layout_keys(w: dict[str, Any], row_fields: dict[str, str], extra: str) -> N
     ckpt = re.search(r"act_ckpt\s*=\s*(full|selective|none)", extra, re.IGNORECASE)
     if ckpt:
         w["activation_checkpointing"] = ckpt.group(1).lower()
+        if re.search(r"(op-based|per-op) selective", extra, re.IGNORECASE):
+            # torchtitan's op-level policy (selective_ac_option "op"), not Megatron's attention-only one
+            w["activation_checkpointing"] = "selective-op"
     zero = _num(r"\bzero\s*=\s*(\d)", extra)
     if zero is not None:
         w["zero"] = zero

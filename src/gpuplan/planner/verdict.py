@@ -3,22 +3,26 @@ that make it fit, each verified by running the estimate again with exactly those
 
 A fix is a set of workload changes. The candidates are the memory savings `fit.py` knows (activation
 checkpointing, a fused loss, a smaller micro-batch with more accumulation, 8-bit or paged optimizers,
-LoRA/QLoRA, ZeRO-3 over more GPUs, offload; for serving: a higher gpu_memory_utilization, fp8 KV,
-8- or 4-bit weights, a smaller batch, tensor parallelism), their cumulative combination in that order, the fewest GPUs of the same
-type, and the cheapest other GPU that holds the job unchanged. Each is estimated; only those that
-fit are kept, ranked by how much they change the job (the sum of the weights below), then by price.
+ZeRO-3 on the job's own GPUs (then with checkpointing, then with optimizer offload), LoRA/QLoRA for
+a fine-tune (never for pretraining), ZeRO-3 over more GPUs, offload; for serving: a higher
+gpu_memory_utilization, fp8 KV, 8- or 4-bit weights, a smaller batch, tensor parallelism), their
+cumulative combination in that order, the fewest GPUs of the same type (with 8-bit and 4-bit
+weights too, for serving), and the cheapest other GPU type at the fewest of it that hold the job.
+Each is estimated; only those that fit are kept, ranked by how much they change the job (the sum of
+the weights below; adapters after an equal change that keeps full training), then by price. The
+quantised-weight and other-GPU fixes are always among those shown when they fit.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
-from gpuplan.planner.fit import inference_candidates, smallest_gpu_count, training_candidates
+from gpuplan.planner.fit import GPU_COUNTS, inference_candidates, smallest_gpu_count, training_candidates
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.precision import storage_format
@@ -63,6 +67,7 @@ class Fix:
     workload: Workload  # the job with the changes applied
 
     base_gpus: int = 1  # the job's GPUs before the change
+    kept: bool = False  # a quantised-weight or other-GPU fix: always shown when it fits
 
     @property
     def weight(self) -> float:
@@ -139,30 +144,65 @@ def _same_gpu_fixes(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str
     return out
 
 
+# Weight formats tried with more GPUs when the job does not fit as it is: 8-bit (near-lossless) and
+# 4-bit AWQ (fit.py's WEIGHT_LADDER ranks them so).
+QUANTISED_WEIGHTS: Final = (("int8", "8-bit weights: near-lossless"), ("awq", "4-bit AWQ weights: small quality loss"))
+
+
 def _more_gpus(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str, Price]) -> list[Fix]:
-    count = smallest_gpu_count(model, w, gpu)
-    if count.num_gpus is None or count.estimate is None or count.num_gpus == w.num_gpus:
-        return []
-    changes = {"num_gpus": count.num_gpus, **{k: v for k, v in count.layout.items() if k != "num_gpus"}}
-    how = ", ".join(f"{k} {v}" for k, v in changes.items() if k != "num_gpus" and getattr(w, k, None) != v)
-    label = f"{count.num_gpus} x {gpu.name}" + (f" ({how})" if how else "")
-    return [_fix(label, changes, count.estimate, gpu, prices, f"{count.num_gpus} GPUs", w)]
+    """The fewest GPUs of the job's type that hold it; for serving, also with 8-bit and 4-bit weights."""
+    out: list[Fix] = []
+    tries: list[tuple[dict[str, Any], str]] = [({}, "")]
+    if not w.is_training:
+        tries += [({"weight_dtype": wf}, cost) for wf, cost in QUANTISED_WEIGHTS if wf != w.effective_weight_dtype]
+    for extra, cost in tries:
+        qw = _applied(w, extra)
+        count = smallest_gpu_count(model, qw, gpu) if qw is not None else None
+        if count is None or count.num_gpus is None or count.estimate is None:
+            continue
+        if count.num_gpus == w.num_gpus and not extra:
+            continue
+        if count.num_gpus == w.num_gpus and not count.layout:
+            continue  # the format alone fits: the same-GPU fixes hold it
+        changes = {**extra, "num_gpus": count.num_gpus, **{k: v for k, v in count.layout.items() if k != "num_gpus"}}
+        how = ", ".join(
+            f"{k} {v}" for k, v in changes.items() if k in ("zero", "tp", "pp") and getattr(w, k, None) != v
+        )
+        label = (f"{extra['weight_dtype']} weights on " if extra else "") + f"{count.num_gpus} x {gpu.name}"
+        label += f" ({how})" if how else ""
+        what = f"{count.num_gpus} GPUs" + (f"; {cost}" if cost else "")
+        out.append(replace(_fix(label, changes, count.estimate, gpu, prices, what, w), kept=bool(extra)))
+    return out
 
 
 def _other_gpu(model: ModelSpec, w: Workload, gpu: GPU, catalog: Catalog, prices: Mapping[str, Price]) -> list[Fix]:
-    """The cheapest listed GPU that holds the job as it is (same count); the largest one when none is priced."""
+    """The cheapest listed other GPU type, at the fewest of it (no fewer than the job's) that hold the
+    job unchanged; the largest one when none is priced."""
     best: tuple[float, Fix] | None = None
+    counts = [n for n in GPU_COUNTS if n >= w.num_gpus]
     for g in catalog:
-        if g.name == gpu.name or g.memory_bytes <= gpu.memory_bytes:
+        if g.name == gpu.name:
             continue
-        e = _estimate(model, w.with_(gpu=g.name), g)
-        if e is None or not e.fits:
+        moved = _applied(w, {"gpu": g.name})
+        count = smallest_gpu_count(model, moved, g, counts) if moved is not None else None
+        if moved is None or count is None or count.num_gpus is None or count.estimate is None:
             continue
-        f = _fix(f"{w.num_gpus} x {g.name}", {"gpu": g.name}, e, g, prices, "other hardware", w)
+        changes = {"gpu": g.name, **({"num_gpus": count.num_gpus} if count.num_gpus != w.num_gpus else {})}
+        changes.update({k: v for k, v in count.layout.items() if k != "num_gpus"})
+        how = ", ".join(
+            f"{k} {v}" for k, v in changes.items() if k in ("zero", "tp", "pp") and getattr(w, k, None) != v
+        )
+        label = f"{count.num_gpus} x {g.name}" + (f" ({how})" if how else "")
+        f = replace(_fix(label, changes, count.estimate, g, prices, "other hardware", w), kept=True)
         key = f.usd_per_hour if f.usd_per_hour is not None else 1e12 + g.memory_bytes
         if best is None or key < best[0]:
             best = (key, f)
     return [best[1]] if best else []
+
+
+def _always(f: Fix) -> bool:
+    """A fix shown whatever else ranks before it: quantised weights, or other hardware."""
+    return f.kept or set(f.changes) == {"weight_dtype"}
 
 
 def fixes(
@@ -180,5 +220,13 @@ def fixes(
         for f in unique.values()
         if not any(g is not f and g.changes.items() < f.changes.items() for g in unique.values())
     ]
-    ranked = sorted(kept, key=lambda f: (f.weight, f.usd_per_hour or 0.0, f.per_gpu_bytes))
-    return ranked[:limit]
+    # the least change first; of equal changes, full training before adapters (`task`), then the cheaper
+    ranked = sorted(kept, key=lambda f: (f.weight, "task" in f.changes, f.usd_per_hour or 0.0, f.per_gpu_bytes))
+    shown = ranked[:limit]
+    for f in (f for f in ranked[limit:] if _always(f)):  # quantised weights and other hardware always show
+        drop = next((g for g in reversed(shown[1:]) if not _always(g)), None)  # the best fix stays
+        if drop is None:
+            break
+        shown.remove(drop)
+        shown.append(f)
+    return sorted(shown, key=ranked.index)

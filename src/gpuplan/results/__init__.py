@@ -1,109 +1,134 @@
 """Typed results: what every gpuplan question answers, as frozen dataclasses with attributes and a
-`to_dict()` that is exactly the `--json` document (results/base.py)."""
+`to_dict()` that is exactly the `--json` document (results/base.py).
 
-from gpuplan.results.base import Result
-from gpuplan.results.estimate import (
-    BestPrecision,
-    Cost,
-    Energy,
-    Estimate,
-    FitResult,
-    FitRow,
-    FitTable,
-    FixResult,
-    InferenceSpeed,
-    Memory,
-    MemoryLine,
-    OpTime,
-    ServingMemory,
-    Suggestion,
-    TrainingSpeed,
-    Uncertainty,
-    Verdict,
-)
-from gpuplan.results.lab import (
-    CloudBaseline,
-    CloudJob,
-    InventoryRow,
-    LabAllocation,
-    LabCheck,
-    LabCostAllocation,
-    LabJob,
-    LabJobCheck,
-    LabOption,
-    MemberUse,
-    Refused,
-    ScheduleFigures,
-    SegmentRecord,
-)
-from gpuplan.results.ownership import OwnBreakdown, Owning, OwnSettings, Purchase, RentOffer, RentVsBuy
-from gpuplan.results.plan import (
-    ClusterInfo,
-    GraphicsOption,
-    GraphicsPlan,
-    LaunchFile,
-    LayoutPlan,
-    LayoutRow,
-    Plan,
-    PlanOption,
-    SearchStats,
-    ServingCost,
-    Skipped,
-    Unsuitable,
-    Validation,
-    ValidationRow,
-)
+Names load on first use (PEP 562): the command line's `estimate` does not define the lab's or the
+ownership model's dataclasses."""
 
-__all__ = [
-    "BestPrecision",
-    "CloudBaseline",
-    "CloudJob",
-    "ClusterInfo",
-    "Cost",
-    "Energy",
-    "Estimate",
-    "FitResult",
-    "FitRow",
-    "FitTable",
-    "FixResult",
-    "GraphicsOption",
-    "GraphicsPlan",
-    "InferenceSpeed",
-    "InventoryRow",
-    "LabAllocation",
-    "LabCheck",
-    "LabCostAllocation",
-    "LabJob",
-    "LabJobCheck",
-    "LabOption",
-    "LaunchFile",
-    "LayoutPlan",
-    "LayoutRow",
-    "MemberUse",
-    "Memory",
-    "MemoryLine",
-    "OpTime",
-    "OwnBreakdown",
-    "OwnSettings",
-    "Owning",
-    "Plan",
-    "PlanOption",
-    "Purchase",
-    "Refused",
-    "RentOffer",
-    "RentVsBuy",
-    "Result",
-    "ScheduleFigures",
-    "SearchStats",
-    "SegmentRecord",
-    "ServingCost",
-    "ServingMemory",
-    "Skipped",
-    "Suggestion",
-    "TrainingSpeed",
-    "Uncertainty",
-    "Unsuitable",
-    "Validation",
-    "ValidationRow",
-    "Verdict",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# public name -> the module that defines it (imported when the name is first used)
+_EXPORTS: dict[str, str] = {
+    "BestPrecision": "gpuplan.results.estimate",
+    "CloudBaseline": "gpuplan.results.lab",
+    "CloudJob": "gpuplan.results.lab",
+    "ClusterInfo": "gpuplan.results.plan",
+    "Cost": "gpuplan.results.estimate",
+    "Energy": "gpuplan.results.estimate",
+    "Estimate": "gpuplan.results.estimate",
+    "FitResult": "gpuplan.results.estimate",
+    "FitRow": "gpuplan.results.estimate",
+    "FitTable": "gpuplan.results.estimate",
+    "FixResult": "gpuplan.results.estimate",
+    "GraphicsOption": "gpuplan.results.plan",
+    "GraphicsPlan": "gpuplan.results.plan",
+    "InferenceSpeed": "gpuplan.results.estimate",
+    "InventoryRow": "gpuplan.results.lab",
+    "LabAllocation": "gpuplan.results.lab",
+    "LabCheck": "gpuplan.results.lab",
+    "LabCostAllocation": "gpuplan.results.lab",
+    "LabJob": "gpuplan.results.lab",
+    "LabJobCheck": "gpuplan.results.lab",
+    "LabOption": "gpuplan.results.lab",
+    "LaunchFile": "gpuplan.results.plan",
+    "LayoutPlan": "gpuplan.results.plan",
+    "LayoutRow": "gpuplan.results.plan",
+    "MemberUse": "gpuplan.results.lab",
+    "Memory": "gpuplan.results.estimate",
+    "MemoryLine": "gpuplan.results.estimate",
+    "OpTime": "gpuplan.results.estimate",
+    "OwnBreakdown": "gpuplan.results.ownership",
+    "OwnSettings": "gpuplan.results.ownership",
+    "Owning": "gpuplan.results.ownership",
+    "Plan": "gpuplan.results.plan",
+    "PlanOption": "gpuplan.results.plan",
+    "Purchase": "gpuplan.results.ownership",
+    "Refused": "gpuplan.results.lab",
+    "RentOffer": "gpuplan.results.ownership",
+    "RentVsBuy": "gpuplan.results.ownership",
+    "Result": "gpuplan.results.base",
+    "ScheduleFigures": "gpuplan.results.lab",
+    "SearchStats": "gpuplan.results.plan",
+    "SegmentRecord": "gpuplan.results.lab",
+    "ServingCost": "gpuplan.results.plan",
+    "ServingMemory": "gpuplan.results.estimate",
+    "Skipped": "gpuplan.results.plan",
+    "Suggestion": "gpuplan.results.estimate",
+    "TrainingSpeed": "gpuplan.results.estimate",
+    "Uncertainty": "gpuplan.results.estimate",
+    "Unsuitable": "gpuplan.results.plan",
+    "Validation": "gpuplan.results.plan",
+    "ValidationRow": "gpuplan.results.plan",
+    "Verdict": "gpuplan.results.estimate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-exports them)
+    from gpuplan.results.base import Result as Result
+    from gpuplan.results.estimate import BestPrecision as BestPrecision
+    from gpuplan.results.estimate import Cost as Cost
+    from gpuplan.results.estimate import Energy as Energy
+    from gpuplan.results.estimate import Estimate as Estimate
+    from gpuplan.results.estimate import FitResult as FitResult
+    from gpuplan.results.estimate import FitRow as FitRow
+    from gpuplan.results.estimate import FitTable as FitTable
+    from gpuplan.results.estimate import FixResult as FixResult
+    from gpuplan.results.estimate import InferenceSpeed as InferenceSpeed
+    from gpuplan.results.estimate import Memory as Memory
+    from gpuplan.results.estimate import MemoryLine as MemoryLine
+    from gpuplan.results.estimate import OpTime as OpTime
+    from gpuplan.results.estimate import ServingMemory as ServingMemory
+    from gpuplan.results.estimate import Suggestion as Suggestion
+    from gpuplan.results.estimate import TrainingSpeed as TrainingSpeed
+    from gpuplan.results.estimate import Uncertainty as Uncertainty
+    from gpuplan.results.estimate import Verdict as Verdict
+    from gpuplan.results.lab import CloudBaseline as CloudBaseline
+    from gpuplan.results.lab import CloudJob as CloudJob
+    from gpuplan.results.lab import InventoryRow as InventoryRow
+    from gpuplan.results.lab import LabAllocation as LabAllocation
+    from gpuplan.results.lab import LabCheck as LabCheck
+    from gpuplan.results.lab import LabCostAllocation as LabCostAllocation
+    from gpuplan.results.lab import LabJob as LabJob
+    from gpuplan.results.lab import LabJobCheck as LabJobCheck
+    from gpuplan.results.lab import LabOption as LabOption
+    from gpuplan.results.lab import MemberUse as MemberUse
+    from gpuplan.results.lab import Refused as Refused
+    from gpuplan.results.lab import ScheduleFigures as ScheduleFigures
+    from gpuplan.results.lab import SegmentRecord as SegmentRecord
+    from gpuplan.results.ownership import OwnBreakdown as OwnBreakdown
+    from gpuplan.results.ownership import Owning as Owning
+    from gpuplan.results.ownership import OwnSettings as OwnSettings
+    from gpuplan.results.ownership import Purchase as Purchase
+    from gpuplan.results.ownership import RentOffer as RentOffer
+    from gpuplan.results.ownership import RentVsBuy as RentVsBuy
+    from gpuplan.results.plan import ClusterInfo as ClusterInfo
+    from gpuplan.results.plan import GraphicsOption as GraphicsOption
+    from gpuplan.results.plan import GraphicsPlan as GraphicsPlan
+    from gpuplan.results.plan import LaunchFile as LaunchFile
+    from gpuplan.results.plan import LayoutPlan as LayoutPlan
+    from gpuplan.results.plan import LayoutRow as LayoutRow
+    from gpuplan.results.plan import Plan as Plan
+    from gpuplan.results.plan import PlanOption as PlanOption
+    from gpuplan.results.plan import SearchStats as SearchStats
+    from gpuplan.results.plan import ServingCost as ServingCost
+    from gpuplan.results.plan import Skipped as Skipped
+    from gpuplan.results.plan import Unsuitable as Unsuitable
+    from gpuplan.results.plan import Validation as Validation
+    from gpuplan.results.plan import ValidationRow as ValidationRow
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: a public name is imported from its module on first use, then kept."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuplan.results' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -63,6 +63,10 @@ class PlanOption(Result):
     pareto: bool = False  # on the time-cost Pareto front of the usable options
     serving: ServingCost | None = optional()  # inference of a generating model: $/Mtok at the best batch
     same_as: list[str] | None = optional()  # other GPUs with this row's very figures and price, folded into it
+    # a row of the workload's own `gpu` ranked below the top N, shown after them: `rank` is its place
+    # among the fitting rows of the whole ranking (the text table's #)
+    pinned: bool | None = optional()
+    rank: int | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +85,9 @@ class Plan(Result):
     chosen_gpu: str | None = optional()  # the workload's own `gpu`, by catalog name: faces highlight it
     have: dict[str, int] | None = optional()  # the GPUs the user owns: `options` are on them only
     rent_options: list[PlanOption] | None = optional()  # with `have`: what renting would add (priced)
+    # with `have` when nothing owned holds the job: per owned GPU type, the verdict at the owned count
+    # (shortfall, what binds, the verified fixes on those GPUs), ahead of the rental options
+    owned_verdicts: list[Verdict] | None = optional()
 
     @property
     def best(self) -> PlanOption | None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.errors import InvalidSettingError, UnknownGPUError, did_you_mean
 from gpuplan.safeio import clip_repr
 from gpuplan.specs.gpu import GB, GPU, Catalog
 
@@ -206,26 +206,47 @@ def gres_name(gpu: str) -> str:
     return re.sub(r"[^a-z0-9]", "", core) or "gpu"
 
 
-_HAVE_ITEM: Final = re.compile(r"^\s*(\d{1,5})\s*[x×*]\s*(.+?)\s*$", re.IGNORECASE)
+# "4x RTX 3090", "2 x 3090", "2*A100" (count first) or "3090x2", "3090 x2" (name first)
+_HAVE_COUNT_FIRST: Final = re.compile(r"^\s*(\d{1,5})\s*[x×*]\s*(.+?)\s*$", re.IGNORECASE)
+# name first: a space before the x, or none on either side ("RTX 3090" is a name, not "RT" x 3090)
+_HAVE_NAME_FIRST: Final = re.compile(r"^\s*(.+?)(?:\s+[x×*]\s*|[x×*])(\d{1,5})\s*$", re.IGNORECASE)
+
+
+# one item's length: the longest catalog label has 55 characters (errors._MAX_COMPARED allows 100)
+_HAVE_ITEM_CHARS: Final = 200
+
+
+def _have_item(part: str, catalog: Catalog) -> tuple[str, int]:
+    """One --have item as (name, count): the reading whose name the catalog knows, count first
+    when both are ("2x3090" and "3090x2" are two 3090s); unknown either way, the longer name's
+    error ("3099x2" is answered about '3099', not '2')."""
+    if len(part) > _HAVE_ITEM_CHARS:  # the patterns backtrack quadratically on a long run of spaces
+        raise InvalidSettingError(
+            f"--have: an item of {len(part):,} characters is longer than any GPU name and count. Got {clip_repr(part)}."
+        )
+    readings = [(m.group(2), int(m.group(1))) for m in [_HAVE_COUNT_FIRST.match(part)] if m]
+    readings += [(m.group(1), int(m.group(2))) for m in [_HAVE_NAME_FIRST.match(part)] if m]
+    if not readings:
+        raise InvalidSettingError(
+            "--have lists GPUs as COUNTx NAME (or NAMExCOUNT), comma-separated "
+            f"(e.g. '4x RTX 3090, 1x A100 40GB' or '3090x2'). Got {clip_repr(part.strip())}."
+        )
+    for name, count in readings:
+        try:
+            catalog.get(name)
+        except UnknownGPUError:
+            continue
+        return name, count
+    return max(readings, key=lambda r: len(r[0].strip()))
 
 
 def parse_have(text: str | Mapping[str, int], catalog: Catalog) -> dict[str, int]:
-    """The GPUs a user owns: "4x RTX 3090, 1x A100 40GB" (or {name: count}) as {catalog name: count}."""
+    """The GPUs a user owns: "4x RTX 3090, 1x A100 40GB", "3090x2" (or {name: count}) as {catalog name: count}."""
     items: list[tuple[str, object]]
     if isinstance(text, Mapping):
         items = [(str(k), v) for k, v in text.items()]
     else:
-        items = []
-        for part in str(text).split(","):
-            if not part.strip():
-                continue
-            m = _HAVE_ITEM.match(part)
-            if m is None:
-                raise InvalidSettingError(
-                    f"--have lists GPUs as COUNTx NAME, comma-separated (e.g. '4x RTX 3090, 1x A100 40GB'). "
-                    f"Got {clip_repr(part.strip())}."
-                )
-            items.append((m.group(2), int(m.group(1))))
+        items = [_have_item(part, catalog) for part in str(text).split(",") if part.strip()]
     out: dict[str, int] = {}
     for name, count in items:
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 4096:

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any, Final
 
 # Launch files in a framework's own format (interfaces/launch_frameworks.py, launch_trainers.py)
-OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory")
+OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory", "torchtune", "unsloth")
 # The launch formats a framework's own launch may name (interfaces/launch.py FORMATS, plus "none"
 # for a framework that starts its own processes from a plain `python`/CLI command).
 LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", *OWN_FORMATS, "none")
@@ -44,6 +44,7 @@ class Framework:
     launch: str  # the format `gpuplan launch` writes when no --format is given ("none": none)
     note: str
     defaults: tuple[Default, ...]
+    max_gpus: int | None = None  # a framework that trains on one GPU only (Unsloth)
 
 
 def _int(v: Any, fallback: int) -> int:
@@ -78,7 +79,7 @@ def _parse(doc: Mapping[str, Any]) -> dict[str, Framework]:
         defaults = tuple(
             Default(key, d["value"], d["source"], d.get("when", "")) for key, d in sec.get("defaults", {}).items()
         )
-        out[name] = Framework(name, sec["title"], sec["launch"], sec.get("note", ""), defaults)
+        out[name] = Framework(name, sec["title"], sec["launch"], sec.get("note", ""), defaults, sec.get("max_gpus"))
     return out
 
 
@@ -110,3 +111,13 @@ def fill(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
             continue
         filled[d.key] = merged[d.key] = d.value
     return filled
+
+
+def check_gpus(name: str, num_gpus: int) -> None:
+    """A framework that trains on at most `max_gpus` GPUs refuses more (ValueError: one line)."""
+    fw = frameworks()[name]
+    if fw.max_gpus is not None and num_gpus > fw.max_gpus:
+        raise ValueError(
+            f"framework {name} trains on {fw.max_gpus} GPU at most ({fw.title}); num_gpus is {num_gpus}: set "
+            f"num_gpus: {fw.max_gpus}, or framework: axolotl, llama-factory or hf-trainer for several GPUs"
+        )

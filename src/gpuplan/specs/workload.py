@@ -8,7 +8,6 @@ then trust them. YAML is read with the bounded safe loader of gpuplan.safeio onl
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,8 +16,9 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped
+from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped, whole_number
 from gpuplan.specs import frameworks
+from gpuplan.specs.durations import parse_duration_s
 from gpuplan.specs.precision import storage_format
 
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
@@ -62,7 +62,7 @@ _OPTIMIZER_ALIASES: Final = {
     "paged_lion_8bit": "paged-lion-8bit",
 }
 
-CHECKPOINTING: Final = ("none", "selective", "full")
+CHECKPOINTING: Final = ("none", "selective", "selective-op", "full")
 
 # attn_implementation names as transformers spells them (PreTrainedModel: "eager", "sdpa",
 # "flash_attention_2", "flash_attention_3") and the kernels they run here. "sdpa" is
@@ -93,34 +93,6 @@ DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS: Final = 89.6
 DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
 
 Engine = Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama", "autoawq"]
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr|hours?|d|days?|w|weeks?)?\s*$", re.IGNORECASE)
-_DURATION_S: Final = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
-# The longest deadline: a century. No plan looks further, and a service priced over 1e300 s
-# would overflow its cost to infinity.
-MAX_DURATION_S: Final = 100 * 365.25 * 86400
-
-
-def parse_duration_s(value: str | float | int) -> float:
-    """'24h', '90 min', '2d' or a number of seconds -> seconds."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"expected a duration such as '24h' or '2d'. Got {value!r}.")
-    if isinstance(value, int | float):
-        try:
-            seconds = float(value)
-        except OverflowError:  # an integer beyond any float
-            raise ValueError(f"a duration must be at most 100 years. Got {value!r}.") from None
-    else:
-        m = _DURATION.match(value)
-        if not m:
-            raise ValueError(f"expected a duration such as '24h', '90min' or '2d'. Got {value!r}.")
-        unit = (m.group(2) or "s").lower()
-        unit = {"hour": "h", "hours": "h", "day": "d", "days": "d", "week": "w", "weeks": "w"}.get(unit, unit)
-        seconds = float(m.group(1)) * _DURATION_S[unit]
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"a duration must be positive. Got {value!r}.")
-    if seconds > MAX_DURATION_S:
-        raise ValueError(f"a duration must be at most 100 years ({MAX_DURATION_S:,.0f} s). Got {value!r}.")
-    return seconds
 
 
 class Workload(BaseModel):
@@ -139,7 +111,7 @@ class Workload(BaseModel):
     seq_len: int = Field(2048, ge=1, le=10_000_000)
     grad_accum: int = Field(1, ge=1, le=1_000_000)
     optimizer: str = "adamw"
-    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    activation_checkpointing: Literal["none", "selective", "selective-op", "full"] = "none"
     zero: int = Field(0, ge=0, le=3)
     tp: int = Field(1, ge=1, le=1024)
     pp: int = Field(1, ge=1, le=1024)
@@ -164,6 +136,8 @@ class Workload(BaseModel):
     input_len: int = Field(128, ge=0, le=10_000_000)
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
+    # QLoRA's 4-bit linear: bitsandbytes keeps each frozen linear's input, torchao (torchtune) none
+    qlora_kernel: Literal["bitsandbytes", "torchao"] = "bitsandbytes"
     kv_dtype: str | None = None  # KV cache; default: the compute precision
     tokens: float | None = Field(None, ge=1, le=1e18)  # a count of tokens
     master_weights: Literal["fp32", "none"] = "fp32"
@@ -264,6 +238,8 @@ class Workload(BaseModel):
         )
         w: Workload = handler({**data, **filled} if filled else data)  # no framework, an unknown one, not training
         w.model_fields_set.difference_update(filled)
+        if w.framework is not None and w.is_training:
+            frameworks.check_gpus(w.framework, w.num_gpus)  # Unsloth: one GPU
         return w
 
     # --- inference engines: transformers' cache, llama.cpp / Ollama offload (estimators/engines.py) ---
@@ -478,6 +454,10 @@ class Workload(BaseModel):
         return make_workload(data)
 
 
+# integer keys: "1e4" and 1.0e+4 are read as 10000 there, "1.5e0" is refused (safeio.whole_number)
+_INT_KEYS: Final = frozenset(k for k, f in Workload.model_fields.items() if f.annotation in (int, int | None))
+
+
 def _pretty_error(exc: ValidationError) -> str:
     return describe_error(exc.errors()[0])
 
@@ -499,7 +479,7 @@ def describe_error(err: Mapping[str, Any], known_keys: Iterable[str] | None = No
     got = "" if "Got" in msg or isinstance(value, dict) else f" Got {shown}."
     if loc == "workload":  # a rule across keys: its message names them
         return msg.rstrip(".") + "."
-    return f"The {loc!r} key: {msg}.{got}".replace("..", ".")
+    return f"The {loc!r} key: {msg.rstrip('.')}{'' if msg.endswith(('?', '!')) else '.'}{got}"
 
 
 def make_workload(data: Mapping[str, Any]) -> Workload:
@@ -508,6 +488,7 @@ def make_workload(data: Mapping[str, Any]) -> Workload:
         raise InvalidSettingError(f"A workload must be a mapping of keys to values. Got {type(data).__name__}.")
     clean = {str(k).strip().replace("-", "_"): v for k, v in data.items() if v is not None}
     check_numbers(clean, "workload")  # NaN, infinity or a 300-digit integer: one line naming the key
+    clean = {k: whole_number(v, f"The {k!r} key") if k in _INT_KEYS else v for k, v in clean.items()}
     try:
         return Workload.model_validate(clean)
     except ValidationError as exc:

@@ -16,7 +16,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "seq_len": "Training sequence length in tokens.",
     "grad_accum": "Micro-batches accumulated per optimizer step.",
     "optimizer": "adamw, adamw-8bit, paged-adamw(-8bit), sgd, sgd-momentum, adafactor, lion (and bitsandbytes names).",
-    "activation_checkpointing": "Recompute activations in backward: none, selective (attention), or full (every layer).",
+    "activation_checkpointing": "Recompute activations in backward: none, selective (attention), selective-op (torchtitan's per-op "
+    "policy: every other matmul and the elementwise work), or full (every layer).",
     "zero": "ZeRO stage 0-3 (FSDP FULL_SHARD = 3): which model states are sharded over data parallelism.",
     "tp": "Tensor parallelism (Megatron): each layer's matmuls split over tp GPUs.",
     "pp": "Pipeline parallelism: the layers split into pp stages.",
@@ -30,6 +31,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "cluster": "Where it runs: NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100 (sets gpu and num_gpus).",
     "lora_rank": "LoRA rank r of the adapters.",
     "lora_dropout": "LoRA dropout (PEFT LoraConfig; default 0.0).",
+    "qlora_kernel": "QLoRA's 4-bit linear: bitsandbytes (PEFT, Axolotl, LitGPT, fsdp_qlora: each frozen linear "
+    "keeps its input for backward) or torchao (torchtune's NF4 linear: keeps none).",
     "input_len": "Inference: prompt tokens per sequence.",
     "output_len": "Inference: generated tokens per sequence.",
     "weight_dtype": "Inference weights (or a QLoRA base): bf16, fp8, int8, int4, awq, gptq, nf4, mxfp4, GGUF q4_k_m …",

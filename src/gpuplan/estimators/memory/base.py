@@ -13,6 +13,7 @@ from gpuplan.estimators.activations import (
     ActivationSettings,
     checkpoint_bytes_per_token,
     layer_bytes_per_token,
+    op_selective_bytes_per_token,
     stack_shapes,
 )
 from gpuplan.estimators.lora import lora_targets
@@ -256,6 +257,15 @@ ATTN_OUT_LEAVES: Final = ("o_proj", "out_proj", "dense", "c_proj", "o", "output"
 MLP_DOWN_LEAVES: Final = ("down_proj", "w2", "c_proj", "dense_4h_to_h", "wo", "dense", "fc2", "fc_out")
 
 
+def bnb_keeps_inputs(w: Workload) -> bool:
+    """Whether QLoRA's frozen 4-bit linears keep their inputs for backward: bitsandbytes' MatMul4Bit
+    saves its input A whenever A needs a gradient, frozen weight or not
+    (bitsandbytes-foundation/bitsandbytes:bitsandbytes/autograd/_functions.py@60a0d8a5084f4f592ace550aa683bcf5a449c82c
+    MatMul4Bit.forward: ctx.tensors = (A, B)); torchao's LinearNF4 (torchtune) saves only the weight
+    (pytorch/ao:torchao/dtypes/nf4tensor.py@38cb64cc5d17f17da1319625310fe5d406dd5370)."""
+    return w.task == "qlora" and w.qlora_kernel == "bitsandbytes"
+
+
 def kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
     """Which linear inputs autograd keeps: all for full training, adapted ones for LoRA."""
     if w.task not in ("lora", "qlora"):
@@ -275,6 +285,8 @@ def kept_inputs(model: ModelSpec, w: Workload) -> dict[str, Any]:
                 mlp_in = True
         if w.lora_dropout > 0:
             drop_elements += g.linear[0] * g.count * g.active_fraction / max(model.num_layers, 1)
+    if bnb_keeps_inputs(w):
+        attn_in = mlp_in = down_in = True
     return {
         "attn_input_kept": attn_in,
         "mlp_input_kept": mlp_in,
@@ -315,7 +327,9 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
     for s in stack_shapes(model):
         per_layer = layer_bytes_per_token(model, s, seq, cfg) * tokens
         largest_layer = max(largest_layer, per_layer)
-        if w.activation_checkpointing == "full":
+        if w.activation_checkpointing == "selective-op":
+            kept += op_selective_bytes_per_token(s, cfg) * tokens * s.layers * in_flight
+        elif w.activation_checkpointing == "full":
             ck = checkpoint_bytes_per_token(s, cfg) * tokens * s.layers * in_flight
             if w.activation_offloading:
                 host += ck
@@ -327,6 +341,7 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
         "none": "all layers' saved tensors (Korthikanti et al. 2022, sec. 4.1"
         + (", FlashAttention: no s^2 scores)" if cfg.flash else ", eager attention: softmax scores kept)"),
         "selective": "attention scores recomputed (Korthikanti et al. 2022, sec. 4.2)",
+        "selective-op": "block input, every other matmul output and attention output kept (torchtitan op-level SAC)",
         "full": "each layer's input kept (Korthikanti et al. 2022, sec. 4.3)"
         + ("; offloaded to host" if w.activation_offloading else ""),
     }[w.activation_checkpointing]

@@ -140,12 +140,28 @@ def _layer_ops(c: Ctx, model: ModelSpec, w: Workload, tokens: float) -> tuple[li
     return fwd, bwd, attn_fwd, attn_bwd
 
 
+def _op_recompute(fwd: tuple[Op, ...] | list[Op]) -> list[Op]:
+    """torchtitan's per-op selective checkpointing runs again every other matmul of each layer and
+    the elementwise work; attention's output is saved, so the kernel does not run again
+    (torchtitan/models/llama3/parallelize_llama.py@01c79fdf6ce3ca7ed1f6808ba8a395a155bbdc40 _save_list)."""
+    out = []
+    for o in fwd:
+        if _once(o) or o.name.startswith("attention"):
+            continue
+        k = 0.5 if o.name.startswith(("linear", "lora", "nf4")) else 1.0
+        out.append(Op(o.name, "recompute", o.flops * k, o.bytes * k, o.time_s * k, o.bound))
+    return out
+
+
 def _recompute(w: Workload, fwd: list[Op], attn_fwd: list[Op]) -> list[Op]:
-    """What checkpointing runs again in backward: every layer's forward (full) or attention (selective)."""
+    """What checkpointing runs again in backward: every layer's forward (full), attention
+    (selective), or every other matmul and the elementwise work (selective-op)."""
     if w.activation_checkpointing == "full":
         return [Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound) for o in fwd if not _once(o)]
     if w.activation_checkpointing == "selective":
         return [Op(o.name, "recompute", o.flops, o.bytes, o.time_s, o.bound) for o in attn_fwd]
+    if w.activation_checkpointing == "selective-op":
+        return _op_recompute(fwd)
     return []
 
 
@@ -166,6 +182,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     # the order of the operators as before the split: linears, the elementwise work, attention, loss
     fwd, bwd = lin_fwd + lay_fwd, lin_bwd + lay_bwd
     recompute = _recompute(w, fwd, attn_fwd)
+    attn_rec = w.activation_checkpointing in ("selective", "full")
     per_param = OPTIMIZER_BYTES[w.optimizer] if w.master_weights == "fp32" else OPTIMIZER_BYTES_PURE16
     offload_s = 0.0
     if w.offload != "none":
@@ -185,7 +202,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         layer_rec_s=_sum_ops(recompute, False),
         once_fwd_s=_sum_ops(fwd, True),
         once_bwd_s=_sum_ops(bwd, True),
-        attn_s=sum(o.time_s for o in (*attn_fwd, *attn_bwd)) + (sum(o.time_s for o in attn_fwd) if recompute else 0.0),
+        attn_s=sum(o.time_s for o in (*attn_fwd, *attn_bwd)) + (sum(o.time_s for o in attn_fwd) if attn_rec else 0.0),
         launch_floor_s=kernels * launch_s(not w.compile),
         tp_bytes=tokens * d * c.act_b if tp > 1 else 0.0,
         tp_collectives=(4 + (2 if full else 0)) * layers,
@@ -222,13 +239,14 @@ def with_checkpointing(mo: MicroOps, checkpointing: str) -> MicroProfile:
     tp_c = float(p.tp_collectives) - (2 * layers if was_full else 0.0)
     cp_p = float(p.cp_passes) - (1.0 if was_full else 0.0)
     moe = float(p.ep_collectives) / (6.0 if was_full else 4.0)
-    attn = float(p.attn_s) - (attn_fwd if mo.recompute else 0.0)
-    rec = {"none": 0.0, "selective": attn_fwd, "full": float(p.layer_fwd_s)}[checkpointing]
+    attn = float(p.attn_s) - (attn_fwd if any(o.name.startswith("attention") for o in mo.recompute) else 0.0)
+    op_rec = sum(o.time_s for o in _op_recompute(mo.fwd))
+    rec = {"none": 0.0, "selective": attn_fwd, "selective-op": op_rec, "full": float(p.layer_fwd_s)}[checkpointing]
     full = checkpointing == "full"
     return replace(
         p,
         layer_rec_s=rec,
-        attn_s=attn + (attn_fwd if checkpointing != "none" else 0.0),
+        attn_s=attn + (attn_fwd if checkpointing in ("selective", "full") else 0.0),
         launch_floor_s=kernels * (4.0 if checkpointing != "none" else 3.0),
         tp_collectives=tp_c + (2 * layers if full else 0.0),
         cp_passes=cp_p + (1.0 if full else 0.0),

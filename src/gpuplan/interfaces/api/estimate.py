@@ -8,7 +8,6 @@ from functools import partial
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import estimate_memory
-from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import (
     band,
@@ -21,7 +20,6 @@ from gpuplan.interfaces.api.records import (
     verdict_result,
 )
 from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
-from gpuplan.planner.serving import running_batch, target_misses
 from gpuplan.results import (
     BestPrecision,
     Estimate,
@@ -59,6 +57,14 @@ def estimate(
 ) -> Estimate:
     """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
+    from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time  # numpy: not for `fit`
+    from gpuplan.planner.serving import running_batch, target_misses  # the time estimators, too
+
+    if w.is_graphics:  # streams, desktops and frames have no memory breakdown or step time to estimate
+        raise InvalidSettingError(
+            f"estimate covers ML jobs; a graphics job (task: {w.task}) is sized by `gpuplan fit` "
+            "(which GPUs hold it) or `gpuplan plan` (ranked by cost or time)"
+        )
     ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
     model = model or load_model(w.model)
@@ -165,11 +171,13 @@ def fit_one(w: Workload, model: ModelSpec, gpu: GPU, ctx: Context | None = None)
 def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
     """`fit` without a GPU: every catalog GPU, whether it fits, and the fewest of it that do."""
     from gpuplan.planner.fit import GpuCount, smallest_gpu_count
+    from gpuplan.planner.screening import Candidates
 
     rows = []
+    cands = Candidates(w)  # each GPU count's workload validated once for the whole catalog
     for g in catalog(ctx):
         e = estimate_memory(model, w, g)
-        need: GpuCount | None = smallest_gpu_count(model, w, g) if not e.fits else None
+        need: GpuCount | None = smallest_gpu_count(model, w, g, candidates=cands) if not e.fits else None
         low, high = band(e.per_gpu_bytes, memory_kind(g.architecture))
         rows.append(
             FitRow(

@@ -92,7 +92,7 @@ def launch(
     model = load_model(w.model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
     if not lp.memory.fits and not force:
-        _refuse(model, lp.w, lp.memory, ctx)
+        _refuse(model, lp.w, lp.memory, ctx, lp.layout_label if lp.searched_none else None)
     opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
     text = render(lp, fmt, **opts)
     return LaunchFile(
@@ -104,8 +104,11 @@ def launch(
     )
 
 
-def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context | None) -> None:
-    """A launch file for a job that would not run is refused, with the shortfall and the best fix."""
+def _refuse(
+    model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context | None, unsearched: str | None = None
+) -> None:
+    """A launch file for a job that would not run is refused, with the shortfall and the best fix;
+    `unsearched`: the layout as written, where the layout search found none that fits."""
     from gpuplan.planner.verdict import fixes
 
     gpu = memory.gpu
@@ -121,6 +124,11 @@ def _refuse(model: ModelSpec, w: Workload, memory: MemoryEstimate, ctx: Context 
         what = (
             f"{short:,.2f} GiB short per GPU on {w.num_gpus} x {gpu.name} "
             f"({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase}); it would not run."
+        )
+    if unsearched is not None:  # the search's layouts (tp, pp, cp, ZeRO, micro-batch, checkpointing) all miss
+        what = (
+            f"no layout of {model.name} fits on {w.num_gpus} x {gpu.name}; as written ({unsearched}) it is "
+            f"{short:,.2f} GiB short per GPU ({memory.per_gpu_bytes / GIB:,.2f} GiB needed at {memory.peak_phase})."
         )
     found = fixes(model, w, gpu, c.catalog, c.prices(), limit=1)
     best = ""

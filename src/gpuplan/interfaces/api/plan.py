@@ -75,8 +75,13 @@ def plan(
     distinct = dedupe(opts)  # one row per answer: a chip's memory variants with equal figures fold
     shown = distinct if top is None else distinct[:top]
     service = not w.is_training and w.tokens is None
-    records = _with_front([_folded_result(f, model.kind) for f in shown])
+    chosen_gpu = cat.get(w.gpu).name if w.gpu else None
+    pinned = _pinned(distinct, len(shown), chosen_gpu, model.kind) if owned is None else []
+    records = _with_front([*(_folded_result(f, model.kind) for f in shown), *pinned])
     rent = None
+    verdicts = None
+    if owned is not None and not any(o.fits for o in opts):  # nothing owned holds it: say why, first
+        verdicts = owned_verdicts(model, w, owned, ctx)
     if owned is not None:
         everything = plan_options(model, w, cat, prices(ctx, spot), None, carbon_g_per_kwh=carbon_g_per_kwh)
         priced = [
@@ -94,10 +99,42 @@ def plan(
         options=records,
         considered=len(opts),
         throughput_unit="images/s" if model.kind == "cnn" else "tokens/s",
-        chosen_gpu=cat.get(w.gpu).name if w.gpu else None,
+        chosen_gpu=chosen_gpu,
         have=owned,
         rent_options=rent,
+        owned_verdicts=verdicts,
     )
+
+
+def _pinned(distinct: list[Folded], top: int, chosen: str | None, model_kind: str) -> list[PlanOption]:
+    """The rows of the workload's own GPU ranked below the top N, marked `pinned`, each with its
+    place among the fitting rows of the whole ranking (the text table numbers fitting rows)."""
+    if chosen is None:
+        return []
+    rank: dict[int, int] = {}
+    for f in distinct:
+        if f.option.fits:
+            rank[id(f)] = len(rank) + 1
+    mine = [f for f in distinct[top:] if f.option.gpu.name == chosen or chosen in f.same_as]
+    return [replace(_folded_result(f, model_kind), pinned=True, rank=rank.get(id(f))) for f in mine]
+
+
+def owned_verdicts(model: ModelSpec, w: Workload, owned: Mapping[str, int], ctx: Context | None) -> list[Verdict]:
+    """For each GPU type the user owns, the verdict at all of them (tensor-parallel for serving):
+    how far short, what binds, and the verified fixes on those GPUs (planner/verdict.py)."""
+    from gpuplan.estimators.memory import estimate_memory
+    from gpuplan.interfaces.api.records import memory_result, verdict_result
+    from gpuplan.planner.fit import inference_layout
+
+    cat = catalog(ctx)
+    out = []
+    for name, count in owned.items():
+        gpu = cat.get(name)
+        layout = {} if w.is_training else (inference_layout(model, count, gpu) or {})
+        mine = w.with_(gpu=gpu.name, num_gpus=count, **{k: v for k, v in layout.items() if k != "num_gpus"})
+        memory = memory_result(estimate_memory(model, mine, gpu))
+        out.append(verdict_result(model, mine, gpu, memory, ctx))
+    return out
 
 
 def lab_have(path: str | Path, ctx: Context | None = None) -> dict[str, int]:

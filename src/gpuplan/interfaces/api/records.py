@@ -4,14 +4,13 @@ cost and energy (results/estimate.py's types)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import CostEnergy
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
-from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.interfaces.api.catalog import context
-from gpuplan.planner.serving import running_batch
 from gpuplan.results import (
     Cost,
     Energy,
@@ -29,6 +28,9 @@ from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
+
+if TYPE_CHECKING:  # the time estimators (numpy) load where a time is estimated: `fit` needs none
+    from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime
 
 ENERGY_BASIS = "GPU board power = TDP x (0.2 + 0.8 x busy share), busy from the operators' bounds; GPU only"
 
@@ -212,6 +214,8 @@ def energy_result(ce: CostEnergy) -> Energy:
 def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) -> list[FixResult]:
     """The verified fixes of a job that does not fit (planner/verdict.py), each with the time it
     gives: a training step, or one request."""
+    from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
+    from gpuplan.planner.serving import running_batch  # imports the time estimators (numpy)
     from gpuplan.planner.verdict import fixes
 
     c = context(ctx)
@@ -249,8 +253,18 @@ def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memor
     notes = context_notes(model, w)
     if gpu is None:
         return Verdict.of(memory, None, w.num_gpus, notes=notes)
+    notes += precision_notes(w, gpu)
     fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
     return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
+
+
+def precision_notes(w: Workload, gpu: GPU) -> list[str]:
+    """A bf16 job on a card without BF16 tensor cores (pre-Ampere: T4, V100, RTX 2080 Ti; BF16 needs
+    compute capability 8.0, Transformer Engine's support matrix) runs as fp16: the estimate times it so,
+    and the job's files must say so (vLLM rejects --dtype bfloat16 below compute capability 8.0)."""
+    if w.precision != "bf16" or gpu.supports("bf16") or not gpu.supports("fp16"):
+        return []
+    return [f"{gpu.name} runs as fp16 (no BF16 tensor cores): set precision: fp16"]
 
 
 def context_notes(model: ModelSpec, w: Workload) -> list[str]:

@@ -99,16 +99,16 @@ def rent_vs_buy(
         "resale_fraction": resale_fraction,
     })  # fmt: skip
     bought = _purchase(gpu, cat, price_usd, purchase_price_file)
+    # a GeForce card sits in a workstation (its licence bars data centres): PUE 1.0, a desktop's parts
+    default_pue, default_hosting, basis = ow.host_defaults(gpu.geforce_eula)
     o = ow.Ownership(
         purchase_usd=bought.usd,
         years=float(years),
         hours_per_month=float(hours_per_month),
         board_power_w=ow.board_power_w(gpu),
-        pue=ow.DEFAULT_PUE if pue is None else float(pue),
+        pue=default_pue if pue is None else float(pue),
         usd_per_kwh=ow.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh),
-        hosting_usd_per_month=(
-            ow.DEFAULT_HOSTING_USD_PER_MONTH if hosting_usd_per_month is None else float(hosting_usd_per_month)
-        ),
+        hosting_usd_per_month=(default_hosting if hosting_usd_per_month is None else float(hosting_usd_per_month)),
         resale_fraction=None if resale_fraction is None else float(resale_fraction),
     )
     own = ow.ownership_cost(o)  # validates every setting
@@ -143,7 +143,8 @@ def rent_vs_buy(
             resale_fraction=o.resale,
         ),
         basis={
-            **{key: ("set by the caller" if key in user_set else text) for key, text in ow.BASIS.items()},
+            **{key: ("set by the caller" if key in user_set else text) for key, text in basis.items()},
+            "host": ow.HOST_BASIS[gpu.geforce_eula],
             "break_even": "GPU-hours a month above which owning costs less than renting over the horizon",
             "payback_months": "months of use at these hours until the rent saved repays the purchase less resale",
             "not_counted": ow.NOT_COUNTED,

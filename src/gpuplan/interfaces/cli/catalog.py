@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
@@ -26,8 +24,6 @@ from gpuplan.interfaces.cli.common import (
     gpu_table,
     gpus_app,
 )
-from gpuplan.specs.context import Context
-from gpuplan.specs.gpu import PEAK_COLUMNS
 
 # --- commands ----------------------------------------------------------------------------------
 
@@ -57,6 +53,11 @@ def gpus(
     as_json: JsonOpt = False,
 ) -> None:
     """List the GPU catalog (filters combine)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.specs.context import Context
+
     if ctx.invoked_subcommand is not None:
         ctx.obj = {"catalog": catalog or []}
         return
@@ -94,6 +95,12 @@ def gpus_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Every catalog value of one GPU, with its source."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.specs.context import Context
+    from gpuplan.specs.gpu import PEAK_COLUMNS
+
     files = list(catalog or []) + list((ctx.obj or {}).get("catalog", []))
     g = api.get_gpu(name, Context.of(files))
     rec = api.gpu_record(g)
@@ -152,6 +159,10 @@ def compare(
     as_json: JsonOpt = False,
 ) -> None:
     """Specs side by side, with each GPU's precision quirks spelled out."""
+    from rich.table import Table
+
+    from gpuplan.specs.context import Context
+
     gs = api.compare_gpus(names, Context.of(catalog or []))
     if as_json:
         emit_json([api.gpu_record(g) for g in gs])
@@ -198,6 +209,9 @@ def model(
     as_json: JsonOpt = False,
 ) -> None:
     """Parameters, layers, KV-cache bytes per token and FLOPs per token of a model."""
+    from rich.markup import escape
+    from rich.table import Table
+
     spec = api.get_model(name)
     rec = api.model_record(spec, seq_len)
     if as_json:
@@ -239,6 +253,8 @@ def model(
 @app.command()
 def models(as_json: JsonOpt = False) -> None:
     """The bundled model presets."""
+    from rich.table import Table
+
     rows = api.list_models()
     if as_json:
         emit_json(rows)
@@ -261,6 +277,11 @@ def chart(
     as_json: JsonOpt = False,
 ) -> None:
     """Each GPU's speed relative to H100 SXM = 100% for 16-bit training, 16-bit and 8-bit inference."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.specs.context import Context
+
     if which != "relative":
         raise GpuplanError(f"unknown chart {which!r}; the chart available is: relative")
     rec = api.chart_relative(Context.of(catalog or []))

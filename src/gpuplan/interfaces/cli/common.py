@@ -11,17 +11,18 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from gpuplan.interfaces import api
-from gpuplan.results.base import Result, plain
-from gpuplan.safeio import dumps_json
-from gpuplan.specs.gpu import GIB, GPU
-from gpuplan.specs.workload_docs import KEY_DOCS
+from gpuplan.specs.workload_docs import KEY_DOCS  # the flags' help: plain text, imports nothing
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuplan.results.base import Result
+    from gpuplan.specs.gpu import GPU
 
 app = typer.Typer(
     help="gpuplan: what can I run, on which GPU, how fast and at what cost.",
@@ -48,6 +49,8 @@ CalibrationOpt = Annotated[
 
 def console() -> Console:
     """Rich console; when piped (no terminal, no $COLUMNS) tables get 160 columns, not 80."""
+    from rich.console import Console
+
     width = None
     if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         width = 160
@@ -76,6 +79,9 @@ CarbonOpt = Annotated[
 
 def emit_json(obj: Any) -> None:
     """One JSON document on stdout: a typed result's `to_dict()`, or plain data as it is."""
+    from gpuplan.results.base import plain
+    from gpuplan.safeio import dumps_json
+
     sys.stdout.write(dumps_json(plain(obj)) + "\n")  # strict: never a NaN or Infinity token
 
 
@@ -91,7 +97,33 @@ def fmt_tflops(v: float | None) -> str:
     return f"{t:.1f}" if t >= 1 else f"{t:.2f}"
 
 
+def _sig3(v: float, min_decimals: int) -> str:
+    """v to 3 significant digits in fixed point (0.0123, 0.456, 12.3), trailing zeros dropped
+    down to `min_decimals`: a small figure keeps its digits instead of rounding to zero."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:.{min_decimals}f}"
+    decimals = max(min_decimals, 2 - math.floor(math.log10(abs(v))))
+    text = f"{v:,.{decimals}f}"
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0").ljust(min_decimals, "0")
+    return f"{whole}.{frac}" if frac else whole
+
+
+def fmt_usd(v: float) -> str:
+    """Dollars: cents from $1 up ($1,234.56); below $1, 3 significant digits ($0.14, $0.0123,
+    $0.000456), so an electricity-only cost per million tokens never reads $0.00."""
+    return f"${v:,.2f}" if abs(v) >= 0.9995 or v == 0 else f"${_sig3(v, 2)}"
+
+
+def fmt_energy(kwh: float) -> str:
+    """Energy: kWh with two decimals from 1 kWh up, Wh to 3 significant digits below (350 Wh,
+    12.3 Wh, 0.456 Wh), so one training step's energy never reads 0.00 kWh."""
+    return f"{kwh:,.2f} kWh" if abs(kwh) >= 0.9995 or kwh == 0 else f"{_sig3(kwh * 1000, 0)} Wh"
+
+
 def fmt_memory(g: GPU) -> str:
+    from gpuplan.specs.gpu import GIB
+
     if g.memory_unit_stated == "GiB":
         return f"{g.memory_bytes / GIB:g} GiB"
     return f"{g.memory_bytes / 1e9:g} GB"
@@ -115,6 +147,8 @@ def fmt_nvlink(g: GPU) -> str:
 
 
 def gpu_table(gpus: list[GPU]) -> Table:
+    from rich.table import Table
+
     t = Table(title=f"{len(gpus)} GPUs (dense peaks; fp16/bf16 with fp32 accumulate)")
     t.add_column("GPU", no_wrap=True)
     for col, just in (
@@ -240,12 +274,16 @@ def workload_flags(command: Callable[..., None]) -> Callable[..., None]:
 def workload_keys(flags: Mapping[str, Any], set_: list[str] | None, **more: Any) -> dict[str, Any]:
     """The workload keys a command line sets: the flags (and a command's own, `more`), then
     --set KEY=VALUE, which wins over a flag for the same key."""
+    from gpuplan.interfaces import api
+
     keys = {k: v for k, v in {**flags, **more}.items() if v is not None}
     keys.update(api.parse_set_options(set_ or []))
     return keys
 
 
 def gib(b: float | None) -> str:
+    from gpuplan.specs.gpu import GIB
+
     return "—" if b is None else f"{b / GIB:,.2f} GiB"
 
 

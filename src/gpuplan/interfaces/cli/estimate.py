@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
@@ -21,23 +18,28 @@ from gpuplan.interfaces.cli.common import (
     console,
     emit_json,
     fmt_dur,
+    fmt_energy,
+    fmt_usd,
     gib,
     with_range,
     workload_flags,
     workload_keys,
 )
 from gpuplan.interfaces.cli.plan import print_graphics_plan
-from gpuplan.results import (
-    Estimate,
-    FitResult,
-    FitTable,
-    GraphicsPlan,
-    InferenceSpeed,
-    Memory,
-    TrainingSpeed,
-    Verdict,
-)
-from gpuplan.specs.context import Context
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuplan.results import (
+        Estimate,
+        FitResult,
+        FitTable,
+        InferenceSpeed,
+        Memory,
+        TrainingSpeed,
+        Verdict,
+    )
 
 
 def _workload_title(model: str, w: dict[str, Any], throughput_unit: str = "tokens/s") -> str:
@@ -59,6 +61,8 @@ def _changes(changes: dict[str, Any]) -> str:
 
 def print_verdict(c: Console, v: Verdict) -> None:
     """The answer first: fits or not, by how much, what binds, and the verified fixes."""
+    from rich.markup import escape
+
     if v.fits is None or v.gpu is None:
         return
     where = f"{v.num_gpus}× {v.gpu}"
@@ -86,7 +90,7 @@ def print_verdict(c: Console, v: Verdict) -> None:
     c.print("  What makes it fit (each verified by the estimate; the least change first):")
     for i, f in enumerate(v.fixes, 1):
         time = "" if f.time_s is None else f", {f.time_what} {fmt_dur(f.time_s)}"
-        price = "" if f.usd_per_hour is None else f", ${f.usd_per_hour:,.2f}/h"
+        price = "" if f.usd_per_hour is None else f", {fmt_usd(f.usd_per_hour)}/h"
         c.print(
             f"  {i}. {escape(f.label)}: {escape(_changes(f.changes))} → {gib(f.per_gpu_bytes)} per GPU on "
             f"{f.num_gpus}× {escape(f.gpu)}{time}{price}"
@@ -94,6 +98,9 @@ def print_verdict(c: Console, v: Verdict) -> None:
 
 
 def _breakdown_table(mem: Memory, title: str) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=title)
     t.add_column("term")
     t.add_column("per GPU", justify="right")
@@ -105,6 +112,8 @@ def _breakdown_table(mem: Memory, title: str) -> Table:
 
 
 def _verdict(mem: Memory, gpu: str, n: int) -> str:
+    from rich.markup import escape
+
     if mem.fits is None:
         return "No GPU given: pass --gpu to get a verdict."
     where = f"{gpu}" + (f" × {n}" if n > 1 else "")
@@ -138,6 +147,8 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
 
 
 def _print_memory_detail(c: Console, mem: Memory, engine: Any = "vllm") -> None:
+    from rich.markup import escape
+
     c.print(
         f"allocated (torch peak) {gib(mem.allocated_bytes)} · reserved {gib(mem.reserved_bytes)} · "
         f"device {gib(mem.per_gpu_bytes)}"
@@ -187,6 +198,9 @@ def fit(
 ) -> None:
     """Will it fit? A memory breakdown on one GPU (--gpu), or without one a table over every GPU in
     the catalog."""
+    from gpuplan.results import FitTable, GraphicsPlan
+    from gpuplan.specs.context import Context
+
     keys = workload_keys(flags or {}, set_)
     w = api.build_workload(workload, keys)
     rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
@@ -201,6 +215,9 @@ def fit(
 
 
 def _print_fit_table(c: Console, rec: FitTable) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=f"{escape(_workload_title(rec.model, rec.workload))} · {rec.num_gpus} GPU(s)")
     for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
@@ -227,14 +244,24 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
     c.print(t)
 
 
+def _count_layout(layout: Mapping[str, Any]) -> str:
+    """How the fewest-GPU count splits the job, in words: " (ZeRO-3)", " (TP 4)", or ""."""
+    parts = [f"ZeRO-{layout['zero']}"] if layout.get("zero") else []
+    parts += [f"{key.upper()} {layout[key]}" for key in ("tp", "pp") if int(layout.get(key) or 1) > 1]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _print_fit(c: Console, rec: FitResult) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     print_verdict(c, rec.verdict)
     mem = rec.memory
     c.print(_breakdown_table(mem, f"{escape(_workload_title(rec.model, rec.workload))} on {rec.gpu} × {rec.num_gpus}"))
     c.print(_verdict(mem, rec.gpu, rec.num_gpus))
     _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.min_gpus is not None and rec.min_gpus != rec.num_gpus:
-        c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus} {rec.min_gpus_layout}")
+        c.print(f"fewest {rec.gpu} that fit: {rec.min_gpus}{_count_layout(rec.min_gpus_layout)}")
     elif rec.min_gpus is None:
         c.print(f"no count of {rec.gpu} up to 1024 fits with these settings")
     ctx = "longest input+output" if rec.workload.get("task", "inference") == "inference" else "longest sequence"
@@ -264,6 +291,8 @@ def _rate(v: float) -> str:
 
 def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> None:
     """The speed rows of the time table: a training step, or latency and throughput of inference."""
+    from gpuplan.results import TrainingSpeed
+
     if isinstance(t, TrainingSpeed):
         tab.add_row("step time", with_range(t, "step_time_s", fmt_dur))
         tab.add_row(f"{'images' if images else 'tokens'}/s (all GPUs)", with_range(t, "tokens_per_s", _rate))
@@ -288,6 +317,11 @@ def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> N
 
 
 def _print_time(c: Console, rec: Estimate) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.results import TrainingSpeed
+
     t, cost, energy = rec.time, rec.cost, rec.energy
     if t is None or cost is None or energy is None:
         return
@@ -298,11 +332,11 @@ def _print_time(c: Console, rec: Estimate) -> None:
     _time_rows(tab, t, images)
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
-        "cost", "no price listed" if cost.usd is None else f"${cost.usd:,.4g} ({escape(cost.price_source or '')})"
+        "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"
     )
     if cost.usd_per_million_tokens is not None:
-        tab.add_row(f"cost per million {'images' if images else 'tokens'}", f"${cost.usd_per_million_tokens:,.3g}")
-    tab.add_row("energy (GPU)", f"{energy.kwh:,.4g} kWh at {energy.avg_power_w_per_gpu:,.0f} W/GPU")
+        tab.add_row(f"cost per million {'images' if images else 'tokens'}", fmt_usd(cost.usd_per_million_tokens))
+    tab.add_row("energy (GPU)", f"{fmt_energy(energy.kwh)} at {energy.avg_power_w_per_gpu:,.0f} W/GPU")
     if energy.co2_kg is not None:
         tab.add_row("emissions", f"{energy.co2_kg:,.3g} kg CO2e")
     c.print(tab)
@@ -333,6 +367,8 @@ def estimate(
     as_json: JsonOpt = False,
 ) -> None:
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
+    from gpuplan.specs.context import Context
+
     keys = workload_keys(flags or {}, set_)
     rec = api.estimate(
         api.build_workload(workload, keys), Context.of([*(catalog or []), *(calibration or [])], prices), carbon
@@ -340,6 +376,8 @@ def estimate(
     if as_json:
         emit_json(rec)
         return
+    from rich.markup import escape  # tables only: --json does not load rich
+
     c = console()
     print_verdict(c, rec.verdict)
     mem = rec.memory
@@ -349,6 +387,6 @@ def estimate(
     c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
     _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.verdict.fits is False:
-        c.print("Time, cost and energy are left out: the job would not run (apply a fix above, or use --json).")
+        c.print("Time, cost and energy are left out: the job would not run (apply a fix above).")
         return
     _print_time(c, rec)

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.cli.common import (
@@ -20,9 +18,6 @@ from gpuplan.interfaces.cli.common import (
     emit_json,
     fmt_dur,
 )
-from gpuplan.results import LabAllocation, LabCostAllocation, LabJob
-from gpuplan.safeio import clip
-from gpuplan.specs.context import Context
 
 # --- lab mode ----------------------------------------------------------------------------------
 
@@ -35,7 +30,11 @@ PolicyOpt = Annotated[str, typer.Option("--policy", help="fair | makespan | cost
 @lab_app.command("check")
 def lab_check(lab_file: LabFile, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
     """Per job, on each of the lab's GPU types: does it fit, on how many GPUs, how many hours."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from gpuplan.interfaces import lab as lab_api
+    from gpuplan.specs.context import Context
 
     rec = lab_api.check(lab_file, Context.of(catalog or []))
     if as_json:
@@ -71,7 +70,11 @@ def lab_allocate(
     as_json: JsonOpt = False,
 ) -> None:
     """A heterogeneity-aware allocation (Gavel's LP): each job's GPU type, count and finish."""
+    from rich.table import Table
+
     from gpuplan.interfaces import lab as lab_api
+    from gpuplan.results import LabAllocation, LabCostAllocation, LabJob
+    from gpuplan.specs.context import Context
 
     rec = lab_api.allocate(lab_file, policy, Context.of(catalog or [], prices), burst=not no_burst, spot=spot)
     if png is not None:
@@ -125,6 +128,7 @@ def lab_slurm_config(
 ) -> None:
     """gres.conf and slurm.conf lines for the inventory (billing weights from speed), and sacctmgr for members."""
     from gpuplan.interfaces import lab as lab_api
+    from gpuplan.specs.context import Context
 
     rec = lab_api.slurm_config(lab_file, Context.of(catalog or []))
     if as_json:
@@ -165,7 +169,11 @@ def lab_submit(
     The folder must be empty (or --force); submitted.json is rewritten after each sbatch, so
     `gpuplan lab status` reads what was sent even if the submission stops midway. Exit code 1 when
     sbatch refused a job (the others are still sent)."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from gpuplan.interfaces import lab as lab_api
+    from gpuplan.specs.context import Context
 
     rec = lab_api.submit(lab_file, policy, out, dry_run, ctx=Context.of(catalog or []), force=force)
     failed = [j["name"] for j in rec["jobs"] if j.get("sbatch") == "failed"]
@@ -189,6 +197,8 @@ def lab_submit(
 
 def _sbatch_refused(failed: list[str], rec: dict[str, Any]) -> None:
     """One stderr line and exit code 1 when sbatch refused some of `lab submit`'s jobs."""
+    from gpuplan.safeio import clip
+
     if failed:
         names = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
         record = clip(str(Path(rec["folder"]) / "submitted.json"))
@@ -203,7 +213,11 @@ def lab_status(
     as_json: JsonOpt = False,
 ) -> None:
     """Submitted jobs from squeue/sacct: state and elapsed time against the estimate."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from gpuplan.interfaces import lab as lab_api
+    from gpuplan.safeio import clip
 
     rec = lab_api.status(folder)
     if as_json:

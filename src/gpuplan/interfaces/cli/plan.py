@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
@@ -25,17 +22,25 @@ from gpuplan.interfaces.cli.common import (
     emit_json,
     finite,
     fmt_dur,
+    fmt_energy,
+    fmt_usd,
     gib,
     with_range,
     workload_flags,
     workload_keys,
 )
-from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
-from gpuplan.specs.context import Context
-from gpuplan.specs.prices import OWN_POWER
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpuplan.results import GraphicsPlan, LayoutPlan, Plan, PlanOption
 
 
 def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     w = rec.workload
     res = w.get("resolution", "1080p")
     what = {
@@ -52,8 +57,8 @@ def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
         unit = o.unit[:-1] if count == "1" and o.unit in ("streams", "users") else o.unit
         per = f"{count} {unit}"
         time = "—" if o.time_s is None else f"{o.time_s / 3600:,.2f} h"
-        cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}" + ("/h" if o.time_s is None else "")
-        energy = f"{o.energy_kwh:,.2f} kWh" + ("/h" if o.time_s is None else "")
+        cost = "no price" if o.cost_usd is None else fmt_usd(o.cost_usd) + ("/h" if o.time_s is None else "")
+        energy = fmt_energy(o.energy_kwh) + ("/h" if o.time_s is None else "")
         t.add_row(o.gpu, per, str(o.num_gpus), time, cost, energy, escape(o.bottleneck))
     c.print(t)
     if rec.unsuitable:
@@ -66,6 +71,10 @@ def print_graphics_plan(c: Console, rec: GraphicsPlan) -> None:
 
 
 def _print_llm_plan(c: Console, rec: Plan) -> None:
+    from rich.markup import escape
+
+    from gpuplan.specs.prices import OWN_POWER
+
     w = rec.workload
     mode = rec.mode
     unit = rec.throughput_unit
@@ -79,12 +88,16 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
         job += f", {w['tokens']:,.3g} " + ("images" if unit == "images/s" else "tokens")
     if rec.have is not None:
         owned = ", ".join(f"{n}× {g}" for g, n in rec.have.items())
-        c.print(
-            _options_table(
-                rec, rec.options, f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}", True
-            )
-        )
-        c.print(f"Power cost on your GPUs: {OWN_POWER}; `gpuplan rent-vs-buy` weighs buying the cards.")
+        if rec.owned_verdicts:  # nothing owned holds it: the verdict on each, answer first
+            from gpuplan.interfaces.cli.estimate import print_verdict
+
+            c.print(f"{escape(job)} · on your GPUs ({escape(owned)}):")
+            for v in rec.owned_verdicts:
+                print_verdict(c, v)
+        else:
+            title = f"{escape(job)} · on your GPUs ({escape(owned)}) · by {rec.objective}"
+            c.print(_options_table(rec, rec.options, title, True))
+            c.print(f"Power cost on your GPUs: {OWN_POWER}; `gpuplan rent-vs-buy` weighs buying the cards.")
         if any(o.fits and "your own GeForce" in o.why for o in rec.options):
             c.print("GeForce cards you own are usable; set datacenter: true if they sit in a datacenter.")
         if rec.rent_options:
@@ -102,8 +115,15 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     unfit = [o for o in rec.options if not o.fits]
     if unfit:
         names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
-        if names:
+        if names and rec.have is not None:
+            c.print(f"Does not fit on the GPUs you have: {', '.join(f'{rec.have.get(g, 0)}× {g}' for g in names)}")
+        elif names:
             c.print(f"Does not fit on up to 8 of: {', '.join(names)}")
+    if any(o.pinned for o in rec.options):
+        c.print(
+            f"Pinned: {escape(rec.chosen_gpu or '')}'s rows (the workload's gpu), ranked below the top "
+            f"{sum(1 for o in rec.options if not o.pinned)}; # is their place in the whole ranking."
+        )
     c.print(
         f"{rec.considered} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
         "of validation errors for that kind of figure (gpuplan validate)."
@@ -111,6 +131,9 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
 
 
 def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool = False) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     w, mode, unit = rec.workload, rec.mode, rec.throughput_unit
     t = Table(title=title)
     # a training job without tokens has no end: its figure is one step, and says so
@@ -124,14 +147,18 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool
     for col in (*cols, "limited by", "why", "misses"):
         t.add_column(col, justify="right" if col in cols and col != "GPU" else "left")
     shown = 0
+    sectioned = False
     for o in options:
         if not o.fits:
             continue
-        shown += 1
-        cost = "no price" if o.cost_usd is None else f"${o.cost_usd:,.2f}"
+        if o.pinned and not sectioned:  # the chosen GPU's rows below the top N, set apart
+            t.add_section()
+            sectioned = True
+        shown += 0 if o.pinned else 1
+        cost = "no price" if o.cost_usd is None else fmt_usd(o.cost_usd)
         if mode == "training" and not w.get("tokens") and o.usd_per_million_tokens is not None:
-            cost = f"${o.usd_per_million_tokens:,.2f}/M" + ("images" if unit == "images/s" else "tok")
-        energy = "—" if o.energy_kwh is None else f"{o.energy_kwh:,.2f} kWh"
+            cost = f"{fmt_usd(o.usd_per_million_tokens)}/M" + ("images" if unit == "images/s" else "tok")
+        energy = "—" if o.energy_kwh is None else fmt_energy(o.energy_kwh)
         marks = []  # what rules the option out, in its own column
         if o.meets_deadline is False:
             marks.append("deadline")
@@ -144,10 +171,11 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool
         misses = f"[red]{', '.join(marks)}[/red]" if marks else ""
         why = escape(o.why)
         gpu = f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu)
+        gpu += ", pinned" if o.pinned else ""
         if o.same_as:  # other cards with these very figures, folded into this row
             gpu += f" (= {escape(', '.join(o.same_as))})"
         t.add_row(
-            str(shown),
+            str(o.rank if o.pinned else shown),
             gpu,
             str(o.num_gpus),
             with_range(o, "time_s", fmt_dur),
@@ -168,7 +196,7 @@ def _per_mtok(o: PlanOption) -> str:
         return "—"
     if s.batch is None:
         return "[red]misses target[/red]"
-    cost = "no price" if s.usd_per_million_tokens is None else f"${s.usd_per_million_tokens:,.2f}"
+    cost = "no price" if s.usd_per_million_tokens is None else fmt_usd(s.usd_per_million_tokens)
     return f"{cost} @ {s.batch:,}"
 
 
@@ -222,6 +250,9 @@ def plan(
 ) -> None:
     """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
     --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
+    from gpuplan.results import GraphicsPlan, LayoutPlan, Plan
+    from gpuplan.specs.context import Context
+
     keys = workload_keys(flags or {}, set_, objective=objective, deadline=deadline, budget=budget)
     w = api.build_workload(workload, keys)
     names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
@@ -232,6 +263,8 @@ def plan(
     if as_json:
         emit_json(rec)
         return
+    from rich.markup import escape  # tables only: --json does not load rich
+
     if lab and isinstance(rec, Plan):
         console().print(f"Your GPUs from {escape(str(have))}: of each type, one node's worth (a job runs on one node).")
     if isinstance(rec, LayoutPlan):
@@ -248,6 +281,9 @@ def is_lab_file(have: str) -> bool:
 
 
 def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     cl, search = rec.cluster, rec.search
     w = rec.workload
     tab = Table(

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
@@ -18,8 +16,11 @@ from gpuplan.interfaces.cli.common import (
     emit_json,
     finite,
 )
-from gpuplan.results import RentOffer, RentVsBuy
-from gpuplan.specs.context import Context
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from gpuplan.results import RentOffer, RentVsBuy
 
 
 @app.command("rent-vs-buy")
@@ -60,6 +61,10 @@ def rent_vs_buy(
 ) -> None:
     """Buy one GPU or rent it? Cost of owning per year and per used hour, against renting on demand and on
     spot, with the break-even use above which buying is cheaper."""
+    from rich.markup import escape
+
+    from gpuplan.specs.context import Context
+
     rec = api.rent_vs_buy(
         gpu,
         hours_per_month,
@@ -91,6 +96,7 @@ def rent_vs_buy(
             "less resale."
         )
     )
+    c.print(escape(f"Host: {rec.basis['host']}; PUE: {rec.basis['pue']}."))
     c.print(escape(f"Not counted: {rec.basis['not_counted']}."))
 
 
@@ -111,6 +117,9 @@ def _years(n: float) -> str:
 
 
 def _owning_table(rec: RentVsBuy) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     own, s, bought, b = rec.own, rec.settings, rec.purchase, rec.own.breakdown
     t = Table(
         title=escape(
@@ -152,6 +161,9 @@ def _rent_rows(rec: RentVsBuy) -> list[tuple[str, RentOffer | None]]:
 
 
 def _renting_table(rec: RentVsBuy) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     own = rec.own
     r = Table(title=escape(f"Against renting the same {_nice(rec.hours_per_month)} GPU-hours a month"))
     for col in ("option", "per GPU-hour", "per year", f"{_years(rec.years)}", "break-even use", "payback", "cheaper"):

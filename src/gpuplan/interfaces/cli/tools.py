@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
@@ -27,8 +25,9 @@ from gpuplan.interfaces.cli.common import (
     workload_flags,
     workload_keys,
 )
-from gpuplan.results import Validation
-from gpuplan.specs.context import Context
+
+if TYPE_CHECKING:
+    from gpuplan.results import Validation
 
 
 @app.command()
@@ -47,6 +46,11 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs published for every measurement gpuplan can express, with per-category errors."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.specs.context import Context
+
     rec = api.validate(file, Context.of(catalog or []), category)
     if write_residuals is not None:
         write_residuals.write_text(json.dumps(api.residual_file(rec), indent=1) + "\n", encoding="utf-8")
@@ -102,6 +106,9 @@ def validate(
 
 def _stack_tables(rec: Validation) -> None:
     """The everyday stacks per family, figure and split, and every source with its skip count."""
+    from rich.markup import escape
+    from rich.table import Table
+
     c = console()
     if rec.by_stack:
         t = Table(title="By stack (held-out rows are never fitted)")
@@ -147,7 +154,7 @@ def launch(
             "--format",
             "-f",
             help="torchrun | accelerate | deepspeed | fsdp | slurm | skypilot | vllm | torchtitan | nemo | axolotl "
-            "| llama-factory (default: the workload framework's own)",
+            "| llama-factory | torchtune | unsloth (default: the workload framework's own)",
         ),
     ] = "",
     cluster: Annotated[
@@ -171,6 +178,8 @@ def launch(
     flags: dict[str, Any] | None = None,
 ) -> None:
     """Write a launch file for a workload's layout (searched on the cluster unless the workload sets one)."""
+    from gpuplan.specs.context import Context
+
     keys = workload_keys(flags or {}, set_)
     rec = api.launch(
         workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit, force
@@ -200,6 +209,7 @@ def serve(
 ) -> None:
     """Start the local web app: plan in the browser, with charts (works offline)."""
     from gpuplan.interfaces import web  # FastAPI and uvicorn load only for this command
+    from gpuplan.specs.context import Context
 
     web.check_serve_options(port, workers)  # before the banner: a bad --port is the only line printed
     Context.of(catalog or [], prices).check()  # a missing or malformed catalog or price file: one line, first
@@ -227,8 +237,10 @@ def bench(
     """Measure this machine's GPU (matmul FLOP/s per precision, memory and host bandwidth) and write a
     calibration file for `estimate`/`plan --calibration`."""
     import yaml
+    from rich.table import Table
 
     from gpuplan.interfaces import bench as bench_api
+    from gpuplan.specs.context import Context
 
     rec = bench_api.bench(quick, device, Context.of(catalog or []))
     if out is not None:
@@ -267,7 +279,10 @@ def measure(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload for real (random weights) and set step time and peak memory beside the estimate."""
+    from rich.table import Table
+
     from gpuplan.interfaces import measure as measure_api
+    from gpuplan.specs.context import Context
 
     w = api.build_workload(workload, api.parse_set_options(set_ or []))
     rec = measure_api.measure(w, steps, device, Context.of(catalog or []))

@@ -241,8 +241,9 @@ function optionRows(p, opts, units, start = 0, owned = false) {
     // a row may stand for several cards with the very same figures (`same_as`): yours among them too
     const mine = o.gpu === p.chosen_gpu || (o.same_as || []).includes(p.chosen_gpu), misses = missesOf(o);
     return el("tr", { "data-gpu": o.gpu, "data-n": o.num_gpus, "data-same-as": o.same_as, class: [o.usable ? "" : "unusable", mine ? "chosen" : ""].join(" ").trim() || null },
-      el("td", {}, `${start + i + 1}${o.pareto ? " ★" : ""}`),
-      el("td", {}, o.gpu, mine ? " (yours)" : "", o.same_as && o.same_as.length ? ` (= ${o.same_as.join(", ")})` : ""),
+      // a pinned row (your GPU, ranked below the top N) shows its place in the whole ranking
+      el("td", {}, `${o.pinned && o.rank ? o.rank : start + i + 1}${o.pareto ? " ★" : ""}`),
+      el("td", {}, o.gpu, mine ? (o.pinned ? " (yours, pinned)" : " (yours)") : "", o.same_as && o.same_as.length ? ` (= ${o.same_as.join(", ")})` : ""),
       num("num_gpus", o.num_gpus, o.num_gpus),
       num("time_s", o.time_s, fmt.dur(o.time_s)),
       num("throughput", o.throughput, fmt.rate(o.throughput, "")),

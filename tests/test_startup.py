@@ -1,0 +1,139 @@
+"""Start-up budget: a command imports only what it uses. Each case runs the real command in a fresh
+interpreter and reads the modules it imported (`sys.modules` at exit: `python -X importtime`'s
+report leaves out what `importlib.import_module` loads, which is how the lazy names load), so the
+checks are on which modules load and how many (deterministic), never on a wall time (noisy on a
+shared machine; bench/speed.py measures that, as a ratio to a bare Python start-up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import gpuplan
+
+SRC = Path(gpuplan.__file__).resolve().parent.parent
+EXAMPLES = SRC.parent / "examples"
+
+# Libraries no JSON answer needs: tables (rich), the web stack, the lab's solver, charts, torch.
+HEAVY = ("rich", "scipy", "fastapi", "starlette", "uvicorn", "matplotlib", "plotly", "httpx", "torch", "pandas")
+# gpuplan modules an estimate never needs: other commands' machinery
+NOT_FOR_ESTIMATE = (
+    "gpuplan.planner.layouts",
+    "gpuplan.planner.lab",
+    "gpuplan.planner.recommend",
+    "gpuplan.interfaces.web",
+    "gpuplan.interfaces.launch",
+    "gpuplan.interfaces.api.charts",
+    "gpuplan.interfaces.api.plan",
+    "gpuplan.interfaces.api.launch",
+    "gpuplan.interfaces.api.rent",
+    "gpuplan.interfaces.api.validate",
+    "gpuplan.results.lab",
+    "gpuplan.results.ownership",
+)
+# The most modules (stdlib and third-party included) `estimate --json` may import: 443 with
+# numpy 2, pydantic 2, typer 0.29 and PyYAML when this budget was set, 503 before the lazy imports
+# (every command's parser, rich, every result type, the charts and plan modules). A new eager
+# import of a package shows here as tens of modules.
+ESTIMATE_MODULE_BUDGET = 470
+
+
+# the `gpuplan` entry point, then every module loaded, as one JSON line on stderr
+RUN = (
+    "import json, sys\n"
+    "from gpuplan.interfaces.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n')\n"
+    "raise SystemExit(code)\n"
+)
+
+
+@cache
+def imported(*args: str) -> frozenset[str]:
+    """The modules `gpuplan ARGS` imports in a fresh interpreter."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))
+    names = frozenset(json.loads(line.removeprefix("MODULES ")))
+    assert "gpuplan.interfaces.cli" in names  # the list was read
+    return names
+
+
+def loaded(names: frozenset[str], packages: tuple[str, ...]) -> list[str]:
+    """The packages of `packages` (or their submodules) among `names`."""
+    return sorted(p for p in packages if any(n == p or n.startswith(p + ".") for n in names))
+
+
+ESTIMATE_JSON = ("estimate", str(EXAMPLES / "lora-4090.yaml"), "--json")
+
+
+def test_estimate_json_imports_no_tables_web_stack_or_solver() -> None:
+    names = imported(*ESTIMATE_JSON)
+    assert loaded(names, HEAVY) == []
+    assert loaded(names, NOT_FOR_ESTIMATE) == []
+    # and what it does need did load: the estimators and the workload model
+    assert {"gpuplan.estimators.perf", "gpuplan.specs.workload", "gpuplan.results.estimate"} <= names
+
+
+def test_estimate_json_stays_within_its_module_budget() -> None:
+    n = len(imported(*ESTIMATE_JSON))
+    assert 200 < n <= ESTIMATE_MODULE_BUDGET, f"{n} modules (budget {ESTIMATE_MODULE_BUDGET})"
+
+
+def test_json_commands_build_no_tables() -> None:
+    for args in (
+        ("fit", "llama-3.1-8b", "--task", "lora", "--json"),
+        ("plan", str(EXAMPLES / "pretrain-1b.yaml"), "--json"),
+        ("estimate", "qwen2.5-7b", "--gpu", "L4", "--json"),
+    ):
+        names = imported(*args)
+        assert loaded(names, HEAVY) == [], args
+        assert loaded(names, ("gpuplan.interfaces.web", "gpuplan.planner.lab", "gpuplan.results.lab")) == [], args
+
+
+def test_fit_over_every_gpu_imports_no_time_estimator() -> None:
+    """A fit is memory only: the time estimators (and numpy, their array code) stay unloaded."""
+    names = imported("fit", "llama-3.1-8b", "--task", "lora", "--json")
+    assert loaded(names, ("numpy", "gpuplan.estimators.perf", "gpuplan.estimators.comm")) == []
+    assert "gpuplan.estimators.memory" in names
+
+
+def test_help_imports_no_estimator_numpy_or_pydantic() -> None:
+    names = imported("--help")
+    assert loaded(names, ("numpy", "pydantic", "scipy", "fastapi", "gpuplan.estimators", "gpuplan.planner")) == []
+    assert "rich" in names  # the help is drawn with rich
+
+
+@pytest.mark.parametrize("command", ["estimate", "plan", "gpus"])
+def test_a_command_loads_its_own_module_not_every_command(command: str) -> None:
+    names = imported(command, "--help")
+    assert (
+        loaded(names, ("gpuplan.interfaces.cli.lab", "gpuplan.interfaces.cli.rent", "gpuplan.interfaces.cli.tools"))
+        == []
+    )
+
+
+def test_every_command_is_listed_whichever_module_loaded_first() -> None:
+    """In one process (the tests' run_cli, a notebook) a command run before `--help` must not
+    change what the help lists, nor its order."""
+    code = (
+        "import io, contextlib\n"
+        "from gpuplan.interfaces.cli import main, app\n"
+        "main(['version'])\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])\n"
+        "print(' '.join(c.name or c.callback.__name__ for c in app.registered_commands))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed = out.stdout.split("\n")[1].split()
+    assert listed[:4] == ["compare", "model", "models", "chart"]
+    assert listed.index("plan") < listed.index("fit") < listed.index("estimate") < listed.index("validate")
+    assert {"rent-vs-buy", "launch", "serve", "bench", "measure", "version"} <= set(listed)
