@@ -106,6 +106,8 @@ def test_a_user_row_states_its_own_shares() -> None:
         ("skypilot_name", '""', "SkyPilot accelerator name"),
         ("skypilot_name", '"H100 "', "SkyPilot accelerator name"),
         ("skypilot_name", "80", "string"),
+        ("memory_ecc_MiB", "99999", "more than the card's"),
+        ("memory_ecc_MiB", "-1", "greater than or equal"),
     ],
 )
 def test_a_bad_fact_is_one_clear_error(key: str, value: str, message: str) -> None:
@@ -137,3 +139,27 @@ def test_a_user_rows_skypilot_name_reaches_the_task(tmp_path: Path, run_cli: Run
     code, out, err = run_cli(*argv, "--catalog", str(f))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "SkyPilot lists no accelerator for Lab RTX 4090" in err and "skypilot_name" in err
+
+
+def test_ecc_capacities_are_cited_and_below_the_card(catalog: Catalog) -> None:
+    """Cards that ship with ECC on and pay capacity for it (datacenter GDDR) state what nvidia-smi
+    shows, from a cited log; HBM cards and GeForce / RTX workstation cards state none."""
+    stated = {g.name: g for g in catalog if g.memory_ecc_bytes is not None}
+    assert set(stated) == {"L40", "L40S", "L20", "L4", "T4", "A10", "A10G", "A40"}
+    for g in stated.values():
+        assert g.memory_ecc_bytes is not None
+        assert g.memory_type.startswith("GDDR") and not g.geforce_eula
+        src = g.sources["memory_ecc_MiB"]
+        assert src.verified and f"{g.memory_ecc_bytes / 2**20:,.0f}".replace(",", "") in src.where.replace(",", "")
+        assert 15 / 16 * g.memory_bytes - 12 * 2**20 <= g.memory_ecc_bytes <= 15 / 16 * g.memory_bytes
+        assert "ecc: false" in g.notes
+    for g in catalog:
+        if g.memory_type.upper().startswith("HBM"):
+            assert g.memory_ecc_bytes is None and g.visible_memory_bytes(True) == g.memory_bytes
+    # left out of `gpus --json`'s source lists, like the card facts
+    assert all("memory_ecc_MiB" not in s["fields"] for g in stated.values() for s in source_summary(g))
+
+
+def test_a_user_row_states_its_ecc_capacity() -> None:
+    (g,) = parse_catalog_text(_user_row(memory_ecc_MiB="23040"), "lab.toml")
+    assert g.visible_memory_bytes() == 23040 * 2**20 and g.visible_memory_bytes(False) == g.memory_bytes

@@ -163,7 +163,7 @@ def test_tgi_kv_budget_is_the_card_less_wiggle_room_weights_warmup_and_context(
     catalog: Catalog, m8b: ModelSpec
 ) -> None:
     a10g = catalog.get("A10G")
-    w = _w(engine="tgi", batch_size=32, input_len=1000, output_len=250)
+    w = _w(engine="tgi", batch_size=32, input_len=1000, output_len=250, ecc=False)  # all 24 GiB
     e = estimate_memory(m8b, w, a10g)
     assert e.serving is not None and e.serving.gpu_memory_utilization == 1.0
     weights = _line(e, "weights")
@@ -171,6 +171,12 @@ def test_tgi_kv_budget_is_the_card_less_wiggle_room_weights_warmup_and_context(
     usable = a10g.memory_bytes * runtime.USABLE_MEMORY_FRACTION * 0.90  # TGI_WIGGLE_ROOM
     expected = usable - weights - warmup - runtime.CUDA_CONTEXT_BYTES
     assert e.serving.kv_budget_bytes == pytest.approx(expected, rel=1e-9)
+    # as AWS ships it, ECC on: nvidia-smi shows 23,028 MiB (catalog memory_ecc_MiB), 996 MiB less,
+    # all of it out of the KV budget (5.07 GiB -> 3.73 GiB)
+    ecc_on = estimate_memory(m8b, w.with_(ecc=None), a10g).serving
+    lost = (24 * 1024 - 23_028) * 2**20 * runtime.USABLE_MEMORY_FRACTION * 0.90
+    assert ecc_on is not None and ecc_on.kv_budget_bytes == pytest.approx(expected - lost, rel=1e-9)
+    assert ecc_on.kv_budget_bytes / 2**30 == pytest.approx(3.73, abs=0.005)
     per_token = m8b.kv_bytes_per_token()  # 128 KiB: 32 layers x 2 x 8 KV heads x 128 x 2 bytes
     assert per_token == 131_072
     assert e.serving.max_tokens == math.floor(expected / per_token)

@@ -311,3 +311,57 @@ def test_paged_optimizer_states_spill_to_host_and_the_job_fits(catalog: Catalog)
     # a 48 GB card holds everything: nothing spills
     roomy = est(catalog, gpu="RTX A6000", **TORCHTUNE_8B_FULL)
     assert roomy.fits and roomy.paged_spill_bytes == 0.0
+
+
+# --- ECC: what the card shows -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gpu", "ecc_mib", "full_gib"),
+    [("L40S", 46068, 48), ("L40", 46068, 48), ("L20", 46068, 48), ("A40", 46068, 48), ("T4", 15360, 16),
+     ("L4", 23034, 24), ("A10", 23028, 24), ("A10G", 23028, 24)],
+)  # fmt: skip
+def test_datacenter_gddr_cards_ship_with_ecc_and_show_less(
+    catalog: Catalog, gpu: str, ecc_mib: int, full_gib: int
+) -> None:
+    # nvidia-smi with ECC on, as shipped (catalog sources): 15/16 of the GDDR, less up to 12 MiB
+    g = catalog.get(gpu)
+    assert g.memory_ecc_bytes == ecc_mib * 2**20
+    assert 0.9370 <= ecc_mib / (full_gib * 1024) <= 0.9375
+    default = est(catalog, model="llama-3.2-1b", task="inference", gpu=gpu)
+    off = est(catalog, model="llama-3.2-1b", task="inference", gpu=gpu, ecc=False)
+    on = est(catalog, model="llama-3.2-1b", task="inference", gpu=gpu, ecc=True)
+    assert default.capacity_bytes == pytest.approx(ecc_mib * 2**20 * 0.985, rel=1e-12)
+    assert on.capacity_bytes == default.capacity_bytes
+    assert off.capacity_bytes == pytest.approx(full_gib * GIB * 0.985, rel=1e-12)
+    assert default.per_gpu_bytes == off.per_gpu_bytes  # ECC moves the capacity, not the bytes used
+
+
+def test_l40s_usable_memory_is_what_nvidia_smi_shows(catalog: Catalog) -> None:
+    # QA finding: "47.28 GiB usable" on an L40S, which shows 46068 MiB with ECC on (ECC off: 49140)
+    e = est(catalog, model="llama-3.2-1b", task="inference", gpu="L40S")
+    assert e.capacity_bytes is not None and e.capacity_bytes / GIB == pytest.approx(44.31, abs=0.005)
+    assert est(catalog, model="llama-3.2-1b", task="inference", gpu="L40S", ecc=False).capacity_bytes == (
+        pytest.approx(47.28 * GIB, rel=1e-12)
+    )
+
+
+@pytest.mark.parametrize("gpu", ["H100", "A100 80GB", "MI300X", "V100 SXM2 32GB", "4090", "RTX A6000", "RTX 6000 Ada"])
+def test_hbm_and_workstation_cards_keep_their_capacity_by_default(catalog: Catalog, gpu: str) -> None:
+    # HBM: sideband ECC, no capacity cost (V100 whitepaper); GeForce and RTX workstation cards ship
+    # with ECC off (nvidia-smi 49140 MiB on an RTX A6000 and an RTX 6000 Ada)
+    g = catalog.get(gpu)
+    assert g.memory_ecc_bytes is None
+    e = est(catalog, model="llama-3.2-1b", task="inference", gpu=gpu)
+    assert e.capacity_bytes == pytest.approx(g.memory_bytes * 0.985, rel=1e-12)
+    switched_on = est(catalog, model="llama-3.2-1b", task="inference", gpu=gpu, ecc=True).capacity_bytes
+    expected = g.memory_bytes * 0.985 * (15 / 16 if g.memory_type.startswith("GDDR") else 1.0)
+    assert switched_on == pytest.approx(expected, rel=1e-12)
+
+
+def test_ecc_off_can_turn_a_miss_into_a_fit(catalog: Catalog) -> None:
+    # a T4 that shows 15360 MiB (ECC on) against 16384 MiB (off): a job between the two fits only with ECC off
+    keys: dict[str, Any] = {"model": "llama-3.2-3b", "task": "inference", "gpu": "T4", "precision": "fp16"}
+    lens = [n for n in range(4096, 131072, 2048) if
+            not est(catalog, **keys, input_len=n).fits and est(catalog, **keys, input_len=n, ecc=False).fits]  # fmt: skip
+    assert lens, "no prompt length between the two capacities"

@@ -195,7 +195,7 @@ def _first_row_with(tmp_path: Path, **values: str) -> Path:
     ("key", "value"),
     [("memory_GB", "-80"), ("memory_GiB", "1e300"), ("memory_GiB", "0"), ("tdp_W", "nan"), ("tdp_W", "1e300"),
      ("memory_bandwidth_GBps", "1e300"), ("memory_bandwidth_GBps", "1e-300"), ("fp32_TFLOPS", "1e300"),
-     ("bf16_TFLOPS", "-inf"), ("nvlink_domain", "1000000000"), ("nvenc", "-1")],
+     ("bf16_TFLOPS", "-inf"), ("nvlink_domain", "1000000000"), ("nvenc", "-1"), ("memory_ecc_MiB", "1e300")],
 )  # fmt: skip
 def test_a_catalog_row_out_of_bounds_is_one_line_naming_file_gpu_and_field(
     tmp_path: Path, run_cli: RunCli, key: str, value: str
@@ -211,9 +211,9 @@ def test_a_catalog_row_out_of_bounds_is_one_line_naming_file_gpu_and_field(
 
 @pytest.mark.parametrize(
     "bound",
-    [{"memory_GiB": "0.1", "memory_bandwidth_GBps": "1", "fp32_TFLOPS": "0.001", "bf16_TFLOPS": "0.001",
+    [{"memory_GiB": "0.1", "memory_ecc_MiB": "0.1", "memory_bandwidth_GBps": "1", "fp32_TFLOPS": "0.001", "bf16_TFLOPS": "0.001",
       "fp16_TFLOPS": "0.001", "tf32_TFLOPS": "0.001", "fp8_TFLOPS": "0.001", "tdp_W": "1", "nvlink_GBps": "0"},
-     {"memory_GiB": "100000", "memory_bandwidth_GBps": "1000000", "fp32_TFLOPS": "10000000", "bf16_TFLOPS": "10000000",
+     {"memory_GiB": "100000", "memory_ecc_MiB": "102400000", "memory_bandwidth_GBps": "1000000", "fp32_TFLOPS": "10000000", "bf16_TFLOPS": "10000000",
       "tdp_W": "100000", "nvlink_GBps": "1000000", "nvlink_domain": "100000"}],
     ids=["lowest", "highest"],
 )  # fmt: skip

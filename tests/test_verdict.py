@@ -14,6 +14,8 @@ import pytest
 import gpuplan
 from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators import uncertainty
+from gpuplan.results import InferenceSpeed
 
 MODELS = ["llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "mistral-7b", "qwen2.5-14b", "llama-3.1-70b", "mixtral-8x7b"]
 GPUS = ["RTX 4090", "RTX 3090", "T4", "L4", "A10G", "L40S", "A100 40GB", "A100 80GB", "H100", "RTX 2080 Ti", "V100"]
@@ -245,3 +247,98 @@ def test_launch_refusal_leads_with_the_verdicts_best_fix() -> None:
     assert f"Best fix: {best.label} (" in msg and f"{best.per_gpu_bytes / GIB:,.2f} GiB per GPU" in msg
     assert "no layout of llama-3.1-8b fits on 4 x GeForce RTX 3090" in msg and "ethernet" not in msg
     assert "\n" not in msg
+
+
+def test_throughput_bands_follow_the_tpot_band_and_the_roofline() -> None:
+    """100 random inference estimates (seeded): tokens/s = batch x replicas / TPOT, so the throughput
+    band is the TPOT band inverted (low / estimate = TPOT / TPOT_high, high / estimate = TPOT / TPOT_low,
+    within 1e-6), the best batch's band has the same ratios, and no optimistic end beats the memory
+    roofline: a decode step streams its operators' bytes at no more than the card's peak bandwidth."""
+    rng = random.Random(20261205)
+    checked = capped = 0
+    while checked < 100:
+        keys = _random_workload(rng) | {"task": "inference", "batch_size": rng.choice([1, 4, 16, 64])}
+        keys.setdefault("input_len", rng.choice([128, 2048]))
+        keys.setdefault("output_len", 128)
+        if keys["num_gpus"] > 1:
+            keys = {k: v for k, v in keys.items() if k not in ("zero", "seq_len", "activation_checkpointing")}
+            keys["tp"] = keys["num_gpus"]
+        keys.pop("seq_len", None), keys.pop("activation_checkpointing", None)
+        try:
+            r = gpuplan.estimate(keys)
+        except InvalidSettingError:
+            continue
+        t = r.time
+        if not isinstance(t, InferenceSpeed) or not t.decode_ops or t.tpot_s_low is None:
+            continue
+        checked += 1
+        rate, tpot = t.output_tokens_per_s, t.tpot_s
+        lows = (t.tpot_s_low, t.output_tokens_per_s_low, t.best_output_tokens_per_s_low)
+        highs = (t.tpot_s_high, t.output_tokens_per_s_high, t.best_output_tokens_per_s_high)
+        assert all(x is not None for x in (*lows, *highs))
+        assert t.tpot_s_high is not None and t.output_tokens_per_s_high is not None
+        assert t.output_tokens_per_s_low == pytest.approx(rate * tpot / t.tpot_s_high, rel=1e-6)
+        assert t.output_tokens_per_s_high == pytest.approx(rate * tpot / t.tpot_s_low, rel=1e-6)
+        best = t.best_output_tokens_per_s
+        assert t.best_output_tokens_per_s_low == pytest.approx(best * tpot / t.tpot_s_high, rel=1e-6)
+        assert t.best_output_tokens_per_s_high == pytest.approx(best * tpot / t.tpot_s_low, rel=1e-6)
+        assert t.uncertainty is not None and (t.uncertainty.low, t.uncertainty.high) == (
+            t.output_tokens_per_s_low,
+            t.output_tokens_per_s_high,
+        )
+        gpu = gpuplan.context().catalog.get(r.gpu or "")
+        moved = sum(o.bytes for o in t.decode_ops if o.bound in ("memory", "compute"))
+        roofline_s = moved / gpu.memory_bandwidth_bytes_per_s
+        # the optimistic end: no faster than the roofline, unless the estimate itself is (then the estimate)
+        assert t.tpot_s_low >= min(roofline_s, tpot) * (1 - 1e-9)
+        per_step = t.batch * t.replicas
+        assert t.output_tokens_per_s_high <= max(per_step / roofline_s, rate) * (1 + 1e-9)
+        capped += t.tpot_s_low == pytest.approx(roofline_s, rel=1e-9)
+        for low, value, high in zip(lows, (tpot, rate, best), highs, strict=True):
+            assert low is not None and high is not None and low <= value <= high
+    assert checked == 100
+    print(f"capped at the roofline: {capped} of {checked}")
+
+
+def test_the_qa_bands_agree_with_tpot() -> None:
+    # QA: llama-3.1-8b on a 3090 showed TPOT 21.0 ms (18.2-25.5) but 47 tokens/s (29-59), 59 above
+    # the 936 GB/s roofline; now the tokens/s band is the TPOT band's and below the roofline
+    r = gpuplan.estimate({"model": "llama-3.1-8b", "task": "inference", "gpu": "3090"})
+    t = r.time
+    assert isinstance(t, InferenceSpeed) and t.tpot_s_low is not None and t.tpot_s_high is not None
+    assert t.output_tokens_per_s_low is not None and t.output_tokens_per_s_high is not None
+    assert t.output_tokens_per_s_low == pytest.approx(t.output_tokens_per_s * t.tpot_s / t.tpot_s_high, rel=1e-9)
+    assert 38 <= t.output_tokens_per_s_low <= 40 and 53 <= t.output_tokens_per_s_high <= 56
+    moved = sum(o.bytes for o in t.decode_ops if o.bound in ("memory", "compute"))
+    assert t.output_tokens_per_s_high < 936e9 / moved  # 62 tokens/s at batch 1
+
+
+def test_the_roofline_caps_the_optimistic_end() -> None:
+    # a kind whose past rows ran up to 40% fast: the band would put TPOT at 0.6 x the estimate, but a
+    # step that must stream 15 GB at 936 GB/s takes at least 16.0 ms, so the band stops there
+    b = uncertainty.Band("decode/test", 20, -0.4, 0.2, 0.1)
+    tpot = 0.021
+    low, high = uncertainty.decode_time_band(b, tpot, 15e9 / 936e9)
+    assert low == pytest.approx(15e9 / 936e9, rel=1e-12) and high == pytest.approx(0.021 * 1.2, rel=1e-12)
+    rate_low, rate_high = uncertainty.decode_rate_band(47.0, tpot, (low, high))
+    assert rate_high == pytest.approx(47.0 * 0.021 / (15e9 / 936e9), rel=1e-12) and rate_high < 936e9 / 15e9
+    assert rate_low == pytest.approx(47.0 / 1.2, rel=1e-12)
+    # an estimate already faster than the roofline (a calibration above the datasheet) stays inside its band
+    assert uncertainty.decode_time_band(b, 0.010, 15e9 / 936e9)[0] == 0.010
+
+
+def test_plan_rows_take_one_range_for_rate_and_time() -> None:
+    """A plan row's tokens/s and request latency come from one TPOT range: rate x time is the same
+    at both ends (within 1e-9), and each range holds its figure."""
+    p = gpuplan.plan("examples/chat-7b.yaml", gpus=["A40", "A10", "L4", "H100"], top=None)
+    assert isinstance(p, gpuplan.Plan) and p.options
+    rows = 0
+    for o in p.options:
+        if o.throughput is None or o.time_s is None or o.throughput_low is None or o.time_s_high is None:
+            continue
+        assert o.time_s_low is not None and o.throughput_high is not None
+        assert o.throughput_low <= o.throughput <= o.throughput_high and o.time_s_low <= o.time_s <= o.time_s_high
+        assert o.throughput_low * o.time_s_high == pytest.approx(o.throughput * o.time_s, rel=1e-9)
+        assert o.throughput_high * o.time_s_low == pytest.approx(o.throughput * o.time_s, rel=1e-9)
+        rows += 1
+    assert rows >= 4

@@ -176,7 +176,8 @@ def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
     elif gpu is None:
         ctx = OLLAMA_CTX_BY_VRAM[0][1]
     else:
-        ctx = next((n for limit, n in OLLAMA_CTX_BY_VRAM if gpu.memory_bytes < limit), OLLAMA_CTX_LARGE)
+        vram = gpu.visible_memory_bytes(w.ecc)  # what the driver reports: ECC on takes 1/16 of GDDR
+        ctx = next((n for limit, n in OLLAMA_CTX_BY_VRAM if vram < limit), OLLAMA_CTX_LARGE)
     return min(ctx, model.max_position_embeddings) if model.max_position_embeddings else ctx
 
 
@@ -275,7 +276,7 @@ def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
     work = max(prefill_working_bytes_per_token(s, c, 1) for s in stack_shapes(model)) * b * max(w.input_len, 1)
     logits = b * model.vocab_size * (c + 4.0)
     fixed = runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc)
-    room = (gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION - fixed) / (1 + runtime.ALLOCATOR_SLACK_FRACTION)
+    room = (runtime.usable_memory_bytes(gpu, w.ecc) - fixed) / (1 + runtime.ALLOCATOR_SLACK_FRACTION)
     room -= work + logits + output
     if room < 0:
         return 0

@@ -56,6 +56,14 @@ NCCL_SOURCE: Final = "NCCL channel buffers: 544-688 MB per communicator measured
 # RTX 3090 23.58 of 24 GiB (vllm-project/vllm#10517 "total_gpu_memory=23.58GiB").
 USABLE_MEMORY_FRACTION: Final = 0.985
 
+
+def usable_memory_bytes(gpu: GPU, ecc: bool | None = None) -> float:
+    """What a process can allocate: USABLE_MEMORY_FRACTION of what the driver shows with ECC as set
+    (`ecc` None: the card's default; GDDR datacenter cards ship with ECC on and show 1/16 less,
+    specs/gpu.py GPU.visible_memory_bytes)."""
+    return gpu.visible_memory_bytes(ecc) * USABLE_MEMORY_FRACTION
+
+
 # vLLM (vllm/worker/worker.py determine_num_available_blocks; v1 gpu_worker.determine_available_memory):
 # KV budget = total x gpu_memory_utilization - weights - profile-run activation peak - non-torch
 # memory. CUDA graphs are captured after sizing; their pool (a few hundred MiB) must fit in the

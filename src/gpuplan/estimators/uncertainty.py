@@ -59,6 +59,29 @@ class Band:
         }
 
 
+def decode_time_band(b: Band, tpot_s: float, roofline_s: float | None) -> tuple[float, float]:
+    """The band of a mean decode step (TPOT), its optimistic end no faster than the memory roofline:
+    a decode step streams the weights and the KV cache from device memory at least once, so it takes
+    at least their bytes / peak bandwidth (Williams, Waterman & Patterson 2009, the roofline model).
+    The band always holds the estimate."""
+    low, high = b.range(tpot_s, time=True)
+    if roofline_s is not None and roofline_s > 0:
+        low = min(tpot_s, max(low, roofline_s))
+    return low, high
+
+
+def decode_rate_band(rate: float, tpot_s: float, tpot_band: tuple[float, float]) -> tuple[float, float]:
+    """The band of a decode throughput from its TPOT band, so the two never disagree: tokens/s =
+    batch x replicas / TPOT (at batch 1, 1 / TPOT), so the rate's truth is the estimate scaled by
+    TPOT / TPOT's truth: low = rate x TPOT / TPOT_high, high = rate x TPOT / TPOT_low. The same
+    ratios hold at any batch (the band is a relative one), and the roofline cap on TPOT_low caps
+    the rate's optimistic end."""
+    t_low, t_high = tpot_band
+    if tpot_s <= 0 or t_low <= 0:
+        return rate, rate
+    return rate * tpot_s / t_high, rate * tpot_s / t_low
+
+
 def kind_of(what: str, model_kind: str, architecture: str) -> str:
     """The residual kind of a figure: what was timed, for which model family, on which architecture
     ("training/Hopper", "training (CNN)/Volta", "decode/Ampere")."""

@@ -395,7 +395,7 @@ def _rank(
         lay["m"], w.sharding,
     )  # fmt: skip
     mem = _screen_memory(model, w, cluster, np.array(g.act_rows, dtype=np.float64)[sh], lay)
-    fits = mem <= gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    fits = mem <= runtime.usable_memory_bytes(gpu, w.ecc)
     evaluated, fitting = len(lay["pp"]), int(fits.sum())
     best: list[LayoutResult] = []
     order = np.argsort(np.where(fits, parts.step, np.inf), kind="stable")

@@ -27,6 +27,7 @@ from gpuplan.specs import tomlcache
 # Units, converted once here. GiB = 2**30 bytes (IEC 80000-13); GB, TFLOPS, GB/s are decimal.
 GIB: Final = 2.0**30
 GB: Final = 1e9
+MIB: Final = 2.0**20
 TERA: Final = 1e12
 
 CATALOG_ENV: Final = "GPUPLAN_CATALOG"  # extra catalog files, separated by os.pathsep
@@ -79,6 +80,9 @@ class _Row(BaseModel):
     form_factor: Literal["SXM2", "SXM4", "SXM5", "SXM6", "PCIe", "OAM"]
     memory_GiB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
     memory_GB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
+    # What nvidia-smi shows with ECC on where ECC takes capacity (GDDR inline ECC), on cards that ship
+    # with ECC on; absent: ECC costs no capacity (HBM sideband ECC), or the card ships with it off
+    memory_ecc_MiB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX * 1024, allow_inf_nan=False)
     memory_type: str
     memory_bandwidth_GBps: float = Field(ge=GBPS_MIN, le=GBPS_MAX, allow_inf_nan=False)
     fp64_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
@@ -132,6 +136,9 @@ class _Row(BaseModel):
     def _one_memory_unit(self) -> _Row:
         if (self.memory_GiB is None) == (self.memory_GB is None):
             raise ValueError("give exactly one of memory_GiB and memory_GB")
+        full = self.memory_GiB * 1024 if self.memory_GiB is not None else (self.memory_GB or 0) * GB / MIB
+        if self.memory_ecc_MiB is not None and self.memory_ecc_MiB > full:
+            raise ValueError(f"memory_ecc_MiB {self.memory_ecc_MiB:g} is more than the card's {full:g} MiB")
         return self
 
 
@@ -141,6 +148,12 @@ _VALUE_FIELDS: Final = tuple(f for f in _Row.model_fields if f not in _UNSOURCED
 # The per-card facts above: sourced like every value, but not (yet) among the keys of `gpus --json`,
 # whose source lists (source_summary) leave them out so that the record stays as it was.
 CARD_FACT_FIELDS: Final = ("mamf_bf16", "mamf_fp8", "mamf_fp4", "memory_bandwidth_share", "skypilot_name")
+# Sourced like every value, and also left out of `gpus --json`'s source lists (the record stays as it was).
+ECC_FIELDS: Final = ("memory_ecc_MiB",)
+# GDDR inline ECC: "On GPUs with GDDR memory with ECC enabled the available DRAM is reduced by 6.25%"
+# (CUDA C++ Best Practices Guide, quoted in the NVIDIA forum thread "NVIDIA T4 has only 15g of
+# memory?"); nvidia-smi agrees: T4 15360 of 16384 MiB, L40S 46068 of 49140 MiB (15/16 less 12 MiB).
+GDDR_ECC_VISIBLE: Final = 15 / 16
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,23 @@ class GPU:
     mamf_fp4: float | None = None  # best FP4 matmul, share of fp4_flop_per_s
     memory_bandwidth_share: float | None = None  # memory-bound kernels, share of memory_bandwidth_bytes_per_s
     skypilot_name: str | None = None  # the accelerator name SkyPilot tasks ask for
+    # what nvidia-smi shows with ECC on, on a card that ships with ECC on and pays capacity for it
+    # (GDDR inline ECC); None: ECC costs no capacity (HBM sideband ECC) or the card ships with it off
+    memory_ecc_bytes: float | None = None
+
+    def visible_memory_bytes(self, ecc: bool | None = None) -> float:
+        """The memory the driver shows with ECC as set: `ecc` None is the card's default (on for the
+        rows that state `memory_ecc_MiB`), False the full capacity. ECC switched on where the row
+        states no figure costs GDDR cards 1/16 (GDDR_ECC_VISIBLE) and HBM cards nothing (HBM2 keeps
+        ECC bits in a sideband region: "ECC can be active without a bandwidth or capacity penalty",
+        Tesla V100 whitepaper, ECC Memory Resiliency)."""
+        if ecc is False:
+            return self.memory_bytes
+        if self.memory_ecc_bytes is not None:
+            return self.memory_ecc_bytes
+        if ecc and self.memory_type.upper().startswith("GDDR"):
+            return self.memory_bytes * GDDR_ECC_VISIBLE
+        return self.memory_bytes
 
     @property
     def cc(self) -> tuple[int, int] | None:
@@ -288,6 +318,7 @@ def _row_to_gpu(row: _Row, sources: Mapping[str, Source], origin: str) -> GPU:
         mamf_fp4=row.mamf_fp4,
         memory_bandwidth_share=row.memory_bandwidth_share,
         skypilot_name=row.skypilot_name,
+        memory_ecc_bytes=None if row.memory_ecc_MiB is None else row.memory_ecc_MiB * MIB,
     )
 
 
@@ -446,7 +477,7 @@ def source_summary(gpu: GPU) -> list[dict[str, Any]]:
     """The distinct sources of a GPU's values, each with the fields it supports."""
     by_key: dict[str, dict[str, Any]] = {}
     for f, s in gpu.sources.items():
-        if f in CARD_FACT_FIELDS:
+        if f in CARD_FACT_FIELDS or f in ECC_FIELDS:
             continue
         entry = by_key.setdefault(
             s.key,

@@ -179,6 +179,9 @@ class Workload(BaseModel):
     sharding: Literal["fsdp", "deepspeed"] = "fsdp"
     # CUDA >= 11.7 loads kernels lazily (PyTorch's default since 1.13); false for older stacks
     cuda_lazy_loading: bool = True
+    # ECC on the card's memory: None = as the card ships (on for datacenter GDDR cards, which then
+    # show 1/16 less memory; specs/gpu.py GPU.visible_memory_bytes), false = switched off (full capacity)
+    ecc: bool | None = None
     # serving view (vLLM): share of GPU memory the engine may use
     gpu_memory_utilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
     # graphics workloads: kept here so one file describes any job

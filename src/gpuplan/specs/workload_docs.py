@@ -53,6 +53,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "grads_set_to_none": "zero_grad frees gradients (PyTorch >= 2.0); false keeps them allocated.",
     "sharding": "The ZeRO-3 implementation: fsdp or deepspeed.",
     "cuda_lazy_loading": "CUDA >= 11.7 loads kernels lazily (PyTorch's default); false for older stacks.",
+    "ecc": "ECC on the GPU's memory; unset: as the card ships (on for datacenter GDDR cards such as T4, L4, "
+    "L40S, A10, A40, which then show 1/16 less memory); false: switched off, the full capacity.",
     "gpu_memory_utilization": "Serving (vLLM): the share of GPU memory the engine may use (0.9 by default).",
     "resolution": "Graphics: 720p, 1080p, 1440p or 4k.",
     "fps": "Graphics: frames per second.",

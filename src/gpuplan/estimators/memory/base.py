@@ -111,8 +111,9 @@ class MemoryEstimate:
 
     @property
     def capacity_bytes(self) -> float | None:
-        """What the driver lets a process allocate (runtime.USABLE_MEMORY_FRACTION of the card)."""
-        return None if self.gpu is None else self.gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+        """What the driver lets a process allocate (runtime.USABLE_MEMORY_FRACTION of what the card
+        shows with the workload's ECC setting)."""
+        return None if self.gpu is None else runtime.usable_memory_bytes(self.gpu, self.workload.ecc)
 
     @property
     def paged_bytes(self) -> float:

@@ -179,7 +179,7 @@ def _serving(
     seqs = runtime.vllm_max_num_seqs(gpu)
     profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
     non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
-    total = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION
+    total = runtime.usable_memory_bytes(gpu, w.ecc)
     budget = total * w.gpu_memory_utilization - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)
     # bytes per token averaged over a full sequence, sliding windows included
@@ -210,7 +210,7 @@ def _tgi_serving(
     )
     profile = work_per_token * engines.tgi_max_batch_prefill_tokens(model, gpu, w.tp)
     non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
-    usable = gpu.memory_bytes * runtime.USABLE_MEMORY_FRACTION * fraction * engines.TGI_WIGGLE_ROOM
+    usable = runtime.usable_memory_bytes(gpu, w.ecc) * fraction * engines.TGI_WIGGLE_ROOM
     budget = usable - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split

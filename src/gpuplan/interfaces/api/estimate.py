@@ -11,6 +11,7 @@ from gpuplan.estimators.memory import estimate_memory
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import (
     band,
+    bandwidth_of,
     cost_result,
     energy_result,
     inference_speed,
@@ -108,7 +109,7 @@ def estimate(
         seconds = tokens / rate if rate > 0 else i.request_latency_s
         busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
         ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
-        time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds)
+        time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds, bandwidth_bytes_per_s=bandwidth_of(gpu))
         misses = [queued] if queued else []
         misses += [f"misses its latency target {m}" for m in target_misses(run, i)]
         if misses:  # it runs, but queued or not as fast as asked: the verdict says which target, by how much

@@ -9,7 +9,7 @@ from pathlib import Path
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import training_job
 from gpuplan.interfaces.api.catalog import catalog, context, prices
-from gpuplan.interfaces.api.records import band, memory_kind
+from gpuplan.interfaces.api.records import band, bandwidth_of, decode_band, memory_kind
 from gpuplan.interfaces.api.workloads import resolve_cluster
 from gpuplan.planner.dedupe import Folded, dedupe
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
@@ -249,6 +249,14 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
     kind = uncertainty.kind_of("training" if o.training else "serving throughput", model_kind, arch)
     per_gpu = o.memory.per_gpu_bytes if o.memory else None
     mem, time, rate = band(per_gpu, memory_kind(arch)), band(o.time_s, kind, True), band(o.throughput, kind)
+    tied = None if o.inference is None else decode_band(o.inference, arch, model_kind, bandwidth_of(o.gpu))
+    if tied is not None and o.inference is not None:
+        # a generating model's rate and time move with its TPOT (tokens/s = batch / TPOT): one range for all
+        tpot_s, tpot = o.inference.tpot_s, tied[0]
+        if o.throughput is not None:
+            rate = uncertainty.decode_rate_band(o.throughput, tpot_s, tpot)
+        if o.time_s is not None:
+            time = (o.time_s * tpot[0] / tpot_s, o.time_s * tpot[1] / tpot_s)
     c = o.cost
     m = o.memory
     kv = (m.kv_short_bytes, m.serving.limit) if m and m.serving and m.kv_short_bytes > 0 else None

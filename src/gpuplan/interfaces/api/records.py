@@ -146,10 +146,43 @@ def training_speed(
     )
 
 
+def bandwidth_of(gpu: GPU) -> float:
+    """The card's peak device-memory bandwidth, or a calibration's measured one where higher: the
+    roofline a decode step cannot beat."""
+    return max(gpu.memory_bandwidth_bytes_per_s, gpu.measured_bandwidth_bytes_per_s or 0.0)
+
+
+def decode_roofline_s(t: InferenceTime, bandwidth_bytes_per_s: float | None) -> float | None:
+    """The fastest a decode step can be: the bytes its operators stream from device memory (weights,
+    KV cache, activations; not the interconnect's) at the card's peak bandwidth."""
+    if not bandwidth_bytes_per_s or not t.decode_ops:
+        return None
+    moved = sum(o.bytes for o in t.decode_ops if o.bound in ("memory", "compute"))
+    return moved / bandwidth_bytes_per_s if moved > 0 else None
+
+
+def decode_band(
+    t: InferenceTime, arch: str, model_kind: str, bandwidth_bytes_per_s: float | None
+) -> tuple[tuple[float, float], uncertainty.Band] | None:
+    """A generating model's TPOT range (the roofline caps its optimistic end) and the residuals that
+    set it; None for a model that does not decode, or a kind without residuals. Throughput and
+    duration ranges of the same run take this range's ratios (uncertainty.decode_rate_band)."""
+    decode = uncertainty.band(uncertainty.kind_of("decode", model_kind, arch))
+    if decode is None or not t.decode_ops or t.tpot_s <= 0:
+        return None
+    return uncertainty.decode_time_band(decode, t.tpot_s, decode_roofline_s(t, bandwidth_bytes_per_s)), decode
+
+
 def inference_speed(
-    t: InferenceTime, arch: str, model_kind: str = "decoder", job_s: float | None = None
+    t: InferenceTime,
+    arch: str,
+    model_kind: str = "decoder",
+    job_s: float | None = None,
+    bandwidth_bytes_per_s: float | None = None,
 ) -> InferenceSpeed:
-    """The time part of the estimate's JSON contract (docs/api.md) for inference, each figure with its range."""
+    """The time part of the estimate's JSON contract (docs/api.md) for inference, each figure with its
+    range. A generating model's throughput ranges come from its TPOT range (tokens/s = batch x
+    replicas / TPOT), whose optimistic end stops at the memory roofline at `bandwidth_bytes_per_s`."""
 
     def k(what: str) -> str:
         return uncertainty.kind_of(what, model_kind, arch)
@@ -160,6 +193,18 @@ def inference_speed(
     tpot = band(t.tpot_s, k("decode"), time=True)
     rate = band(t.output_tokens_per_s, serving)
     best = band(t.best_output_tokens_per_s, serving)
+    spread: Uncertainty | None = uncertainty_of(serving, t.output_tokens_per_s)
+    tied = decode_band(t, arch, model_kind, bandwidth_bytes_per_s)
+    if tied is not None:
+        tpot, decode = tied
+        rate = uncertainty.decode_rate_band(t.output_tokens_per_s, t.tpot_s, tpot)
+        best = uncertainty.decode_rate_band(t.best_output_tokens_per_s, t.tpot_s, tpot)
+        spread = Uncertainty(
+            low=rate[0],
+            high=rate[1],
+            basis=f"from the TPOT range: 10th-90th percentile of {decode.n} validation errors for {decode.kind}",
+            median_abs_error=decode.median_abs,
+        )
     return InferenceSpeed(
         ttft_s=t.ttft_single_s,
         ttft_s_low=ttft[0],
@@ -185,7 +230,7 @@ def inference_speed(
         bottleneck=t.bottleneck,
         prefill_ops=op_times(t.prefill_ops),
         decode_ops=op_times(t.decode_ops),
-        uncertainty=uncertainty_of(serving, t.output_tokens_per_s),
+        uncertainty=spread,
         notes=list(t.notes),
         job_s=job_s,
     )
