@@ -207,6 +207,28 @@ def test_tgi_cuda_graphs_up_to_batch_32_and_at_most_128_requests(catalog: Catalo
     assert t.max_batch == 128 and t.best_batch <= 128
 
 
+def test_tgi_runs_what_its_kv_cache_and_request_cap_hold(catalog: Catalog, m8b: ModelSpec) -> None:
+    """TGI, like vLLM, runs min(the sequences its KV cache holds, --max-concurrent-requests 128) at
+    once: the A10G example's 3.73 GiB KV budget holds 24 of 32 sequences of 1,250 tokens (timed at
+    24, queued note), and batch 200 on an H100 runs 128 (the rest refused, HTTP 429)."""
+    from gpuplan.planner.serving import running_batch
+
+    r = gpuplan.estimate("examples/tgi-8b.yaml")
+    assert r.memory.serving is not None and r.memory.serving.max_sequences == 24
+    assert isinstance(r.time, InferenceSpeed) and r.time.batch == 24
+    assert any("TGI's KV cache holds 24 of the 32 sequences" in n and "queues the rest" in n for n in r.verdict.notes)
+    h100 = catalog.get("H100")
+    w = _w(engine="tgi", batch_size=200, input_len=1000, output_len=250)
+    mem = estimate_memory(m8b, w, h100)
+    assert mem.serving is not None and mem.serving.max_sequences > 200  # the KV cache is not what binds
+    held, note = running_batch(w, mem)
+    assert held == engines.TGI_MAX_CONCURRENT_REQUESTS == 128
+    assert "--max-concurrent-requests 128 admits 128 of the 200" in note and "refuses the rest" in note
+    big = gpuplan.estimate("examples/tgi-8b.yaml", gpu="H100", batch_size=200)
+    assert isinstance(big.time, InferenceSpeed) and big.time.batch == 128
+    assert running_batch(w.with_(batch_size=100), mem) == (100, "")
+
+
 # --- Ollama ------------------------------------------------------------------------------------
 def test_ollama_defaults_q4_k_m_and_one_request(catalog: Catalog, m8b: ModelSpec) -> None:
     w = _w(engine="ollama")
@@ -257,16 +279,26 @@ def test_validation_prose_names_tgi_and_ollama() -> None:
 
 
 # --- a serving benchmark's request rate ---------------------------------------------------------
-def _latency(m: ModelSpec, w: Workload, gpu: GPU, k: int, rate: float) -> float:
-    """L(k), worked from two plain estimates: one prompt's prefill and the decode step at batch k,
-    both stretched by rho = rate x that prefill (the engine's time arriving prompts take)."""
+def _q(m: ModelSpec, w: Workload, gpu: GPU, most: int | None) -> float:
+    """The engine time one arriving prompt's prefill takes: the share of a batched prefill at the
+    most in flight (default the engine's cap, vLLM's max_num_seqs on the card), at most one
+    prompt's own prefill."""
+    one = estimate_inference_time(m, w.with_(batch_size=1, request_rate=None), gpu)
+    most = most or runtime.vllm_max_num_seqs(gpu)
+    full = estimate_inference_time(m, w.with_(batch_size=most, request_rate=None), gpu, max_batch=most)
+    return min(one.ttft_s, full.ttft_s / most)
+
+
+def _latency(m: ModelSpec, w: Workload, gpu: GPU, k: int, rate: float, most: int | None = None) -> float:
+    """L(k), worked from plain estimates: one prompt's prefill and the decode step at batch k,
+    both stretched by rho = rate x q (the engine's time arriving prompts take)."""
     one = estimate_inference_time(m, w.with_(batch_size=1, request_rate=None), gpu)
     at_k = estimate_inference_time(m, w.with_(batch_size=k, request_rate=None), gpu)
-    rho = rate * one.ttft_s
+    rho = rate * _q(m, w, gpu, most)
     return (one.ttft_s + (w.output_len - 1) * at_k.tpot_s) / (1 - rho)
 
 
-@pytest.mark.parametrize(("rate", "k"), [(0.5, 1), (2.0, 4), (8.0, 21)])
+@pytest.mark.parametrize(("rate", "k"), [(0.5, 1), (2.0, 4), (8.0, 20)])
 def test_request_rate_runs_littles_law_concurrency(catalog: Catalog, m8b: ModelSpec, rate: float, k: int) -> None:
     """k is the least batch with k >= rate x L(k) (Llama 3.1 8B, 1,000 + 250 tokens, one H100)."""
     h100 = catalog.get("H100")
@@ -290,6 +322,31 @@ def test_request_rate_past_capacity_says_so(catalog: Catalog, m8b: ModelSpec) ->
     assert capped.batch == 16 and any("more than it serves" in n for n in capped.notes)
     with pytest.raises(InvalidSettingError, match=r"'request_rate'.*inference"):
         check_keys_apply(make_workload({"model": "llama-3.1-8b", "task": "lora", "request_rate": 2}))
+
+
+def _served(notes: tuple[str, ...]) -> float:
+    note = next(n for n in notes if "more than it serves" in n)
+    return float(note.split("about ")[1].split(" requests/s")[0])
+
+
+def test_request_rate_capacity_does_not_depend_on_the_offered_rate(catalog: Catalog, m8b: ModelSpec) -> None:
+    """What batch 32 serves (Llama 3.1 8B, 1,000 + 250 tokens, one L40S, --max-concurrency 32) is
+    one figure, whatever the arrivals: 32 over the request latency of a batch of 32 within 2%
+    (3.27 requests/s against 32 x 250 / 824 tokens/s = 3.30), and a rate below it runs fewer."""
+    l40s = catalog.get("L40S")
+    w = _w(input_len=1000, output_len=250, batch_size=32)
+    plain = estimate_inference_time(m8b, w, l40s, max_batch=32)
+    by_hand = 32 / plain.request_latency_s
+    served = [_served(estimate_inference_time(m8b, w.with_(request_rate=r), l40s).notes) for r in (5, 10, 50, 1e6)]
+    assert served == [served[0]] * 4
+    assert served[0] == pytest.approx(by_hand, rel=0.02)
+    assert served[0] == pytest.approx(3.27, abs=0.005)
+    rate = 0.95 * by_hand
+    below = estimate_inference_time(m8b, w.with_(request_rate=rate), l40s)
+    assert not any("more than it serves" in n for n in below.notes)
+    k = below.batch
+    assert k <= 32 and k >= rate * _latency(m8b, w, l40s, k, rate, 32)
+    assert k - 1 < rate * _latency(m8b, w, l40s, k - 1, rate, 32)
 
 
 # --- transformers' static cache ----------------------------------------------------------------

@@ -163,3 +163,20 @@ def test_the_t4_as_it_ships_lacks_the_bytes_too() -> None:
     assert m.capacity_bytes is not None and m.capacity_bytes / 2**30 == pytest.approx(15360 / 1024 * 0.985, rel=1e-9)
     assert m.headroom_bytes is not None and m.headroom_bytes / 2**30 == pytest.approx(0.23 - 0.985, abs=0.01)
     assert r.verdict.fits is False
+
+
+@pytest.mark.parametrize(
+    ("engine", "shown"),
+    [("vllm", "serving (vLLM"), ("sglang", "serving (SGLang"), ("tgi", "serving (TGI"), ("llama.cpp", ""),
+     ("transformers", "")],
+)  # fmt: skip
+def test_serving_line_only_for_engines_that_size_a_kv_budget(run_cli: RunCli, engine: str, shown: str) -> None:
+    """The CLI's serving line is the engine's own KV budget: vLLM, SGLang and TGI size one; llama.cpp
+    and transformers do not, so no vLLM figures are printed for them."""
+    extra = ["--weight-dtype", "q4_k_m"] if engine == "llama.cpp" else []
+    code, out, err = run_cli(
+        "estimate", "llama-3.1-8b", "--task", "inference", "--gpu", "RTX 4090", "--engine", engine, *extra
+    )
+    assert code == 0, err
+    lines = [x for x in out.splitlines() if x.startswith("serving (")]
+    assert (lines[0].startswith(shown) and len(lines) == 1) if shown else lines == []

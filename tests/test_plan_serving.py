@@ -15,7 +15,7 @@ from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time
 from gpuplan.estimators.runtime import vllm_max_num_seqs
 from gpuplan.interfaces.cli.common import fmt_usd
-from gpuplan.results import Plan, PlanOption
+from gpuplan.results import InferenceSpeed, Plan, PlanOption
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.models import load_model
 from gpuplan.specs.prices import price_per_hour
@@ -188,3 +188,23 @@ def test_fit_refuses_latency_targets_it_would_ignore(run_cli: RunCli) -> None:
     assert code == 2
     assert "fit answers memory only and does not read max_tpot_ms" in err
     assert "Traceback" not in out + err and len(err.strip().splitlines()) == 1
+
+
+def test_tgi_plan_row_runs_what_its_kv_cache_holds(catalog: Catalog) -> None:
+    """examples/tgi-8b.yaml on one A10G: TGI's KV budget holds 24 of the 32 sequences, so the row
+    is timed and priced at batch 24 with the queued note (as `estimate` says); two A10Gs hold all 32;
+    a latency-target search on TGI stops at the sequences the KV cache holds, never more."""
+    p = gpuplan.plan("examples/tgi-8b.yaml", top=None, gpus=["A10G"])
+    assert isinstance(p, Plan)
+    one, two = _row(p, "A10G", 1), _row(p, "A10G", 2)
+    assert one.serving is not None and one.serving.batch == 24
+    assert one.why.startswith("TGI's KV cache holds 24 of the 32 sequences at once: it runs 24 and queues the rest")
+    e = gpuplan.estimate("examples/tgi-8b.yaml")
+    assert isinstance(e.time, InferenceSpeed) and one.serving.tokens_per_s == pytest.approx(
+        e.time.output_tokens_per_s, rel=1e-9
+    )
+    assert two.serving is not None and two.serving.batch == 32 and "queues" not in two.why
+    t = gpuplan.plan("examples/tgi-8b.yaml", top=None, gpus=["A10G"], max_tpot_ms=200)
+    assert isinstance(t, Plan)
+    s = _row(t, "A10G", 1).serving
+    assert s is not None and s.batch == 24 and "KV cache holds 24 sequences" in s.limited_by

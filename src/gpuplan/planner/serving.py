@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpuplan.errors import GpuplanError
-from gpuplan.estimators import runtime
-from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators import engines, runtime
+from gpuplan.estimators.memory import MemoryEstimate, ServingCapacity, estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time
 from gpuplan.estimators.perf.ops import ENGINE_MAX_BATCH, InferenceTime
 from gpuplan.specs.gpu import GPU
@@ -63,9 +63,12 @@ def running_batch(w: Workload, mem: MemoryEstimate) -> tuple[int, str]:
     """The sequences that run at once, and a note when it is fewer than the workload's batch: a
     preallocating engine whose KV budget holds fewer than `batch_size` sequences (but at least one)
     still runs the job, that many at a time, and queues the rest (vLLM's scheduler admits a request
-    only when its KV blocks can be allocated)."""
+    only when its KV blocks can be allocated). TGI the same (its router's queue waits for KV blocks,
+    --max-batch-total-tokens), and it takes at most --max-concurrent-requests (128) at once."""
     s = mem.serving
     b = w.batch_size
+    if w.engine == "tgi":
+        return _tgi_running(b, s)
     if w.engine not in PREALLOCATING_ENGINES or s is None or s.engine is None or not 1 <= s.max_sequences < b:
         return b, ""
     held = s.max_sequences
@@ -73,6 +76,26 @@ def running_batch(w: Workload, mem: MemoryEstimate) -> tuple[int, str]:
         f"{s.limit} holds {held} of the {b} sequences at once: it runs {held} and queues the rest "
         f"(time and throughput at batch {held})"
     )
+
+
+def _tgi_running(b: int, s: ServingCapacity | None) -> tuple[int, str]:
+    """TGI's running batch: min(the sequences its KV cache holds, --max-concurrent-requests).
+    Past the cap TGI refuses a request (HTTP 429, "Model is overloaded"; launcher reference:
+    "Having a low limit will refuse clients requests instead of having them wait"), so a client
+    retries it: `b` sequences still run that many at a time."""
+    cap = engines.TGI_MAX_CONCURRENT_REQUESTS
+    kv = s.max_sequences if s is not None and s.max_sequences >= 1 else b
+    held = min(b, kv, cap)
+    if held >= b:
+        return b, ""
+    if kv <= cap:
+        why = f"TGI's KV cache holds {held} of the {b} sequences at once: it runs {held} and queues the rest"
+    else:
+        why = (
+            f"TGI's --max-concurrent-requests {cap} admits {held} of the {b} requests at once: it runs {held} "
+            "and refuses the rest (HTTP 429) until one finishes"
+        )
+    return held, f"{why} (time and throughput at batch {held})"
 
 
 def usd_per_million(price: Price | None, n: int, tokens_per_s: float) -> float | None:
@@ -147,7 +170,7 @@ def _check(model: ModelSpec, w: Workload, gpu: GPU, b: int, cap: int) -> tuple[s
         if not mem.fits:
             return f"memory (batch {b} needs {mem.per_gpu_bytes / 2**30:,.1f} GiB per GPU)", None
         held = mem.serving.max_sequences if mem.serving else b
-        if w.engine in PREALLOCATING_ENGINES and mem.serving is not None and held < b:
+        if (w.engine in PREALLOCATING_ENGINES or w.engine == "tgi") and mem.serving is not None and held < b:
             return f"memory ({w.engine}'s KV cache holds {held} sequences)", None
         it = estimate_inference_time(model, cand, gpu, max_batch=b)
     except GpuplanError as exc:

@@ -320,17 +320,27 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> int:
     """Requests in flight at `rate` arrivals per second (per replica), as Little's law keeps them:
     k = rate x L(k). A request's latency L(k) is one prompt's prefill and its decode steps at k in
     flight, both stretched by the share of the engine's time that arriving prompts' prefills take
-    (rho = rate x one prefill: continuous batching interleaves them). Past `most`, or with rho >= 1,
-    the arrivals outrun the engine: it runs `most` and a note says so."""
+    (rho = rate x q: continuous batching interleaves them). q, the engine time one prompt's prefill
+    costs, is the batched prefill's share, ttft(most) / most, at most one prompt's own prefill:
+    vLLM and SGLang prefill the waiting prompts together (max_num_batched_tokens). Past what `most` in flight
+    serve, the arrivals outrun the engine: it runs `most` and a note says so.
+
+    What `most` serve does not depend on the offered rate: the largest rate with
+    rate x L(most) <= most, L(most) = (prefill + (out - 1) x step(most)) / (1 - rate x q),
+    solves to served = most / (prefill + (out - 1) x step(most) + most x q), the same Little's-law
+    balance in closed form: about `most` over the request latency of a batch of `most`."""
     out = max(c.w.output_len, 1)
     one_prefill = total_time(_inference_step(c, 1, max(c.w.input_len, 1), 0.0, "prefill"))
-    rho = rate * one_prefill
     most = max(most, 1)
+    ttft_most, step_most, *_ = _static(c, most)
+    q = min(one_prefill, ttft_most / most)
+    rho = rate * q
+    served = most / (one_prefill + (out - 1) * step_most + most * q)
 
     def latency(k: int) -> float:
         return (one_prefill + (out - 1) * _static(c, k)[1]) / (1.0 - rho)
 
-    if rho < 1.0 and rate * latency(most) <= most:
+    if rate <= served:  # then rho < 1 and rate x L(most) <= most
         # the least k with k >= rate x L(k): L grows with k, so the first crossing (bisection)
         lo, hi = 1, most
         while lo < hi:
@@ -342,7 +352,6 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> int:
             f"law), each {latency(k):.2f} s; the estimate runs batch {k}"
         )
         return k
-    served = most / latency(most) if rho < 1.0 else 1.0 / one_prefill
     c.notes.append(
         f"request_rate {c.w.request_rate:g}/s is more than it serves (about {served:.2f} requests/s per replica at "
         f"batch {most}): the queue grows without bound; the estimate runs batch {most}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.interfaces import api
 from gpuplan.interfaces.cli.common import (
@@ -146,6 +146,10 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
     return f"[red]✗ does not fit[/red] on {where}: {need} needed, {gib(mem.capacity_bytes)} usable ({gib(short)} short)"
 
 
+# engines whose KV budget the serving line reports (estimators/memory/inference.py _serving)
+SERVING_VIEW_ENGINES: Final = frozenset({"vllm", "sglang", "tgi"})
+
+
 def _print_memory_detail(c: Console, mem: Memory, engine: Any = "vllm") -> None:
     from rich.markup import escape
 
@@ -157,7 +161,9 @@ def _print_memory_detail(c: Console, mem: Memory, engine: Any = "vllm") -> None:
     )
     for note in mem.notes:
         c.print(f"  • {escape(note)}")
-    srv = mem.serving
+    # the serving line is the engine's own view of its KV budget: only engines that size one
+    # (vLLM, SGLang, TGI); llama.cpp, Ollama, transformers and the others have none to report
+    srv = mem.serving if engine in SERVING_VIEW_ENGINES else None
     who = (
         "TGI, cuda_memory_fraction"
         if engine == "tgi"
