@@ -37,6 +37,7 @@ TESTED_BY: dict[str, str] = {
     "specs/lab": "test_lab.py test_security_scripts.py",
     "specs/models": "test_model.py",
     "specs/precision": "test_precision.py",
+    "specs/engine_formats": "test_engines.py",
     "specs/prices": "test_prices.py",
     "specs/purchase": "test_ownership.py",
     "specs/tomlcache": "test_tomlcache.py",
