@@ -378,3 +378,17 @@ def test_nemo_writes_fp16_on_a_card_without_bf16() -> None:
     w = _train(framework="nemo", cluster="1x8:V100", tp=2)
     text = api.launch(w, "", force=True).text
     assert "trainer.plugins=fp16_mixed" in text and "(fp16)" in text.splitlines()[0]
+
+
+def test_axolotl_and_llama_factory_keep_the_workloads_micro_batch() -> None:
+    """QA2 finding 10a: the course LoRA sets batch_size 4, grad_accum 4; on 2 x A100 the Axolotl and
+    LLaMA-Factory files keep mb4 x 4 (the search picks only among layouts that run it)."""
+    ax = api.launch(str(EXAMPLES / "course-lora-3b.yaml"), "", {"framework": "axolotl", "gpu": "A100", "num_gpus": 2})
+    cfg = yaml.safe_load(ax.text)
+    assert (cfg["micro_batch_size"], cfg["gradient_accumulation_steps"]) == (4, 4) and "mb4x4" in ax.text
+    lf = api.launch(str(EXAMPLES / "course-lora-3b.yaml"), "llama-factory", {"gpu": "A100", "num_gpus": 2})
+    cfg = yaml.safe_load(lf.text)
+    assert (cfg["per_device_train_batch_size"], cfg["gradient_accumulation_steps"]) == (4, 4)
+    # no batch set: the search still chooses the micro-batch (its fastest layout)
+    free = api.launch("llama-3.2-3b", "axolotl", {"task": "lora", "gpu": "A100", "num_gpus": 2})
+    assert "micro_batch_size" in yaml.safe_load(free.text)
