@@ -392,3 +392,17 @@ def test_axolotl_and_llama_factory_keep_the_workloads_micro_batch() -> None:
     # no batch set: the search still chooses the micro-batch (its fastest layout)
     free = api.launch("llama-3.2-3b", "axolotl", {"task": "lora", "gpu": "A100", "num_gpus": 2})
     assert "micro_batch_size" in yaml.safe_load(free.text)
+
+
+def test_unsloth_writes_its_precision_and_format_unsloth_takes_the_frameworks_defaults() -> None:
+    """QA2 finding 5: on a T4 (no BF16) the Unsloth script gets --fp16 --bf16=False (TrainingArguments'
+    spelling); on an A100 --bf16. --format unsloth plans as framework: unsloth does (all-linear, its memory)."""
+    course = str(EXAMPLES / "course-qlora-8b.yaml")
+    t4 = api.launch(course, "", {"framework": "unsloth", "gpu": "T4"}, force=True)
+    words = shlex.split(t4.text.replace("\\\n", " "), comments=True)
+    assert "--fp16" in words and "--bf16=False" in words and "--bf16" not in words
+    a100 = shlex.split(api.launch(course, "", {"framework": "unsloth", "gpu": "A100"}).text, comments=True)
+    assert "--bf16" in a100 and "--fp16" not in a100
+    by_format = api.launch(course, "unsloth", {"gpu": "T4"}, force=True)
+    assert by_format.text == t4.text and by_format.workload == t4.workload
+    assert by_format.workload["framework"] == "unsloth"

@@ -238,7 +238,11 @@ def unsloth(lp: LaunchPlan) -> str:
             "or framework: axolotl or llama-factory for several GPUs."
         )
     head = ["# " + x for x in _header(lp)]
-    return "\n".join(head) + "\n" + _shell_join(["python", lp.script, *adapter_args(lp.w), *lp.script_args]) + "\n"
+    # the precision in transformers TrainingArguments' spelling (--bf16 / --fp16, booleans that
+    # HfArgumentParser reads; TRL's SFTConfig turns bf16 on unless told): fp16 on a card without BF16
+    prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(lp.w.precision, [])
+    argv = ["python", lp.script, *adapter_args(lp.w), *prec, *lp.script_args]
+    return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
 
 
 def render(lp: LaunchPlan, fmt: str) -> str:

@@ -12,6 +12,7 @@ from gpuplan.interfaces.api.catalog import catalog, context
 from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
 from gpuplan.results import LaunchFile
 from gpuplan.safeio import clip, load_json
+from gpuplan.specs import frameworks
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GIB
 from gpuplan.specs.model import ModelSpec
@@ -88,6 +89,9 @@ def launch(
     else:
         w = build_workload(source, overrides)
     w, cl = resolve_cluster(w, cat, cluster)
+    if fmt in frameworks.names() and w.framework is None and w.is_training:
+        # a framework's own file (--format unsloth) plans with that framework's defaults, as framework: does
+        w = w.with_(framework=fmt)
     fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
