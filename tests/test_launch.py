@@ -448,7 +448,10 @@ def test_adapter_jobs_are_never_written_as_full_weight_training(tmp_path: Path) 
     )
     # accelerate: the config plus the command that runs the PEFT script with the adapter
     acc = api.launch(lora, "accelerate", {"num_gpus": 2})
-    assert check_accelerate_yaml(acc.text).distributed_type == "MULTI_GPU"
+    # the workload's micro-batch 2 is kept (QA2 10a): the fastest layout that runs it is ZeRO-3 (FSDP)
+    assert "mb2x1" in acc.layout and check_accelerate_yaml(acc.text).distributed_type == "FSDP"
+    one = api.launch(lora, "accelerate", {"num_gpus": 2, "batch_size": 1})
+    assert "mb1x" in one.layout and check_accelerate_yaml(one.text).distributed_type == "MULTI_GPU"
     assert "# run: accelerate launch --config_file accelerate.yaml train.py --use_peft --lora_r=8" in acc.text
     # formats that train every weight refuse, in one line naming those that do adapters
     for fmt, keys in (("torchrun", {"framework": "megatron"}), ("torchtitan", {}), ("nemo", {})):
