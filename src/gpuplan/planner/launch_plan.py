@@ -5,6 +5,7 @@ weight format the serving engine loads. interfaces/launch.py renders it into eac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError
@@ -84,8 +85,15 @@ NEEDS_QUANTIZED_CHECKPOINT: Final = {
 
 
 def model_id(model: ModelSpec, name: str) -> str:
+    """What the engines and trainers load: a preset's hub id, a local model's folder (from_pretrained
+    and the serving engines take the directory holding config.json, not the file), else the name."""
     p = find_preset(name)
-    return p.hf_id if p is not None and p.hf_id else name
+    if p is not None and p.hf_id:
+        return p.hf_id
+    path = Path(name)
+    if path.name.lower().endswith(".json") and path.is_file():
+        return str(path.parent)
+    return name
 
 
 def job_seconds(model: ModelSpec, cluster: Cluster, t: TrainingTime | None) -> tuple[float, str]:
