@@ -406,3 +406,27 @@ def test_unsloth_writes_its_precision_and_format_unsloth_takes_the_frameworks_de
     by_format = api.launch(course, "unsloth", {"gpu": "T4"}, force=True)
     assert by_format.text == t4.text and by_format.workload == t4.workload
     assert by_format.workload["framework"] == "unsloth"
+
+
+def test_torchtune_configs_are_the_ones_torchtune_ships() -> None:
+    """QA2 finding 6: the config names come from torchtune's recipes/configs (launch_torchtune.py);
+    a model or task it ships no config for is one line naming what it has."""
+    lora = {"task": "lora", "gpu": "H100", "batch_size": 1, "seq_len": 1024}
+    for model, config in (
+        ("qwen2.5-7b", "qwen2_5/7B_lora_single_device"),
+        ("phi-3-mini", "phi3/mini_lora_single_device"),
+        ("llama-3.2-3b", "llama3_2/3B_lora_single_device"),
+        ("qwen3-8b", "qwen3/8B_lora_single_device"),
+    ):
+        words = shlex.split(api.launch(model, "torchtune", lora, force=True).text.replace("\\\n", " "), comments=True)
+        assert words[words.index("--config") + 1] == config, model
+    two = api.launch("llama-3.1-70b", "torchtune", {**lora, "num_gpus": 8}, force=True)
+    assert "llama3_1/70B_lora" in shlex.split(two.text.replace("\\\n", " "), comments=True)
+    with pytest.raises(
+        InvalidSettingError,
+        match=r"no lora config for llama-3.1-70b on one GPU \(it has llama3_1/70B_full, llama3_1/70B_lora\)",
+    ):
+        api.launch("llama-3.1-70b", "torchtune", lora, force=True)
+    for model in ("pythia-6.9b", "falcon-7b"):
+        with pytest.raises(InvalidSettingError, match=f"torchtune ships no recipe config for {model}"):
+            api.launch(model, "torchtune", lora, force=True)
