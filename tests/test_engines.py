@@ -147,6 +147,24 @@ def test_offload_keys_need_an_engine_that_reads_them() -> None:
         _w(engine="llama.cpp", gpu_layers=-1)
 
 
+def test_engine_refuses_a_weight_format_it_cannot_load() -> None:
+    """AutoAWQ loads AWQ only; llama.cpp and Ollama load GGUF only (specs/engine_formats.py)."""
+    with pytest.raises(InvalidSettingError, match=r"autoawq engine loads weights only \(awq\).*weight_dtype is gptq"):
+        check_keys_apply(_w(engine="autoawq", weight_dtype="gptq"))
+    with pytest.raises(InvalidSettingError, match=r"autoawq.*weight_dtype is q4_k_m"):
+        check_keys_apply(_w(engine="autoawq", weight_dtype="q4_k_m"))
+    with pytest.raises(
+        InvalidSettingError, match=r"llama\.cpp engine loads GGUF weights only \(fp32, fp16, bf16, q8_0.*awq"
+    ):
+        check_keys_apply(_w(engine="llama.cpp", weight_dtype="awq"))
+    with pytest.raises(InvalidSettingError, match=r"ollama engine loads GGUF.*weight_dtype is fp8"):
+        check_keys_apply(_w(engine="ollama", weight_dtype="fp8"))
+    for engine, fmt in (("autoawq", "awq"), ("llama.cpp", "q4_k_m"), ("ollama", "q8_0"), ("llama.cpp", "fp16")):
+        check_keys_apply(_w(engine=engine, weight_dtype=fmt))
+    check_keys_apply(_w(engine="vllm", weight_dtype="gptq"))  # vLLM loads many formats: no refusal
+    check_keys_apply(_w(engine="ollama"))  # its default (q4_k_m) is GGUF
+
+
 # --- TGI ---------------------------------------------------------------------------------------
 def test_tgi_max_batch_prefill_tokens_is_its_compute_optimum(catalog: Catalog, m8b: ModelSpec) -> None:
     """Llama 3.1 8B in TGI's Config::flop: 32 x (2 x 4096 x 128 x (3 x 32 + 2 x 8) + 6 x 4096 x 14336)

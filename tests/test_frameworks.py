@@ -378,3 +378,55 @@ def test_nemo_writes_fp16_on_a_card_without_bf16() -> None:
     w = _train(framework="nemo", cluster="1x8:V100", tp=2)
     text = api.launch(w, "", force=True).text
     assert "trainer.plugins=fp16_mixed" in text and "(fp16)" in text.splitlines()[0]
+
+
+def test_axolotl_and_llama_factory_keep_the_workloads_micro_batch() -> None:
+    """QA2 finding 10a: the course LoRA sets batch_size 4, grad_accum 4; on 2 x A100 the Axolotl and
+    LLaMA-Factory files keep mb4 x 4 (the search picks only among layouts that run it)."""
+    ax = api.launch(str(EXAMPLES / "course-lora-3b.yaml"), "", {"framework": "axolotl", "gpu": "A100", "num_gpus": 2})
+    cfg = yaml.safe_load(ax.text)
+    assert (cfg["micro_batch_size"], cfg["gradient_accumulation_steps"]) == (4, 4) and "mb4x4" in ax.text
+    lf = api.launch(str(EXAMPLES / "course-lora-3b.yaml"), "llama-factory", {"gpu": "A100", "num_gpus": 2})
+    cfg = yaml.safe_load(lf.text)
+    assert (cfg["per_device_train_batch_size"], cfg["gradient_accumulation_steps"]) == (4, 4)
+    # no batch set: the search still chooses the micro-batch (its fastest layout)
+    free = api.launch("llama-3.2-3b", "axolotl", {"task": "lora", "gpu": "A100", "num_gpus": 2})
+    assert "micro_batch_size" in yaml.safe_load(free.text)
+
+
+def test_unsloth_writes_its_precision_and_format_unsloth_takes_the_frameworks_defaults() -> None:
+    """QA2 finding 5: on a T4 (no BF16) the Unsloth script gets --fp16 --bf16=False (TrainingArguments'
+    spelling); on an A100 --bf16. --format unsloth plans as framework: unsloth does (all-linear, its memory)."""
+    course = str(EXAMPLES / "course-qlora-8b.yaml")
+    t4 = api.launch(course, "", {"framework": "unsloth", "gpu": "T4"}, force=True)
+    words = shlex.split(t4.text.replace("\\\n", " "), comments=True)
+    assert "--fp16" in words and "--bf16=False" in words and "--bf16" not in words
+    a100 = shlex.split(api.launch(course, "", {"framework": "unsloth", "gpu": "A100"}).text, comments=True)
+    assert "--bf16" in a100 and "--fp16" not in a100
+    by_format = api.launch(course, "unsloth", {"gpu": "T4"}, force=True)
+    assert by_format.text == t4.text and by_format.workload == t4.workload
+    assert by_format.workload["framework"] == "unsloth"
+
+
+def test_torchtune_configs_are_the_ones_torchtune_ships() -> None:
+    """QA2 finding 6: the config names come from torchtune's recipes/configs (launch_torchtune.py);
+    a model or task it ships no config for is one line naming what it has."""
+    lora = {"task": "lora", "gpu": "H100", "batch_size": 1, "seq_len": 1024}
+    for model, config in (
+        ("qwen2.5-7b", "qwen2_5/7B_lora_single_device"),
+        ("phi-3-mini", "phi3/mini_lora_single_device"),
+        ("llama-3.2-3b", "llama3_2/3B_lora_single_device"),
+        ("qwen3-8b", "qwen3/8B_lora_single_device"),
+    ):
+        words = shlex.split(api.launch(model, "torchtune", lora, force=True).text.replace("\\\n", " "), comments=True)
+        assert words[words.index("--config") + 1] == config, model
+    two = api.launch("llama-3.1-70b", "torchtune", {**lora, "num_gpus": 8}, force=True)
+    assert "llama3_1/70B_lora" in shlex.split(two.text.replace("\\\n", " "), comments=True)
+    with pytest.raises(
+        InvalidSettingError,
+        match=r"no lora config for llama-3.1-70b on one GPU \(it has llama3_1/70B_full, llama3_1/70B_lora\)",
+    ):
+        api.launch("llama-3.1-70b", "torchtune", lora, force=True)
+    for model in ("pythia-6.9b", "falcon-7b"):
+        with pytest.raises(InvalidSettingError, match=f"torchtune ships no recipe config for {model}"):
+            api.launch(model, "torchtune", lora, force=True)

@@ -448,7 +448,10 @@ def test_adapter_jobs_are_never_written_as_full_weight_training(tmp_path: Path) 
     )
     # accelerate: the config plus the command that runs the PEFT script with the adapter
     acc = api.launch(lora, "accelerate", {"num_gpus": 2})
-    assert check_accelerate_yaml(acc.text).distributed_type == "MULTI_GPU"
+    # the workload's micro-batch 2 is kept (QA2 10a): the fastest layout that runs it is ZeRO-3 (FSDP)
+    assert "mb2x1" in acc.layout and check_accelerate_yaml(acc.text).distributed_type == "FSDP"
+    one = api.launch(lora, "accelerate", {"num_gpus": 2, "batch_size": 1})
+    assert "mb1x" in one.layout and check_accelerate_yaml(one.text).distributed_type == "MULTI_GPU"
     assert "# run: accelerate launch --config_file accelerate.yaml train.py --use_peft --lora_r=8" in acc.text
     # formats that train every weight refuse, in one line naming those that do adapters
     for fmt, keys in (("torchrun", {"framework": "megatron"}), ("torchtitan", {}), ("nemo", {})):
@@ -504,3 +507,31 @@ def test_no_layout_fits_refusal_has_the_shortfall_and_best_fix(run_cli: RunCli) 
         "--force",
     )  # fmt: skip
     assert code == 0 and "# no layout the search tried fits on 4 x GeForce RTX 3090" in out
+
+
+# Llama 3.2 1B's config.json shape (meta-llama/Llama-3.2-1B config.json)
+_LLAMA_1B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 2048,
+             "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+             "vocab_size": 128256, "max_position_embeddings": 131072, "tie_word_embeddings": True,
+             "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5, "rope_theta": 500000.0}  # fmt: skip
+
+
+def test_a_local_config_json_launches_with_its_folder_as_the_model(run_cli: RunCli, tmp_path: Path) -> None:
+    """QA2 finding 7: from_pretrained takes the folder holding config.json; launch takes a config.json
+    as estimate and plan do (not as a `plan --json` document)."""
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    cfg = folder / "config.json"
+    cfg.write_text(json.dumps(_LLAMA_1B), encoding="utf-8")
+    keys = {"task": "lora", "gpu": "A100"}
+    ax = yaml.safe_load(api.launch(str(cfg), "axolotl", keys).text)
+    assert ax["base_model"] == str(folder)
+    lf = yaml.safe_load(api.launch(str(cfg), "llama-factory", keys).text)
+    assert lf["model_name_or_path"] == str(folder)
+    code, out, err = run_cli("launch", str(cfg), "--task", "lora", "--gpu", "A100", "--format", "axolotl")
+    assert code == 0 and f"base_model: {folder}" in out, err
+    # a JSON that is neither: still the plan reader's one line
+    other = tmp_path / "notes.json"
+    other.write_text('{"a": 1}', encoding="utf-8")
+    code, _, err = run_cli("launch", str(other), "--format", "slurm")
+    assert code == 2 and "not a `gpuplan plan --json` document" in err and err.count("\n") == 1

@@ -461,3 +461,24 @@ def test_any_numbers_in_any_keys_of_any_task_give_strict_json_or_one_error(
     except GpuplanError:
         return
     json.loads(json.dumps(rec, allow_nan=False), parse_constant=_no_constant)
+
+
+@pytest.mark.parametrize("gpu", ["3090", "RTX 5090", "4080"])
+def test_ecc_on_a_geforce_card_without_ecc_is_refused(run_cli: RunCli, gpu: str) -> None:
+    """GeForce cards other than the RTX 3090 Ti and 4090 have no ECC setting: ecc: true is an error."""
+    code, out, err = run_cli("fit", "llama-3.1-8b", "--task", "inference", "--gpu", gpu, "--set", "ecc=true")
+    assert code == 2 and out == ""
+    _one_line(err, "has no memory ECC", "ecc: true")
+
+
+def test_ecc_on_a_card_with_the_setting_is_taken() -> None:
+    """The RTX 4090's driver offers ECC (GDDR6X: 1/16 of its 24 GiB hidden); the 3090 has none."""
+    from gpuplan.interfaces.api.workloads import gpu_for
+    from gpuplan.specs.gpu import load_catalog
+
+    cat = load_catalog()
+    w = make_workload({"model": "llama-3.1-8b", "task": "inference", "gpu": "4090", "ecc": True})
+    gpu = gpu_for(w, cat)
+    assert gpu is not None and gpu.has_ecc
+    assert gpu.visible_memory_bytes(True) == pytest.approx(24 * 2**30 * 15 / 16, rel=1e-9)
+    assert not cat.get("RTX 3090").has_ecc and cat.get("L40S").has_ecc and cat.get("RTX 3090 Ti").has_ecc

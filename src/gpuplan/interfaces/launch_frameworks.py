@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv, adapter_args, refuse_adapter
+from gpuplan.interfaces.launch_torchtune import tune_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
 
@@ -175,14 +176,6 @@ def nemo(lp: LaunchPlan) -> str:
     return "\n".join(head) + "\n" + _shell_join(nemo_argv(lp)) + "\n"
 
 
-def _tune_config(lp: LaunchPlan, kind: str, single: bool) -> str:
-    """torchtune's config name: recipes/configs/<model>/<size>_<kind>[_single_device], e.g.
-    llama3_1/8B_lora_single_device (llama-3.1-8b -> llama3_1, 8B)."""
-    parts = nemo_recipe(lp.model.name).split("_")
-    folder = re.sub(r"(\d)(\d)$", r"\1_\2", parts[0]) if parts[0].startswith("llama3") else parts[0]
-    return f"{folder}/{parts[-1].upper()}_{kind}" + ("_single_device" if single else "")
-
-
 def torchtune(lp: LaunchPlan) -> str:
     """`tune run [torchrun args] RECIPE --config CONFIG key=value ...`: the LoRA/QLoRA or full
     fine-tuning recipe, on one device or distributed (FSDP2), with the batch, checkpointing and
@@ -216,7 +209,7 @@ def torchtune(lp: LaunchPlan) -> str:
             f"model.lora_alpha={2 * w.lora_rank}",
             f"model.lora_dropout={w.lora_dropout:g}",
         ]
-    config = _tune_config(lp, w.task if adapter else "full", single)
+    config = tune_config(lp.model.name, w.task if adapter else "full", single)
     argv = ["tune", "run", *launcher, recipe, "--config", config, *o]
     head = ["# " + x for x in _header(lp)]
     head.append(f"# {config}: torchtune's config for this model and task (`tune ls` lists them; `tune cp` to edit)")
@@ -238,7 +231,11 @@ def unsloth(lp: LaunchPlan) -> str:
             "or framework: axolotl or llama-factory for several GPUs."
         )
     head = ["# " + x for x in _header(lp)]
-    return "\n".join(head) + "\n" + _shell_join(["python", lp.script, *adapter_args(lp.w), *lp.script_args]) + "\n"
+    # the precision in transformers TrainingArguments' spelling (--bf16 / --fp16, booleans that
+    # HfArgumentParser reads; TRL's SFTConfig turns bf16 on unless told): fp16 on a card without BF16
+    prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(lp.w.precision, [])
+    argv = ["python", lp.script, *adapter_args(lp.w), *prec, *lp.script_args]
+    return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
 
 
 def render(lp: LaunchPlan, fmt: str) -> str:

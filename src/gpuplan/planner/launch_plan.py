@@ -5,6 +5,7 @@ weight format the serving engine loads. interfaces/launch.py renders it into eac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError
@@ -25,6 +26,7 @@ TIME_MARGIN: Final = 1.15
 TIME_SETUP_S: Final = 15 * 60
 NO_BAND_MARGIN: Final = 1.25  # the slow end when no validation band covers the job (a margin)
 DEFAULT_TIME_S: Final = 4 * 3600
+SEARCH_TOP: Final = 40  # layouts ranked when the workload fixes batch_size/grad_accum (the first that keeps them wins)
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,15 @@ NEEDS_QUANTIZED_CHECKPOINT: Final = {
 
 
 def model_id(model: ModelSpec, name: str) -> str:
+    """What the engines and trainers load: a preset's hub id, a local model's folder (from_pretrained
+    and the serving engines take the directory holding config.json, not the file), else the name."""
     p = find_preset(name)
-    return p.hf_id if p is not None and p.hf_id else name
+    if p is not None and p.hf_id:
+        return p.hf_id
+    path = Path(name)
+    if path.name.lower().endswith(".json") and path.is_file():
+        return str(path.parent)
+    return name
 
 
 def job_seconds(model: ModelSpec, cluster: Cluster, t: TrainingTime | None) -> tuple[float, str]:
@@ -154,15 +163,20 @@ def plan_launch(
 
 
 def _search(model: ModelSpec, w: Workload, cluster: Cluster, fw_keys: set[str]) -> tuple[Workload, str] | None:
-    """The fastest searched layout and its label, or None where none fits. The workload's (or its
+    """The fastest searched layout and its label ("" where none keeps the workload's batch_size and
+    grad_accum: its own layout), or None where none fits. The workload's (or its
     framework's) activation checkpointing is kept; an adapter job (LoRA/QLoRA) is searched over data
     parallel layouts only (planner/layouts.py search_layouts)."""
     held = "activation_checkpointing" in (w.model_fields_set | fw_keys)
     ckpts = (w.activation_checkpointing,) if held else CHECKPOINTING
-    res = search_layouts(model, w, cluster, top=1, checkpointing=ckpts)
+    # a micro-batch and accumulation the workload sets are kept: only layouts that run them
+    keep = {k: getattr(w, k) for k in ("batch_size", "grad_accum") if k in w.model_fields_set}
+    res = search_layouts(model, w, cluster, top=SEARCH_TOP if keep else 1, checkpointing=ckpts)
     if not res.best:
         return None
-    return res.best[0].workload, res.best[0].layout.label
+    best = [r for r in res.best if all(getattr(r.workload, k) == v for k, v in keep.items())]
+    # none of the ranked layouts runs the workload's micro-batch: its own layout is planned ("" label)
+    return (best[0].workload, best[0].layout.label) if best else (w, "")
 
 
 def _label(w: Workload) -> str:

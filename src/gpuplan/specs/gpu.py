@@ -150,6 +150,10 @@ _VALUE_FIELDS: Final = tuple(f for f in _Row.model_fields if f not in _UNSOURCED
 CARD_FACT_FIELDS: Final = ("mamf_bf16", "mamf_fp8", "mamf_fp4", "memory_bandwidth_share", "skypilot_name")
 # Sourced like every value, and also left out of `gpus --json`'s source lists (the record stays as it was).
 ECC_FIELDS: Final = ("memory_ecc_MiB",)
+# GeForce cards whose driver offers "Change ECC State" (RTX 3090 Ti and RTX 4090; not the RTX 5090):
+# notebookcheck.net "Nvidia GeForce RTX 5090 ... drops VRAM ECC" (2025); Chaos support "ECC State for
+# Nvidia GPUs". Other GeForce cards have no ECC setting.
+GEFORCE_WITH_ECC: Final = frozenset({"GeForce RTX 3090 Ti", "GeForce RTX 4090"})
 # GDDR inline ECC: "On GPUs with GDDR memory with ECC enabled the available DRAM is reduced by 6.25%"
 # (CUDA C++ Best Practices Guide, quoted in the NVIDIA forum thread "NVIDIA T4 has only 15g of
 # memory?"); nvidia-smi agrees: T4 15360 of 16384 MiB, L40S 46068 of 49140 MiB (15/16 less 12 MiB).
@@ -237,6 +241,12 @@ class GPU:
         if ecc and self.memory_type.upper().startswith("GDDR"):
             return self.memory_bytes * GDDR_ECC_VISIBLE
         return self.memory_bytes
+
+    @property
+    def has_ecc(self) -> bool:
+        """Whether the card's memory ECC can be switched on: datacenter and workstation cards, and of
+        the GeForce cards only those whose driver offers the toggle (GEFORCE_WITH_ECC)."""
+        return not self.geforce_eula or self.name in GEFORCE_WITH_ECC
 
     @property
     def cc(self) -> tuple[int, int] | None:

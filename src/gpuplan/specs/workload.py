@@ -19,6 +19,7 @@ from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped, whole_number
 from gpuplan.specs import frameworks
 from gpuplan.specs.durations import parse_duration_s
+from gpuplan.specs.engine_formats import check_engine_weight_format
 from gpuplan.specs.precision import storage_format
 
 TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
@@ -558,6 +559,8 @@ def check_keys_apply(w: Workload) -> None:
     names the task that reads it. The task defaults to inference when none is given."""
     given = w.model_fields_set
     task = w.task + ("" if "task" in given else " (the default: no task was given)")
+    if w.task == "inference":
+        check_engine_weight_format(w.engine, w.weight_dtype)
     for key in sorted(given):
         if key in TRAINING_ONLY and not w.is_training:
             need = "training (pretrain, finetune, lora, qlora)"

@@ -54,7 +54,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "sharding": "The ZeRO-3 implementation: fsdp or deepspeed.",
     "cuda_lazy_loading": "CUDA >= 11.7 loads kernels lazily (PyTorch's default); false for older stacks.",
     "ecc": "ECC on the GPU's memory; unset: as the card ships (on for datacenter GDDR cards such as T4, L4, "
-    "L40S, A10, A40, which then show 1/16 less memory); false: switched off, the full capacity.",
+    "L40S, A10, A40, which then show 1/16 less memory); false: switched off, the full capacity; true on a GeForce "
+    "card without an ECC setting (all but the RTX 3090 Ti and 4090) is refused.",
     "gpu_memory_utilization": "Serving (vLLM): the share of GPU memory the engine may use (0.9 by default).",
     "resolution": "Graphics: 720p, 1080p, 1440p or 4k.",
     "fps": "Graphics: frames per second.",
@@ -70,7 +71,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "Unset, GeForce cards you own (`have`) are a note, not barred.",
     "have": "The GPUs you own ('4x RTX 3090, 1x A100 40GB'): `plan` ranks on them, then what renting adds.",
     "engine": "Inference engine: vllm, tensorrt-llm, sglang, tgi, mlc, llama.cpp, ollama (CUDA graphs), transformers (eager), "
-    "autoawq (AutoAWQ's fused modules, fuse_layers=True).",
+    "autoawq (AutoAWQ's fused modules, fuse_layers=True). autoawq loads awq weights only; llama.cpp and ollama "
+    "GGUF only (fp32, fp16, bf16, q8_0, q4_0, the k-quants).",
     "enforce_eager": "The engine runs decode without CUDA graphs (vLLM --enforce-eager).",
     "max_tpot_ms": "Serving: the latency target per output token (ms); `plan` prices tokens at the largest batch within it.",
     "max_ttft_ms": "Serving: the target time to first token of one request (ms); `plan` marks options over it and prices within it.",

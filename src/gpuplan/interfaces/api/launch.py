@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuplan.errors import InvalidSettingError, did_you_mean
+from gpuplan.errors import GpuplanError, InvalidSettingError, did_you_mean
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.interfaces.api.catalog import catalog, context
 from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
 from gpuplan.results import LaunchFile
 from gpuplan.safeio import clip, load_json
+from gpuplan.specs import frameworks
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GIB
 from gpuplan.specs.model import ModelSpec
@@ -52,6 +53,18 @@ def _workload_from_plan(path: Path) -> tuple[Workload, str | None]:
     return make_workload(keys), spec
 
 
+def _is_model_config(path: Path) -> bool:
+    """A model's config.json (launched as estimate and plan take it), not a `plan --json` document:
+    named config.json, or a JSON object with a model_type and no 'workload'."""
+    if path.name.lower() == "config.json":
+        return True
+    try:
+        rec = load_json(read_user_text(path, "plan file", ""), path.name)
+    except GpuplanError:
+        return False  # the plan reader names what is wrong with it
+    return isinstance(rec, dict) and "model_type" in rec and "workload" not in rec
+
+
 def launch(
     source: str | Workload,
     fmt: str,
@@ -80,7 +93,7 @@ def launch(
     cat = catalog(ctx)
     if isinstance(source, Workload):
         w = source.with_(**{k: v for k, v in (overrides or {}).items() if v is not None}) if overrides else source
-    elif source.lower().endswith(".json"):
+    elif source.lower().endswith(".json") and not _is_model_config(Path(source)):
         w, spec = _workload_from_plan(Path(source))
         if overrides:
             w = w.with_(**{k: v for k, v in overrides.items() if v is not None})
@@ -88,6 +101,9 @@ def launch(
     else:
         w = build_workload(source, overrides)
     w, cl = resolve_cluster(w, cat, cluster)
+    if fmt in frameworks.names() and w.framework is None and w.is_training:
+        # a framework's own file (--format unsloth) plans with that framework's defaults, as framework: does
+        w = w.with_(framework=fmt)
     fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))

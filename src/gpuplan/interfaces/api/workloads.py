@@ -45,7 +45,14 @@ def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
 
 
 def gpu_for(w: Workload, cat: Catalog) -> GPU | None:
-    return cat.get(w.gpu) if w.gpu else None
+    """The workload's GPU; `ecc: true` on a card with no ECC setting is refused in one line."""
+    gpu = cat.get(w.gpu) if w.gpu else None
+    if gpu is not None and w.ecc and not gpu.has_ecc:
+        raise InvalidSettingError(
+            f"{gpu.name} has no memory ECC to switch on (a GeForce card without the driver's ECC setting); "
+            "drop ecc: true or choose a datacenter or workstation GPU."
+        )
+    return gpu
 
 
 def resolve_cluster(w: Workload, cat: Catalog, spec: str | None = None) -> tuple[Workload, Cluster | None]:
