@@ -117,7 +117,7 @@ def test_targets_mark_options_too_slow() -> None:
 def test_cli_shows_per_mtok_and_json_has_it(run_cli: RunCli) -> None:
     code, out, err = run_cli("plan", CHAT, "--gpus", "A40,L4", "--set", "max_tpot_ms=50")
     assert code == 0, err
-    assert "$/Mtok @ batch" in out and "$0.09 @ 106" in out and "max_tpot_ms=50" in out
+    assert "$/Mtok @ batch" in out and "$0.0946 @ 106" in out and "max_tpot_ms=50" in out
     code, out, err = run_cli("plan", CHAT, "--gpus", "A40", "--set", "max_tpot_ms=50", "--json")
     assert code == 0, err
     row = json.loads(out)["options"][0]

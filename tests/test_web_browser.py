@@ -163,7 +163,7 @@ def check_plan_tables(page: Page, plan: dict[str, Any]) -> None:
             same_as = opt.get("same_as") or []
             mine = plan["chosen_gpu"] in (opt["gpu"], *same_as)
             assert ("chosen" in (row.get_attribute("class") or "")) == mine
-            assert ("(yours)" in row.inner_text()) == mine
+            assert ("(your pick)" in row.inner_text()) == mine  # no `have`: the workload's pick, not owned
             assert raw(row.get_attribute("data-same-as") or "null") == (same_as or None)
             gpu_cell = (row.query_selector("td:nth-child(2)") or row).text_content() or ""  # folded-away rows too
             assert (f"(= {', '.join(same_as)})" in gpu_cell) == bool(same_as), gpu_cell
