@@ -192,3 +192,15 @@ def test_more_gpu_and_other_gpu_fixes_checkpoint_before_adding_gpus() -> None:
         assert _refit("llama-3.1-70b", {**job, "gpu": "RTX 3090", "num_gpus": 1}, f.changes) == pytest.approx(
             gib, rel=0.01
         )
+
+
+def test_an_other_gpu_fix_still_shows_when_its_checkpointed_form_only_adds_to_a_same_gpu_fix() -> None:
+    # 512 x H100 for a 70B pretrain: ZeRO-3 + checkpointing fits on them, so a cheaper card with the
+    # same two changes and a new GPU is a larger change; the other-GPU fix is the cheapest unchanged
+    fixes = gpuplan.estimate("examples/pretrain-70b-cluster.yaml").verdict.fixes
+    assert [f.changes for f in fixes] == [
+        {"zero": 3, "activation_checkpointing": "full"},
+        {"gpu": "H200 SXM 141GB", "zero": 3},
+    ]
+    assert fixes[1].per_gpu_bytes / GIB == pytest.approx(135.34, rel=0.01)
+    assert fixes[1].usd_per_hour == pytest.approx(2042.88, abs=0.01)

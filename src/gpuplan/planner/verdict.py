@@ -166,11 +166,12 @@ def _savings(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     return [c for c in training_candidates(w) if set(c[1]) <= FREE_SAVINGS] if w.is_training else []
 
 
-def _fewest(
-    model: ModelSpec, w: Workload, gpu: GPU, counts: tuple[int, ...] = GPU_COUNTS
-) -> tuple[GpuCount, dict[str, Any], list[tuple[str, str]]]:
-    """The fewest GPUs of `gpu` that hold `w`: as it is, or with the free savings when they need
-    fewer GPUs (only those savings still needed at that count, verified). Returns the count (its
+Fewest = tuple[GpuCount, dict[str, Any], list[tuple[str, str]]]
+
+
+def _fewest(model: ModelSpec, w: Workload, gpu: GPU, counts: tuple[int, ...] = GPU_COUNTS) -> list[Fewest]:
+    """The fewest GPUs of `gpu` that hold `w`: with the free savings when they need fewer GPUs
+    (only those savings still needed at that count, verified), then as it is. Each: the count (its
     estimate on `w` with exactly the savings and the layout), the savings, and their (label, cost)."""
     bare = smallest_gpu_count(model, w, gpu, counts)
     savings = _savings(w)
@@ -178,7 +179,7 @@ def _fewest(
     fewer = tuple(n for n in counts if bare.num_gpus is None or n < bare.num_gpus)
     helped = smallest_gpu_count(model, sw, gpu, fewer) if sw is not None and fewer else None
     if helped is None or helped.num_gpus is None:
-        return bare, {}, []
+        return [(bare, {}, [])]
     layout = {k: v for k, v in helped.layout.items() if k != "num_gpus"}
     layout |= {"num_gpus": helped.num_gpus} if helped.layout else {}
     kept, e = list(savings), helped.estimate
@@ -189,7 +190,7 @@ def _fewest(
         if re is not None and re.fits:
             kept, e = rest, re
     saved = {k: v for _, c, _ in kept for k, v in c.items()}
-    return replace(helped, estimate=e), saved, [(label, cost) for label, _, cost in kept]
+    return [(replace(helped, estimate=e), saved, [(label, cost) for label, _, cost in kept]), (bare, {}, [])]
 
 
 def _more_gpus(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str, Price]) -> list[Fix]:
@@ -201,7 +202,7 @@ def _more_gpus(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str, Pri
         tries += [({"weight_dtype": wf}, cost) for wf, cost in QUANTISED_WEIGHTS if wf != w.effective_weight_dtype]
     for extra, cost in tries:
         qw = _applied(w, extra)
-        count, saved, notes = _fewest(model, qw, gpu) if qw is not None else (None, {}, [])
+        count, saved, notes = _fewest(model, qw, gpu)[0] if qw is not None else (None, {}, [])
         if count is None or count.num_gpus is None or count.estimate is None:
             continue
         if count.num_gpus == w.num_gpus and not extra:
@@ -225,25 +226,42 @@ def _how(w: Workload, changes: Mapping[str, Any], notes: list[tuple[str, str]]) 
 
 def _other_gpu(model: ModelSpec, w: Workload, gpu: GPU, catalog: Catalog, prices: Mapping[str, Price]) -> list[Fix]:
     """The cheapest listed other GPU type, at the fewest of it (no fewer than the job's) that hold the
-    job unchanged; the largest one when none is priced."""
+    job (with the free savings when they need fewer); the largest one when none is priced. Then the
+    cheapest that holds the job unchanged, when it differs: `fixes` shows the first that is not a
+    larger change than a same-GPU fix."""
     best: tuple[float, Fix] | None = None
+    plain: tuple[float, Fix] | None = None
     counts = tuple(n for n in GPU_COUNTS if n >= w.num_gpus)
     for g in catalog:
-        if g.name == gpu.name:
-            continue
-        moved = _applied(w, {"gpu": g.name})
-        count, saved, notes = _fewest(model, moved, g, counts) if moved is not None else (None, {}, [])
-        if moved is None or count is None or count.num_gpus is None or count.estimate is None:
-            continue
-        changes = {"gpu": g.name, **saved, **({"num_gpus": count.num_gpus} if count.num_gpus != w.num_gpus else {})}
-        changes.update({k: v for k, v in count.layout.items() if k != "num_gpus"})
-        label = f"{count.num_gpus} x {g.name}" + _how(w, changes, notes)
-        what = "; ".join(["other hardware", *(c for _, c in notes)])
-        f = replace(_fix(label, changes, count.estimate, g, prices, what, w), kept=True)
-        key = f.usd_per_hour if f.usd_per_hour is not None else 1e12 + g.memory_bytes
-        if best is None or key < best[0]:
-            best = (key, f)
-    return [best[1]] if best else []
+        moved = _applied(w, {"gpu": g.name}) if g.name != gpu.name else None
+        for count, saved, notes in _fewest(model, moved, g, counts) if moved is not None else []:
+            if count.num_gpus is None or count.estimate is None:
+                continue
+            f, key = _on_other(w, g, prices, count, saved, notes)
+            if best is None or key < best[0]:
+                best = (key, f)
+            if not saved and (plain is None or key < plain[0]):
+                plain = (key, f)
+    out = [best[1]] if best else []
+    return [*out, plain[1]] if plain and (best is None or plain[1] is not best[1]) else out
+
+
+def _on_other(
+    w: Workload,
+    g: GPU,
+    prices: Mapping[str, Price],
+    count: GpuCount,
+    saved: dict[str, Any],
+    notes: list[tuple[str, str]],
+) -> tuple[Fix, float]:
+    """The other-GPU fix at `count` with the free savings `saved`, and its price key."""
+    changes = {"gpu": g.name, **saved, **({"num_gpus": count.num_gpus} if count.num_gpus != w.num_gpus else {})}
+    changes.update({k: v for k, v in count.layout.items() if k != "num_gpus"})
+    label = f"{count.num_gpus} x {g.name}" + _how(w, changes, notes)
+    what = "; ".join(["other hardware", *(c for _, c in notes)])
+    assert count.num_gpus is not None and count.estimate is not None
+    f = replace(_fix(label, changes, count.estimate, g, prices, what, w), kept=True)
+    return f, f.usd_per_hour if f.usd_per_hour is not None else 1e12 + g.memory_bytes
 
 
 def _always(f: Fix) -> bool:
@@ -266,6 +284,8 @@ def fixes(
         for f in unique.values()
         if not any(g is not f and g.changes.items() < f.changes.items() for g in unique.values())
     ]
+    other = [f for f in kept if "gpu" in f.changes]  # one other-GPU fix: the first that is left
+    kept = [f for f in kept if "gpu" not in f.changes or f is other[0]]
     # the least change first; of equal changes, full training before adapters (`task`), then the cheaper
     ranked = sorted(kept, key=lambda f: (f.weight, "task" in f.changes, f.usd_per_hour or 0.0, f.per_gpu_bytes))
     shown = ranked[:limit]
