@@ -2,11 +2,14 @@
 own GPUs; serving fixes keep tensor parallelism inside one host of a one-host card and always offer
 quantised weights and other hardware; a bf16 job on a card without BF16 says it runs as fp16;
 `estimate` on a graphics job points to fit/plan; `plan --have` leads with the verdict on the GPUs
-owned when none holds the job; `plan` pins the workload's own GPU after the top N."""
+owned when none holds the job; `plan` pins the workload's own GPU after the top N. QA pass 2: owned
+serving options price tokens at electricity; the workload's GPU is "your pick" unless owned; more-GPU
+and other-GPU fixes checkpoint before adding GPUs."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -132,5 +135,72 @@ def test_plan_pins_the_workloads_gpu_after_the_top_n(run_cli: RunCli) -> None:
     ranks = [o["rank"] for o in pinned]
     assert all(r > 10 for r in ranks) and ranks == sorted(ranks)
     code, out, _ = run_cli("plan", "examples/lora-4090.yaml", "--top", "3")
-    assert code == 0 and out.count("(yours), pinned") == 4
+    assert code == 0 and out.count("(your pick), pinned") == 4 and "(yours)" not in out
     assert "Pinned: GeForce RTX 4090's rows (the workload's gpu), ranked below the top 3" in out
+
+
+def test_owned_serving_prices_its_tokens_at_the_electricity_of_its_cost_column() -> None:
+    # QA2 #3: the owned 3090's $/Mtok came from the $0.43/h rental price ($0.227); it is the same
+    # electricity-only $/h as the cost column: $/h x GPUs / (tokens/s x 3600) x 1e6
+    rec = gpuplan.plan("examples/tgi-8b.yaml", have="1x RTX 3090")
+    assert isinstance(rec, Plan) and rec.options
+    o = rec.options[0]
+    assert o.gpu == "GeForce RTX 3090" and o.serving is not None and o.cost_usd is not None
+    assert o.serving.usd_per_million_tokens is not None and o.serving.tokens_per_s is not None
+    by_hand = o.cost_usd * o.num_gpus / (o.serving.tokens_per_s * 3600) * 1e6  # a service's cost is $/h
+    assert o.serving.usd_per_million_tokens == pytest.approx(by_hand, rel=1e-9)
+    assert o.serving.usd_per_million_tokens == pytest.approx(0.00993, rel=0.02)  # $0.0188/h at 525 tokens/s
+    # rented cards keep their rental $/Mtok (A40 at $0.44/h: about $0.22)
+    assert rec.rent_options and rec.rent_options[0].serving is not None
+    assert rec.rent_options[0].serving.usd_per_million_tokens == pytest.approx(0.22, rel=0.02)
+
+
+def test_the_workloads_gpu_is_your_pick_and_yours_only_when_owned(run_cli: RunCli) -> None:
+    code, out, err = run_cli("plan", "examples/tgi-8b.yaml", "--top", "3")
+    assert code == 0, err
+    assert "A10G (your pick)" in out and "(yours)" not in out  # named by `gpu:`, not owned
+    code, out, err = run_cli("plan", "examples/tgi-8b.yaml", "--have", "1x A10G")
+    assert code == 0 and "A10G (yours)" in out and "(your pick)" not in out, err
+
+
+def _refit(model: str, base: dict[str, Any], changes: dict[str, Any]) -> float:
+    """Per-GPU GiB of the job re-estimated with exactly the fix's changes (asserting it fits)."""
+    r = gpuplan.estimate(model, **{**base, **changes})
+    assert r.verdict.fits is True, changes
+    return r.memory.per_gpu_bytes / GIB
+
+
+def test_more_gpu_and_other_gpu_fixes_checkpoint_before_adding_gpus() -> None:
+    # QA2 #9: a 70B full fine-tune on one B200 fits 8 x B200 ZeRO-3 with full checkpointing (32 without)
+    job: dict[str, Any] = {"task": "finetune", "batch_size": 1, "seq_len": 4096}
+    fixes = gpuplan.estimate("llama-3.1-70b", gpu="B200", **job).verdict.fixes
+    more = next(f for f in fixes if "num_gpus" in f.changes and "gpu" not in f.changes)
+    assert more.changes == {"activation_checkpointing": "full", "num_gpus": 8, "zero": 3}  # no fused loss: not needed
+    assert more.per_gpu_bytes / GIB == pytest.approx(154.5, rel=0.01)
+    assert _refit("llama-3.1-70b", {**job, "gpu": "B200"}, more.changes) == pytest.approx(154.5, rel=0.01)
+    # `plan --have "1x RTX 3090"`: the owned verdict's fixes, each re-estimated with exactly its changes
+    rec = gpuplan.plan({"model": "llama-3.1-70b", **job, "have": "1x RTX 3090"})
+    assert isinstance(rec, Plan) and rec.owned_verdicts
+    got = {f.label: f for f in rec.owned_verdicts[0].fixes}
+    same = got[
+        "128 x GeForce RTX 3090 (zero 3) with full activation checkpointing and fused linear cross-entropy (Liger)"
+    ]
+    other = got["32 x RTX A6000 (zero 3) with full activation checkpointing and fused linear cross-entropy (Liger)"]
+    assert other.usd_per_hour == pytest.approx(15.68, abs=0.01)  # was 32 x B200 at $360.86/h
+    for f, gib in ((same, 20.38), (other, 46.25)):
+        assert f.per_gpu_bytes / GIB == pytest.approx(gib, rel=0.01)
+        assert _refit("llama-3.1-70b", {**job, "gpu": "RTX 3090", "num_gpus": 1}, f.changes) == pytest.approx(
+            gib, rel=0.01
+        )
+
+
+def test_an_other_gpu_fix_still_shows_when_its_checkpointed_form_only_adds_to_a_same_gpu_fix() -> None:
+    # 512 x H100 for a 70B pretrain: ZeRO-3 + checkpointing fits on them, so a cheaper card with the
+    # same two changes and a new GPU is a larger change; the other-GPU fix is the cheapest unchanged
+    fixes = gpuplan.estimate("examples/pretrain-70b-cluster.yaml").verdict.fixes
+    assert [f.changes for f in fixes] == [
+        {"zero": 3, "activation_checkpointing": "full"},
+        {"gpu": "H200 SXM 141GB", "zero": 3},
+    ]
+    assert fixes[1].per_gpu_bytes / GIB == pytest.approx(135.34, rel=0.01)
+    assert fixes[1].usd_per_hour == pytest.approx(2042.88, abs=0.01)

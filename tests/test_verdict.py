@@ -74,10 +74,12 @@ def test_fixes_rank_the_least_change_first() -> None:
     assert labels[0] == "QLoRA (NF4 base)"  # one card, adapters: less change than other hardware
     assert r.verdict.fixes[0].changes == {"task": "qlora", "activation_checkpointing": "full"}
     fixes = r.verdict.fixes
-    # 32 cards of the same type, then other hardware (2 x GH200 96GB): the larger changes come later
-    assert [f.num_gpus for f in fixes if "num_gpus" in f.changes and "gpu" not in f.changes] == [32]
-    assert fixes[-1].changes == {"gpu": "GH200 96GB", "num_gpus": 2, "zero": 3}
-    assert fixes[-1].usd_per_hour == pytest.approx(2.98, abs=0.005)  # 2 x $1.49/h in the bundled prices
+    # 8 cards of the same type with full checkpointing (32 without it), then other hardware
+    # (4 x A40, checkpointed too): the larger changes come later
+    more = [f for f in fixes if "num_gpus" in f.changes and "gpu" not in f.changes]
+    assert [f.changes for f in more] == [{"activation_checkpointing": "full", "num_gpus": 8, "zero": 3}]
+    assert fixes[-1].changes == {"gpu": "A40", "activation_checkpointing": "full", "num_gpus": 4, "zero": 3}
+    assert fixes[-1].usd_per_hour == pytest.approx(1.76, abs=0.005)  # 4 x $0.44/h in the bundled prices
 
 
 def test_launch_refuses_a_job_that_does_not_fit_and_writes_it_after_the_fix(run_cli: RunCli) -> None:
@@ -197,7 +199,7 @@ def test_a_bad_have_is_one_line(bad: str, run_cli: RunCli) -> None:
 def test_the_chosen_gpu_is_marked_and_a_step_is_called_a_step(run_cli: RunCli) -> None:
     code, out, err = run_cli("plan", "examples/lora-4090.yaml", "--gpus", "4090,L4")
     assert code == 0, err
-    assert "GeForce RTX 4090 (yours)" in out and "L4 (yours)" not in out
+    assert "GeForce RTX 4090 (your pick)" in out and "L4 (your pick)" not in out and "(yours)" not in out
     assert "step time" in out and "time to train" not in out  # no tokens: the figure is one step
     code, out, _ = run_cli("plan", "examples/lora-4090.yaml", "--gpus", "4090", "--set", "tokens=1e8")
     assert "time to train" in out

@@ -163,7 +163,7 @@ def check_plan_tables(page: Page, plan: dict[str, Any]) -> None:
             same_as = opt.get("same_as") or []
             mine = plan["chosen_gpu"] in (opt["gpu"], *same_as)
             assert ("chosen" in (row.get_attribute("class") or "")) == mine
-            assert ("(yours)" in row.inner_text()) == mine
+            assert ("(your pick)" in row.inner_text()) == mine  # no `have`: the workload's pick, not owned
             assert raw(row.get_attribute("data-same-as") or "null") == (same_as or None)
             gpu_cell = (row.query_selector("td:nth-child(2)") or row).text_content() or ""  # folded-away rows too
             assert (f"(= {', '.join(same_as)})" in gpu_cell) == bool(same_as), gpu_cell
@@ -409,6 +409,8 @@ def test_i_have_bounds_the_plan(browser: Browser, base_url: str) -> None:
     shown = [(r.get_attribute("data-gpu"), int(r.get_attribute("data-n") or 0)) for r in rows]
     assert shown == [(o["gpu"], o["num_gpus"]) for o in plan["options"] if o["fits"]][:10]
     assert shown and all(g == "GeForce RTX 4090" and n <= 2 for g, n in shown)
+    # the workload's GPU is in `have`: "(yours)", not "(your pick)"
+    assert all("(yours)" in r.inner_text() and "(your pick)" not in r.inner_text() for r in rows)
     assert page.inner_text("#plan-title") == "On the GPUs you have"
     rent = page.query_selector_all("#rent-table tbody tr")
     assert [r.get_attribute("data-gpu") for r in rent] == [o["gpu"] for o in plan["rent_options"]]

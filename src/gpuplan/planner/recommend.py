@@ -352,7 +352,12 @@ def _owned(o: Option, w: Workload) -> Option:
 
     assert o.cost is not None
     ce = own_power_cost(o.cost)
-    return replace(o, cost=ce, within_budget=_marks(w, o.time_s, ce.usd)[1])
+    sv = o.serving
+    if sv is not None and sv.tokens_per_s and ce.usd_per_gpu_hour is not None:
+        # the serving batch's $/Mtok at the same electricity price as the cost column
+        # (planner/serving.py: $/h x GPUs / (tokens/s x 3600) x 1e6)
+        sv = replace(sv, usd_per_million_tokens=ce.usd_per_gpu_hour * o.num_gpus / (sv.tokens_per_s * 3600.0) * 1e6)
+    return replace(o, cost=ce, within_budget=_marks(w, o.time_s, ce.usd)[1], serving=sv)
 
 
 def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool]:

@@ -7,7 +7,8 @@ ZeRO-3 on the job's own GPUs (then with checkpointing, then with optimizer offlo
 a fine-tune (never for pretraining), ZeRO-3 over more GPUs, offload; for serving: a higher
 gpu_memory_utilization, fp8 KV, 8- or 4-bit weights, a smaller batch, tensor parallelism), their
 cumulative combination in that order, the fewest GPUs of the same type (with 8-bit and 4-bit
-weights too, for serving), and the cheapest other GPU type at the fewest of it that hold the job.
+weights too, for serving), and the cheapest other GPU type at the fewest of it that hold the job;
+those two with full activation checkpointing and a fused loss first where they need fewer GPUs.
 Each is estimated; only those that fit are kept, ranked by how much they change the job (the sum of
 the weights below; adapters after an equal change that keeps full training), then by price. The
 quantised-weight and other-GPU fixes are always among those shown when they fit.
@@ -22,7 +23,13 @@ from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
-from gpuplan.planner.fit import GPU_COUNTS, inference_candidates, smallest_gpu_count, training_candidates
+from gpuplan.planner.fit import (
+    GPU_COUNTS,
+    GpuCount,
+    inference_candidates,
+    smallest_gpu_count,
+    training_candidates,
+)
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.precision import storage_format
@@ -149,55 +156,112 @@ def _same_gpu_fixes(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str
 QUANTISED_WEIGHTS: Final = (("int8", "8-bit weights: near-lossless"), ("awq", "4-bit AWQ weights: small quality loss"))
 
 
+# Same-GPU savings that leave the job's nature alone (CHANGE_WEIGHT 1: the same job at some speed):
+# applied before more GPUs or another GPU, so those fixes need no more GPUs than the job must have
+# (QA: a 70B full fine-tune fits 8 x B200 with full checkpointing, not 32 without it).
+FREE_SAVINGS: Final = frozenset({"activation_checkpointing", "loss_impl"})
+
+
+def _savings(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
+    return [c for c in training_candidates(w) if set(c[1]) <= FREE_SAVINGS] if w.is_training else []
+
+
+Fewest = tuple[GpuCount, dict[str, Any], list[tuple[str, str]]]
+
+
+def _fewest(model: ModelSpec, w: Workload, gpu: GPU, counts: tuple[int, ...] = GPU_COUNTS) -> list[Fewest]:
+    """The fewest GPUs of `gpu` that hold `w`: with the free savings when they need fewer GPUs
+    (only those savings still needed at that count, verified), then as it is. Each: the count (its
+    estimate on `w` with exactly the savings and the layout), the savings, and their (label, cost)."""
+    bare = smallest_gpu_count(model, w, gpu, counts)
+    savings = _savings(w)
+    sw = _applied(w, {k: v for _, c, _ in savings for k, v in c.items()}) if savings else None
+    fewer = tuple(n for n in counts if bare.num_gpus is None or n < bare.num_gpus)
+    helped = smallest_gpu_count(model, sw, gpu, fewer) if sw is not None and fewer else None
+    if helped is None or helped.num_gpus is None:
+        return [(bare, {}, [])]
+    layout = {k: v for k, v in helped.layout.items() if k != "num_gpus"}
+    layout |= {"num_gpus": helped.num_gpus} if helped.layout else {}
+    kept, e = list(savings), helped.estimate
+    for s in savings:  # drop a saving the count holds without
+        rest = [x for x in kept if x is not s]
+        rw = _applied(w, {**{k: v for _, c, _ in rest for k, v in c.items()}, **layout})
+        re = _estimate(model, rw, gpu) if rw is not None else None
+        if re is not None and re.fits:
+            kept, e = rest, re
+    saved = {k: v for _, c, _ in kept for k, v in c.items()}
+    return [(replace(helped, estimate=e), saved, [(label, cost) for label, _, cost in kept]), (bare, {}, [])]
+
+
 def _more_gpus(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str, Price]) -> list[Fix]:
-    """The fewest GPUs of the job's type that hold it; for serving, also with 8-bit and 4-bit weights."""
+    """The fewest GPUs of the job's type that hold it (with the free savings when they need fewer);
+    for serving, also with 8-bit and 4-bit weights."""
     out: list[Fix] = []
     tries: list[tuple[dict[str, Any], str]] = [({}, "")]
     if not w.is_training:
         tries += [({"weight_dtype": wf}, cost) for wf, cost in QUANTISED_WEIGHTS if wf != w.effective_weight_dtype]
     for extra, cost in tries:
         qw = _applied(w, extra)
-        count = smallest_gpu_count(model, qw, gpu) if qw is not None else None
+        count, saved, notes = _fewest(model, qw, gpu)[0] if qw is not None else (None, {}, [])
         if count is None or count.num_gpus is None or count.estimate is None:
             continue
         if count.num_gpus == w.num_gpus and not extra:
             continue
         if count.num_gpus == w.num_gpus and not count.layout:
             continue  # the format alone fits: the same-GPU fixes hold it
-        changes = {**extra, "num_gpus": count.num_gpus, **{k: v for k, v in count.layout.items() if k != "num_gpus"}}
-        how = ", ".join(
-            f"{k} {v}" for k, v in changes.items() if k in ("zero", "tp", "pp") and getattr(w, k, None) != v
-        )
+        changes = {**extra, **saved, "num_gpus": count.num_gpus}
+        changes |= {k: v for k, v in count.layout.items() if k != "num_gpus"}
         label = (f"{extra['weight_dtype']} weights on " if extra else "") + f"{count.num_gpus} x {gpu.name}"
-        label += f" ({how})" if how else ""
-        what = f"{count.num_gpus} GPUs" + (f"; {cost}" if cost else "")
+        label += _how(w, changes, notes)
+        what = "; ".join([f"{count.num_gpus} GPUs", *(c for _, c in notes), *([cost] if cost else [])])
         out.append(replace(_fix(label, changes, count.estimate, gpu, prices, what, w), kept=bool(extra)))
     return out
 
 
+def _how(w: Workload, changes: Mapping[str, Any], notes: list[tuple[str, str]]) -> str:
+    """' (zero 3, tp 2)' for the layout keys changed, ' with <savings>' for the free savings."""
+    how = ", ".join(f"{k} {v}" for k, v in changes.items() if k in ("zero", "tp", "pp") and getattr(w, k, None) != v)
+    return (f" ({how})" if how else "") + (" with " + " and ".join(label for label, _ in notes) if notes else "")
+
+
 def _other_gpu(model: ModelSpec, w: Workload, gpu: GPU, catalog: Catalog, prices: Mapping[str, Price]) -> list[Fix]:
     """The cheapest listed other GPU type, at the fewest of it (no fewer than the job's) that hold the
-    job unchanged; the largest one when none is priced."""
+    job (with the free savings when they need fewer); the largest one when none is priced. Then the
+    cheapest that holds the job unchanged, when it differs: `fixes` shows the first that is not a
+    larger change than a same-GPU fix."""
     best: tuple[float, Fix] | None = None
-    counts = [n for n in GPU_COUNTS if n >= w.num_gpus]
+    plain: tuple[float, Fix] | None = None
+    counts = tuple(n for n in GPU_COUNTS if n >= w.num_gpus)
     for g in catalog:
-        if g.name == gpu.name:
-            continue
-        moved = _applied(w, {"gpu": g.name})
-        count = smallest_gpu_count(model, moved, g, counts) if moved is not None else None
-        if moved is None or count is None or count.num_gpus is None or count.estimate is None:
-            continue
-        changes = {"gpu": g.name, **({"num_gpus": count.num_gpus} if count.num_gpus != w.num_gpus else {})}
-        changes.update({k: v for k, v in count.layout.items() if k != "num_gpus"})
-        how = ", ".join(
-            f"{k} {v}" for k, v in changes.items() if k in ("zero", "tp", "pp") and getattr(w, k, None) != v
-        )
-        label = f"{count.num_gpus} x {g.name}" + (f" ({how})" if how else "")
-        f = replace(_fix(label, changes, count.estimate, g, prices, "other hardware", w), kept=True)
-        key = f.usd_per_hour if f.usd_per_hour is not None else 1e12 + g.memory_bytes
-        if best is None or key < best[0]:
-            best = (key, f)
-    return [best[1]] if best else []
+        moved = _applied(w, {"gpu": g.name}) if g.name != gpu.name else None
+        for count, saved, notes in _fewest(model, moved, g, counts) if moved is not None else []:
+            if count.num_gpus is None or count.estimate is None:
+                continue
+            f, key = _on_other(w, g, prices, count, saved, notes)
+            if best is None or key < best[0]:
+                best = (key, f)
+            if not saved and (plain is None or key < plain[0]):
+                plain = (key, f)
+    out = [best[1]] if best else []
+    return [*out, plain[1]] if plain and (best is None or plain[1] is not best[1]) else out
+
+
+def _on_other(
+    w: Workload,
+    g: GPU,
+    prices: Mapping[str, Price],
+    count: GpuCount,
+    saved: dict[str, Any],
+    notes: list[tuple[str, str]],
+) -> tuple[Fix, float]:
+    """The other-GPU fix at `count` with the free savings `saved`, and its price key."""
+    changes = {"gpu": g.name, **saved, **({"num_gpus": count.num_gpus} if count.num_gpus != w.num_gpus else {})}
+    changes.update({k: v for k, v in count.layout.items() if k != "num_gpus"})
+    label = f"{count.num_gpus} x {g.name}" + _how(w, changes, notes)
+    what = "; ".join(["other hardware", *(c for _, c in notes)])
+    assert count.num_gpus is not None and count.estimate is not None
+    f = replace(_fix(label, changes, count.estimate, g, prices, what, w), kept=True)
+    return f, f.usd_per_hour if f.usd_per_hour is not None else 1e12 + g.memory_bytes
 
 
 def _always(f: Fix) -> bool:
@@ -220,6 +284,8 @@ def fixes(
         for f in unique.values()
         if not any(g is not f and g.changes.items() < f.changes.items() for g in unique.values())
     ]
+    other = [f for f in kept if "gpu" in f.changes]  # one other-GPU fix: the first that is left
+    kept = [f for f in kept if "gpu" not in f.changes or f is other[0]]
     # the least change first; of equal changes, full training before adapters (`task`), then the cheaper
     ranked = sorted(kept, key=lambda f: (f.weight, "task" in f.changes, f.usd_per_hour or 0.0, f.per_gpu_bytes))
     shown = ranked[:limit]

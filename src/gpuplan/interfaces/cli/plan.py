@@ -130,6 +130,11 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     )
 
 
+def _mark(rec: Plan, gpu: str) -> str:
+    """The workload's `gpu` is the user's own card only when `have` lists it; else it is their pick."""
+    return "(yours)" if rec.have and gpu in rec.have else "(your pick)"
+
+
 def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool = False) -> Table:
     from rich.markup import escape
     from rich.table import Table
@@ -170,7 +175,7 @@ def _options_table(rec: Plan, options: list[PlanOption], title: str, owned: bool
             marks.append("licence")
         misses = f"[red]{', '.join(marks)}[/red]" if marks else ""
         why = escape(o.why)
-        gpu = f"[bold]{escape(o.gpu)}[/bold] (yours)" if o.gpu == rec.chosen_gpu else escape(o.gpu)
+        gpu = f"[bold]{escape(o.gpu)}[/bold] {_mark(rec, o.gpu)}" if o.gpu == rec.chosen_gpu else escape(o.gpu)
         gpu += ", pinned" if o.pinned else ""
         if o.same_as:  # other cards with these very figures, folded into this row
             gpu += f" (= {escape(', '.join(o.same_as))})"

@@ -231,6 +231,11 @@ function servingCell(s) {
   return td;
 }
 
+// the workload's GPU is the user's own card only when `have` lists it (else it is their pick)
+function yours(p, o) {
+  return !!p.have && [o.gpu, ...(o.same_as || [])].some((g) => g === p.chosen_gpu && g in p.have);
+}
+
 // `owned`: options on the user's own GPUs, whose cost is electricity only (the CLI's "power cost")
 function optionRows(p, opts, units, start = 0, owned = false) {
   const unit = p.throughput_unit || "tokens/s", power = owned ? "power " : "";
@@ -243,7 +248,7 @@ function optionRows(p, opts, units, start = 0, owned = false) {
     return el("tr", { "data-gpu": o.gpu, "data-n": o.num_gpus, "data-same-as": o.same_as, class: [o.usable ? "" : "unusable", mine ? "chosen" : ""].join(" ").trim() || null },
       // a pinned row (your GPU, ranked below the top N) shows its place in the whole ranking
       el("td", {}, `${o.pinned && o.rank ? o.rank : start + i + 1}${o.pareto ? " ★" : ""}`),
-      el("td", {}, o.gpu, mine ? (o.pinned ? " (yours, pinned)" : " (yours)") : "", o.same_as && o.same_as.length ? ` (= ${o.same_as.join(", ")})` : ""),
+      el("td", {}, o.gpu, mine ? ` (${yours(p, o) ? "yours" : "your pick"}${o.pinned ? ", pinned" : ""})` : "", o.same_as && o.same_as.length ? ` (= ${o.same_as.join(", ")})` : ""),
       num("num_gpus", o.num_gpus, o.num_gpus),
       num("time_s", o.time_s, fmt.dur(o.time_s)),
       num("throughput", o.throughput, fmt.rate(o.throughput, "")),
