@@ -13,6 +13,8 @@ import sys
 import typing
 from pathlib import Path
 
+import docgen
+
 import gpuplan
 import gpuplan.library as library
 import gpuplan.results as results
@@ -71,16 +73,5 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run python docs/api_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(docgen.main(OUT, render, sys.argv[1:]))

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import docgen
+
 from gpuplan.specs import frameworks
 
 OUT = Path(__file__).with_name("frameworks.md")
@@ -75,16 +77,5 @@ def render() -> str:
     )
 
 
-def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run python docs/frameworks_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(docgen.main(OUT, render, sys.argv[1:]))

@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import docgen
 from annotated_types import Ge, Gt, Le, Lt
 
 from gpuplan.interfaces.cli.common import WORKLOAD_FLAGS
@@ -110,16 +111,5 @@ def _framework_section() -> str:
     )
 
 
-def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run python docs/workload_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(docgen.main(OUT, render, sys.argv[1:]))
