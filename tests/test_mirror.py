@@ -16,6 +16,7 @@ REEXPORTS = "re-exports its package's modules; tested through them"
 # module (relative to src/gpuplan, without .py) -> test modules, or "why: ..." where none is its own
 TESTED_BY: dict[str, str] = {
     "__init__": "test_library.py",
+    "_lazy": "test_library.py test_startup.py",
     "library": "test_library.py",
     "errors": "why: the error types; every bad-input test (test_security_*.py) asserts their one-line messages",
     "safeio": "test_security_bad_files.py test_security_bad_numbers.py test_fuzz_files.py",

@@ -11,8 +11,9 @@ Names load on first use, so `import gpuplan` stays cheap for the command line.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpuplan._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -102,15 +103,4 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.specs.workload import Workload as Workload
 
 
-def __getattr__(name: str) -> Any:
-    """PEP 562: a public name is imported from its module on first use, then kept."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuplan' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)

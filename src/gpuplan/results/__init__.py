@@ -6,8 +6,9 @@ ownership model's dataclasses."""
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpuplan._lazy import lazy_exports
 
 # public name -> the module that defines it (imported when the name is first used)
 _EXPORTS: dict[str, str] = {
@@ -120,15 +121,4 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.results.plan import ValidationRow as ValidationRow
 
 
-def __getattr__(name: str) -> Any:
-    """PEP 562: a public name is imported from its module on first use, then kept."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuplan.results' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)

@@ -8,9 +8,10 @@ module only, so a command that estimates does not import the plan search or the 
 from __future__ import annotations
 
 import sys
-from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from gpuplan._lazy import lazy_exports
 
 # public name -> the module that defines it (imported when the name is first used)
 _EXPORTS: dict[str, str] = {
@@ -85,18 +86,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.interfaces.api.workloads import resolve_cluster as resolve_cluster
 
 
-def __getattr__(name: str) -> Any:
-    """PEP 562: a public name is imported from its module on first use, then kept."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuplan.interfaces.api' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
 
 
 class _Package(ModuleType):
