@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 import statistics
 from collections.abc import Callable
 from functools import cache
@@ -172,11 +173,16 @@ def stacks(run: Runner) -> Figures:
     }
 
 
+def _first(pattern: str, text: str) -> str:
+    """The first group of `pattern` in a command's text; fails loudly when the text changed."""
+    m = re.search(pattern, text)
+    assert m is not None, (pattern, text)
+    return m.group(1)
+
+
 def serving(run: Runner) -> Figures:
     """The serving prose: $/Mtok batches at max_tpot_ms=50, TGI's KV budget, a llama.cpp CPU-only
     decode and the request-rate concurrency (Little's law) the README quotes."""
-    import re
-
     plan = run.json("plan", "examples/chat-7b.yaml", "--gpus", "A40,A10", "--set", "max_tpot_ms=50")
     one = {o["gpu"]: o["serving"] for o in plan["options"] if o["fits"] and o["num_gpus"] == 1}
     nxt = re.search(r"batch (\d+) takes ([\d.]+) ms", one["A40"]["limited_by"])
@@ -194,21 +200,16 @@ def serving(run: Runner) -> Figures:
         )["time"]["notes"]  # fmt: skip
         return str(next(n for n in notes if n.startswith("request_rate")))
 
-    found = (
-        re.search(r"([\d.]+) requests in flight", in_flight("2")),
-        re.search(r"([\d.]+) requests in flight", in_flight("8")),
-    )
-    cap = re.search(r"about ([\d.]+) requests/s", in_flight("100"))
-    assert all(found) and cap is not None
+    cap = _first(r"about ([\d.]+) requests/s", in_flight("100"))
     return {
         "a40_batch": str(one["A40"]["batch"]),
         "a40_next": f"the {nxt.group(1)}th would take {nxt.group(2)} ms",
         "a10_batch": str(one["A10"]["batch"]),
         "tgi_kv": f"KV budget {tgi['kv_budget_bytes'] / 2**30:.2f} GiB = {tgi['max_tokens']:,} tokens",
         "cpu_only": f"{cpu['tpot_s'] * 1e3:.0f} ms",
-        "rate_2": found[0].group(1),  # type: ignore[union-attr]
-        "rate_8": found[1].group(1),  # type: ignore[union-attr]
-        "rate_cap": f"{float(cap.group(1)):.0f}",
+        "rate_2": _first(r"([\d.]+) requests in flight", in_flight("2")),
+        "rate_8": _first(r"([\d.]+) requests in flight", in_flight("8")),
+        "rate_cap": f"{float(cap):.0f}",
     }
 
 
