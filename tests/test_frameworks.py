@@ -250,13 +250,37 @@ def test_nemo_command_carries_the_layout() -> None:
     rec = api.launch(w, "", force=True)
     assert rec.format == "nemo"
     argv = shlex.split(rec.text.split("\n", 4)[-1].replace("\\\n", " "), comments=True)
-    assert argv[:5] == ["nemo", "llm", "pretrain", "--factory", "llama31_8b_performance"] and argv[-1] == "-y"
+    # NeMo's recipes take performance_mode (TP overlap) as a factory argument
+    # (nemo/collections/llm/recipes/llama31_8b.py@8cfedd72: pretrain_recipe(..., performance_mode=False))
+    assert argv[:5] == ["nemo", "llm", "pretrain", "--factory", "llama31_8b(performance_mode=True)"]
+    assert argv[-1] == "-y"
     kv = dict(a.split("=", 1) for a in argv[5:-1])
     s = "trainer.strategy."
     assert (kv[f"{s}tensor_model_parallel_size"], kv[f"{s}pipeline_model_parallel_size"]) == ("4", "2")
     assert kv[f"{s}sequence_parallel"] == "True" and kv["optim.config.use_distributed_optimizer"] == "True"
     assert (kv["trainer.num_nodes"], kv["trainer.devices"], kv["data.global_batch_size"]) == ("2", "8", "64")
     assert nemo_recipe("llama-3-70b") == "llama3_70b" and nemo_recipe("mixtral-8x7b") == "mixtral_8x7b"
+    assert nemo_recipe("qwen3-1.7b") == "qwen3_1p7b" and nemo_recipe("gpt-oss-20b") == "gpt_oss_20b"
+
+
+def test_nemo_full_finetune_turns_lora_off() -> None:
+    # finetune_recipe(peft_scheme='lora') is every recipe's default (llama31_8b.py@8cfedd72): without
+    # peft_scheme=None|'none' `nemo llm finetune` would train LoRA adapters, not the full model
+    w = _train(framework="nemo", cluster="1x8:H100", tp=2, task="finetune", seq_len=4096, global_batch=64)
+    argv = shlex.split(api.launch(w, "", force=True).text.split("\n", 4)[-1].replace("\\\n", " "), comments=True)
+    assert argv[:5] == ["nemo", "llm", "finetune", "--factory", 'llama31_8b(peft_scheme="none", performance_mode=True)']
+    # qwen recipes take no performance_mode: the overlap is said to stay off, not passed
+    text = api.launch(w.with_(model="qwen3-8b"), "", force=True).text
+    assert "--factory 'qwen3_8b(peft_scheme=\"none\")'" in text.replace("\\\n  ", "").replace("\\\n", "")
+    assert "has no performance_mode" in text
+
+
+def test_nemo_refuses_models_without_a_recipe() -> None:
+    w = _train(framework="nemo", cluster="1x8:H100", tp=2, task="finetune", seq_len=4096, global_batch=64)
+    with pytest.raises(InvalidSettingError, match="NeMo 2 has no llm recipe for 'llama-2-13b'"):
+        api.launch(w.with_(model="llama-2-13b"), "", force=True)
+    with pytest.raises(InvalidSettingError, match="finetune factory only"):
+        api.launch(w.with_(model="gpt-oss-20b", task="pretrain"), "", force=True)
 
 
 def test_launch_without_a_format(run_cli: RunCli, tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ line and Unsloth's one-GPU `python train.py`. The workload's framework names whi
 Keys are the frameworks' own: torchtitan's JobConfig sections and fields
 (pytorch/torchtitan:torchtitan/config/job_config.py@6404b932421f5ce382e7dac5ad381b2c17b1373c),
 NeMo-Run's dotted overrides of an llm recipe's trainer, strategy, data and model config
-(NVIDIA/NeMo:nemo/collections/llm/recipes/llama3_70b.py@0189a3b38dcfc89e916ca4396459433c8ba326d2:
-trainer(), MegatronStrategy arguments, MockDataModule's seq_length / global_batch_size /
-micro_batch_size, the `<recipe>_performance` factory with TP communication overlap),
+(NVIDIA/NeMo:nemo/collections/llm/recipes/llama31_8b.py@8cfedd7203462cb251a914e700e5605444277561:
+trainer(), MegatronStrategy arguments, the data module's seq_length / global_batch_size /
+micro_batch_size; a factory's own arguments in `--factory "NAME(arg=value)"`, as the recipes'
+docstrings write them: `performance_mode=True` for TP communication overlap, and for a full
+fine-tune `peft_scheme='none'`, since finetune_recipe defaults to 'lora'),
 torchtune's recipes and configs (pytorch/torchtune:docs/source/recipes/lora_finetune_single_device.rst:
 `tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device` with key=value overrides
 such as model.lora_rank; recipes/configs/llama3_1/*.yaml: batch_size, gradient_accumulation_steps,
@@ -119,19 +121,110 @@ def torchtitan(lp: LaunchPlan) -> str:
     return "\n".join(head) + "\n" + _toml(doc)
 
 
+# The LLM recipes in NVIDIA/NeMo:nemo/collections/llm/recipes/@8cfedd7203462cb251a914e700e5605444277561
+# for the architectures gpuplan bundles: name -> (has a pretrain factory, pretrain_recipe takes
+# performance_mode, finetune_recipe takes performance_mode). Every one has a finetune factory whose
+# peft_scheme defaults to 'lora'; gpt_oss_* have no pretrain factory; mixtral_* take
+# performance_mode for pretraining only (read from each file's factory signatures).
+NEMO_RECIPES: Final[dict[str, tuple[bool, bool, bool]]] = {
+    **dict.fromkeys(
+        (
+            "llama2_7b",
+            "llama3_8b",
+            "llama3_70b",
+            "llama31_8b",
+            "llama31_70b",
+            "llama31_405b",
+            "deepseek_v3",
+            "llama4_e16",
+            "llama4_e128",
+            "phi3_mini_4k_instruct",
+        ),
+        (True, True, True),
+    ),
+    **dict.fromkeys(("mixtral_8x7b", "mixtral_8x22b"), (True, True, False)),
+    **dict.fromkeys(
+        (
+            "gemma2_9b",
+            "gemma2_27b",
+            "gemma3_1b",
+            "llama32_1b",
+            "llama32_3b",
+            "mistral_7b",
+            "starcoder2_7b",
+            "qwen25_500m",
+            "qwen25_7b",
+            "qwen25_14b",
+            "qwen25_32b",
+            "qwen25_72b",
+            "qwen3_600m",
+            "qwen3_1p7b",
+            "qwen3_8b",
+            "qwen3_14b",
+            "qwen3_32b",
+            "qwen3_30b_a3b",
+            "qwen3_235b_a22b",
+        ),
+        (True, False, False),
+    ),
+    **dict.fromkeys(("gpt_oss_20b", "gpt_oss_120b"), (False, False, False)),
+}
+# gpuplan preset names the name rule below does not turn into the recipe's own name
+_NEMO_ALIASES: Final = {
+    "qwen2.5-0.5b": "qwen25_500m",
+    "qwen3-0.6b": "qwen3_600m",
+    "qwen3-1.7b": "qwen3_1p7b",
+    "qwen3-30b-a3b": "qwen3_30b_a3b",
+    "qwen3-235b-a22b": "qwen3_235b_a22b",
+    "gpt-oss-20b": "gpt_oss_20b",
+    "gpt-oss-120b": "gpt_oss_120b",
+    "phi-3-mini": "phi3_mini_4k_instruct",
+    "llama-4-scout": "llama4_e16",
+    "llama-4-maverick": "llama4_e128",
+}
+
+
 def nemo_recipe(model_name: str) -> str:
     """A NeMo llm recipe name from a model name: llama-3.1-8b -> llama31_8b, mixtral-8x7b ->
     mixtral_8x7b (nemo/collections/llm/recipes/*.py are named so)."""
-    parts = [p for p in re.split(r"[-_/ ]+", model_name.lower().split("/")[-1]) if p]
+    base = model_name.lower().split("/")[-1]
+    if base in _NEMO_ALIASES:
+        return _NEMO_ALIASES[base]
+    parts = [p for p in re.split(r"[-_/ ]+", base) if p]
     if len(parts) < 2:
         return re.sub(r"[^a-z0-9]", "", model_name.lower()) or "model"
     return re.sub(r"[^a-z0-9]", "", "".join(parts[:-1])) + "_" + re.sub(r"[^a-z0-9]", "", parts[-1])
 
 
+def nemo_factory(lp: LaunchPlan) -> tuple[str, str, list[str]]:
+    """(verb, `--factory` value, header notes): the recipe with its own arguments, or one clear
+    error where NeMo has no such recipe or no pretrain factory for it."""
+    w = lp.w
+    recipe = nemo_recipe(lp.model.name)
+    if recipe not in NEMO_RECIPES:
+        raise InvalidSettingError(
+            f"NeMo 2 has no llm recipe for {lp.model.name!r} (looked for {recipe!r} in "
+            "nemo/collections/llm/recipes); use --format accelerate or --format torchrun."
+        )
+    has_pretrain, perf_pre, perf_ft = NEMO_RECIPES[recipe]
+    verb = "pretrain" if w.task == "pretrain" else "finetune"
+    if verb == "pretrain" and not has_pretrain:
+        raise InvalidSettingError(
+            f"NeMo's {recipe} recipe has a finetune factory only; set task: finetune or use --format torchrun."
+        )
+    args, notes = ([] if verb == "pretrain" else ['peft_scheme="none"']), []
+    if w.tp_comm_overlap:
+        if perf_pre if verb == "pretrain" else perf_ft:
+            args.append("performance_mode=True")
+        else:
+            notes.append(f"{recipe}'s {verb} factory has no performance_mode: TP communication overlap stays off")
+    return verb, recipe + (f"({', '.join(args)})" if args else ""), notes
+
+
 def nemo_argv(lp: LaunchPlan) -> list[str]:
     """`nemo llm pretrain|finetune --factory RECIPE` with the layout and batch as overrides."""
     w, cl = lp.w, lp.cluster
-    recipe = nemo_recipe(lp.model.name) + ("_performance" if w.tp_comm_overlap else "")
+    verb, factory, _ = nemo_factory(lp)
     verb = "pretrain" if w.task == "pretrain" else "finetune"
     s = "trainer.strategy."
     a = [
@@ -159,12 +252,12 @@ def nemo_argv(lp: LaunchPlan) -> list[str]:
         a.append("trainer.plugins=fp16_mixed")
     if w.train_tokens:
         a.append(f"trainer.max_steps={math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))}")
-    return ["nemo", "llm", verb, "--factory", recipe, *a, "-y"]
+    return ["nemo", "llm", verb, "--factory", factory, *a, "-y"]
 
 
 def nemo(lp: LaunchPlan) -> str:
-    # finetune_recipe's peft_scheme defaults to 'lora' with the recipe's own rank; the overrides
-    # written here carry no adapter settings (rank, alpha, a 4-bit base)
+    # the command runs a full fine-tune (peft_scheme='none'); a LoRA run would take the recipe's own
+    # rank and alpha, and the overrides written here carry no adapter settings
     refuse_adapter(lp, "The NeMo command gpuplan writes", "carries no adapter settings (rank, alpha, 4-bit base)")
     if lp.w.zero >= 2:
         raise InvalidSettingError(
@@ -173,6 +266,7 @@ def nemo(lp: LaunchPlan) -> str:
         )
     head = ["# " + x for x in _header(lp)]
     head.append("# NeMo 2 (NeMo-Run CLI): the recipe's defaults, with this layout and batch as overrides")
+    head += ["# " + n for n in nemo_factory(lp)[2]]
     return "\n".join(head) + "\n" + _shell_join(nemo_argv(lp)) + "\n"
 
 
