@@ -1,5 +1,5 @@
 """Presets added so the validation sheet's older models run (issue 27): Yi-34B, Gemma 2B/7B,
-TinyLlama 1.1B, GPT-J 6B, GPT-NeoX 20B, T0pp. Each total is checked against the published figure
+TinyLlama 1.1B, GPT-J 6B, GPT-NeoX 20B, T0pp, StableLM-Alpha 3B, CodeLlama 34B. Each total is checked against the published figure
 cited in data/models/index.toml, and the architecture facts that make the count exact are checked
 term by term (embedding, per-layer shapes, head)."""
 
@@ -16,6 +16,8 @@ PUBLISHED = {
     "gemma-7b": 8_537_680_896,  # keras-hub gemma_presets.py gemma_7b_en
     "tinyllama-1.1b": 1_100_048_384,  # safetensors metadata of the 1431k-3T checkpoint
     "gpt-neox-20b": 20_554_567_680,  # EleutherAI/gpt-neox-20b model card
+    "stablelm-base-alpha-3b": 3_637_321_728,  # the HF checkpoint's count, as a port's test asserts
+    "codellama-34b": 33_743_970_304,  # catalogue record of a same-shape CodeLlama-34B fine-tune
 }
 
 
@@ -35,6 +37,8 @@ def test_published_totals_exact(name: str, total: int) -> None:
         ("EleutherAI/gpt-j-6b", "gpt-j-6b"),
         ("EleutherAI/gpt-neox-20b", "gpt-neox-20b"),
         ("bigscience/T0pp", "t0pp"),
+        ("stabilityai/stablelm-base-alpha-3b", "stablelm-base-alpha-3b"),
+        ("codellama/CodeLlama-34b-hf", "codellama-34b"),
     ],
 )
 def test_validation_sheet_ids_resolve(alias: str, name: str) -> None:
@@ -89,3 +93,21 @@ def test_t0pp_is_t5_v1_1_xxl() -> None:
     buckets = 2 * 32 * 64
     assert m.total_params == v * d + 24 * enc_layer + 24 * dec_layer + buckets + 2 * d + v * d
     assert round(m.total_params / 1e9) == 11
+
+
+def test_stablelm_alpha_is_gpt_neox_with_a_padded_vocab() -> None:
+    """StableLM-Alpha 3B loads as GPTNeoXForCausalLM: LitGPT's 50254-token vocab padded to a multiple
+    of 512 (50688) in both the embedding and the untied head; 16 parallel-residual blocks."""
+    m = load_model("stablelm-base-alpha-3b")
+    h, v, n = 4096, 50688, 16
+    layer = 4 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h)
+    assert m.total_params == v * h + n * layer + 2 * h + v * h
+
+
+def test_codellama_34b_gqa() -> None:
+    """CodeLlama 34B: Llama 2's layer with 8 KV heads of 128 (GQA), SwiGLU 22016, untied head."""
+    m = load_model("codellama-34b")
+    h, n = 8192, 48
+    layer = 2 * h * h + 2 * h * 8 * 128 + 3 * h * 22016 + 2 * h
+    assert m.total_params == 2 * 32000 * h + n * layer + h
+    assert m.kv_bytes_per_token() == n * 2 * 8 * 128 * 2
