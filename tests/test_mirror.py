@@ -36,7 +36,7 @@ TESTED_BY: dict[str, str] = {
     "specs/context": "test_context.py",
     "specs/gpu": "test_catalog.py test_catalog_card_facts.py test_catalog_more_datacenter.py test_catalog_more_workstation.py",
     "specs/lab": "test_lab.py test_security_scripts.py",
-    "specs/models": "test_model.py",
+    "specs/models": "test_model.py test_model_presets_older.py",
     "specs/precision": "test_precision.py",
     "specs/engine_formats": "test_engines.py",
     "specs/prices": "test_prices.py",
