@@ -757,3 +757,20 @@ def test_spilled_paged_states_cross_pcie_every_optimizer_step(catalog: Catalog) 
     # on a 48 GB card nothing spills and no step pays for it
     a6000 = estimate_training_time(m, w.with_(gpu="RTX A6000"), catalog.get("RTX A6000"))
     assert not any(o.name.startswith("paged optimizer states") for o in a6000.ops)
+
+
+def test_encoder_decoder_decode_reads_the_decoder_only(catalog: Catalog) -> None:
+    """T5's generate() encodes the prompt once, then each new token runs the decoder alone
+    (transformers' encoder-decoder generation: encoder_outputs are computed before the decoding
+    loop), from one decoder start token. So a decode step reads the decoder's linears and the head,
+    not the encoder's, and the prefill runs the decoder's linears on one token per sequence."""
+    m = load_model("t0-3b")
+    w = make_workload({"model": "t0-3b", "task": "inference", "batch_size": 1, "input_len": 512, "output_len": 64})
+    it = estimate_inference_time(m, w, catalog.get("A100 SXM4 80GB"))
+    decoder = sum(g.numel * g.count for g in m.groups if g.stack == "decoder" and g.linear and g.role != "head")
+    read = sum(o.bytes for o in it.decode_ops if o.name.startswith("linear decoder."))
+    # bf16 weights once a step, plus one token's activations in and out (0.08% here)
+    assert decoder * 2 < read < decoder * 2 * 1.001
+    assert not any("encoder" in o.name for o in it.decode_ops)
+    flops = sum(o.flops for o in it.prefill_ops if o.name.startswith("linear decoder."))
+    assert flops == pytest.approx(2 * decoder, rel=1e-9)  # one start token

@@ -100,6 +100,10 @@ def _linear_step_ops(
             m = batch  # logits for the last position only
         elif g.role == "head":
             m = tokens
+        if g.stack == "encoder" and phase == "decode":
+            continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
+        if g.stack == "decoder" and model.kind == "encoder-decoder" and phase == "prefill":
+            m = batch  # the prompt goes to the encoder; the decoder starts from one start token
         # stored in the weight format as the memory estimate counts it (block linears, less what the
         # checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
         stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
