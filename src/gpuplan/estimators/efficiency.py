@@ -143,15 +143,16 @@ FP4_GEMM_LATENCY_S: Final = 3.0e-6
 # cuDNN fused attention in NeMo, TensorRT-LLM's Hopper FMHA, vLLM's FA3 on SM90) take the same
 # share of 75%.
 ATTN_STEP_SHARE: Final = 0.22 / 0.35
-# AMD CDNA parts run FA2 ports (composable kernels); no measured share was found: they take FA2's
-# best-case H100 share (derived), as their MAMF share is no better. Blackwell runs FA2 (no FA3
-# build) at the Hopper best case until measured.
+# AMD CDNA parts run FA2 ports (composable kernels, PyTorch SDPA's AOTriton); no measured share was
+# found: they take FA2's best-case H100 share (derived), as their MAMF share is no better, and like
+# it reach ATTN_STEP_SHARE of that best case over a whole step (the causal masks and the backward
+# are the same work there). Blackwell runs FA2 (no FA3 build) at the Hopper best case until measured.
 ATTN_FWD_EFF: Final[dict[str, float]] = {
     "Hopper": 0.35 * ATTN_STEP_SHARE,
     "Blackwell": 0.34,
-    "CDNA 3": 0.34,
-    "CDNA 4": 0.34,
-    "CDNA 2": 0.34,
+    "CDNA 3": 0.34 * ATTN_STEP_SHARE,
+    "CDNA 4": 0.34 * ATTN_STEP_SHARE,
+    "CDNA 2": 0.34 * ATTN_STEP_SHARE,
     "default": 0.65,
 }
 # Hopper-native attention (FA3 / cuDNN / TensorRT-LLM FMHA); other architectures run their FA2 share
