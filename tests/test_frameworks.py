@@ -54,6 +54,8 @@ TORCHTITAN_FIELDS = {
                     "enable_async_tensor_parallel", "pipeline_parallel_degree", "pipeline_parallel_schedule",
                     "pipeline_parallel_microbatch_size", "context_parallel_degree", "expert_parallel_degree"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
+    "float8": {"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "recipe_name",
+               "filter_fqns", "emulate"},
 }  # fmt: skip
 
 
@@ -235,6 +237,12 @@ def test_torchtitan_toml_has_its_job_config_fields() -> None:
     assert (t["seq_len"], t["local_batch_size"], t["global_batch_size"]) == (8192, 1, 16)
     assert t["steps"] == -(-1e9 // (16 * 8192))  # tokens / (global batch x sequence), rounded up
     assert doc["activation_checkpoint"]["mode"] == "selective"
+    # fp8: torchao's float8 converter with the workload's recipe (tensorwise: float8 all-gather under FSDP)
+    f8 = tomllib.loads(api.launch(w.with_(precision="fp8"), "").text)
+    assert f8["model"]["converters"] == ["float8"]
+    assert f8["float8"] == {"enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True}
+    rw = tomllib.loads(api.launch(w.with_(precision="fp8", fp8_recipe="rowwise"), "").text)
+    assert rw["float8"] == {"recipe_name": "rowwise"} and set(rw["float8"]) <= TORCHTITAN_FIELDS["float8"]
     # ZeRO-1/2 is not a torchtitan layout: one line naming what is
     with pytest.raises(InvalidSettingError, match="torchtitan shards with FSDP2"):
         api.launch(w.with_(zero=1), "torchtitan", force=True)

@@ -143,15 +143,20 @@ FP4_GEMM_LATENCY_S: Final = 3.0e-6
 # cuDNN fused attention in NeMo, TensorRT-LLM's Hopper FMHA, vLLM's FA3 on SM90) take the same
 # share of 75%.
 ATTN_STEP_SHARE: Final = 0.22 / 0.35
-# AMD CDNA parts run FA2 ports (composable kernels); no measured share was found: they take FA2's
-# best-case H100 share (derived), as their MAMF share is no better. Blackwell runs FA2 (no FA3
-# build) at the Hopper best case until measured.
+# AMD CDNA parts run FA2 ports (composable kernels; PyTorch SDPA's AOTriton). MI300X's was measured:
+# ROCm/flash-attention's benchmark (issue #142, ROCm 6.3.2, head dim 128, sequence 16384, not causal,
+# batch 1-8) ran the forward at 309.6-355.5 TFLOP/s and the backward at 194.4-206.7, best 355.5 and
+# 206.7 of 1,307.4. Like FA2 on H100 a whole step reaches ATTN_STEP_SHARE of that best case (the
+# causal masks and the training shapes are the same work there). Other CDNA parts take FA2's
+# best-case H100 share (derived) at the same step share. Blackwell runs FA2 (no FA3 build) at the
+# Hopper best case until measured.
+_MI300X_FA2: Final = (355.5 / 1307.4, 206.7 / 355.5)  # (forward share of peak, backward / forward)
 ATTN_FWD_EFF: Final[dict[str, float]] = {
     "Hopper": 0.35 * ATTN_STEP_SHARE,
     "Blackwell": 0.34,
-    "CDNA 3": 0.34,
-    "CDNA 4": 0.34,
-    "CDNA 2": 0.34,
+    "CDNA 3": _MI300X_FA2[0] * ATTN_STEP_SHARE,
+    "CDNA 4": 0.34 * ATTN_STEP_SHARE,
+    "CDNA 2": 0.34 * ATTN_STEP_SHARE,
     "default": 0.65,
 }
 # Hopper-native attention (FA3 / cuDNN / TensorRT-LLM FMHA); other architectures run their FA2 share
@@ -159,6 +164,7 @@ ATTN_FWD_EFF_FA3: Final[dict[str, float]] = {"Hopper": 0.75 * ATTN_STEP_SHARE}
 # The backward kernel runs below the forward one: FA2 paper figs. 4-5 (A100, head dim 128,
 # causal): backward ~150-190 TFLOP/s against forward ~190-225, a ratio of ~0.83.
 ATTN_BWD_SHARE: Final = 0.83
+ATTN_BWD_SHARE_BY_ARCH: Final[dict[str, float]] = {"CDNA 3": _MI300X_FA2[1]}  # measured: MI300X above
 ATTN_BWD_FLOP_RATIO: Final = 2.5
 
 # --- memory bandwidth ---------------------------------------------------------------------------
@@ -303,4 +309,4 @@ def attention_efficiency(gpu: GPU, backward: bool = False, kernel: str = "fa2") 
     fwd = ATTN_FWD_EFF.get(gpu.architecture, ATTN_FWD_EFF["default"])
     if kernel == "fa3":
         fwd = ATTN_FWD_EFF_FA3.get(gpu.architecture, fwd)
-    return fwd * (ATTN_BWD_SHARE if backward else 1.0)
+    return fwd * (ATTN_BWD_SHARE_BY_ARCH.get(gpu.architecture, ATTN_BWD_SHARE) if backward else 1.0)

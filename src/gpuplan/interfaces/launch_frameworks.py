@@ -29,6 +29,7 @@ from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv, adap
 from gpuplan.interfaces.launch_torchtune import tune_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
+from gpuplan.specs.workload import Workload
 
 # torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
 TORCHTITAN_LLAMA3_FLAVORS: Final = ("8B", "70B", "405B")
@@ -111,6 +112,8 @@ def torchtitan(lp: LaunchPlan) -> str:
         },
         "activation_checkpoint": {"mode": _AC[w.activation_checkpointing], "selective_ac_option": "op"},
     }
+    if w.precision == "fp8":
+        doc["float8"] = _torchtitan_float8(w)
     run = _shell_join([*_torchrun_argv(lp), "-m", "torchtitan.train", "--job.config_file", "job.toml"])
     head = ["# " + x for x in _header(lp)]
     head += [f"# {note}"] if note else []
@@ -119,6 +122,18 @@ def torchtitan(lp: LaunchPlan) -> str:
     if cl.nodes > 1:
         head.append("# on every node, with MASTER_ADDR set to the first node's address")
     return "\n".join(head) + "\n" + _toml(doc)
+
+
+def _torchtitan_float8(w: Workload) -> dict[str, Any]:
+    """torchtitan's [float8] section for the workload's fp8_recipe (JobConfig.Float8,
+    pytorch/torchtitan:torchtitan/config/job_config.py@6404b932421f5ce382e7dac5ad381b2c17b1373c):
+    a rowwise recipe by name; tensorwise, torchao's default (and the nearest to Transformer Engine's
+    delayed scaling, which torchtitan lacks), with the float8 all-gather and precomputed scales under
+    FSDP, as torchao's benchmark runs it (pytorch/ao:benchmarks/float8/training/llama3.sh)."""
+    if w.fp8_recipe in ("rowwise", "rowwise_with_gw_hp"):
+        return {"recipe_name": w.fp8_recipe}
+    fsdp = w.zero == 3
+    return {"enable_fsdp_float8_all_gather": fsdp, "precompute_float8_dynamic_scale_for_fsdp": fsdp}
 
 
 # The LLM recipes in NVIDIA/NeMo:nemo/collections/llm/recipes/@8cfedd7203462cb251a914e700e5605444277561

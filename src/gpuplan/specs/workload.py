@@ -139,6 +139,9 @@ class Workload(BaseModel):
     weight_dtype: str | None = None  # inference weights; default: the compute precision
     # QLoRA's 4-bit linear: bitsandbytes keeps each frozen linear's input, torchao (torchtune) none
     qlora_kernel: Literal["bitsandbytes", "torchao"] = "bitsandbytes"
+    # fp8 training's scaling: Transformer Engine's delayed scaling (casts fused into its kernels) or
+    # torchao.float8's dynamic recipes, which cast in kernels of their own (estimators/perf/training.py)
+    fp8_recipe: Literal["delayed", "tensorwise", "rowwise", "rowwise_with_gw_hp"] = "delayed"
     kv_dtype: str | None = None  # KV cache; default: the compute precision
     tokens: float | None = Field(None, ge=1, le=1e18)  # a count of tokens
     master_weights: Literal["fp32", "none"] = "fp32"
@@ -530,7 +533,7 @@ TRAINING_ONLY: Final = frozenset(
     {
         "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
         "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
-        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework",
+        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework", "fp8_recipe",
     }
 )  # fmt: skip
 ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
@@ -561,6 +564,11 @@ def check_keys_apply(w: Workload) -> None:
     task = w.task + ("" if "task" in given else " (the default: no task was given)")
     if w.task == "inference":
         check_engine_weight_format(w.engine, w.weight_dtype)
+    if "fp8_recipe" in given and w.is_training and w.precision != "fp8":
+        raise InvalidSettingError(
+            f"The 'fp8_recipe' key is read only by fp8 training; this workload's precision is {w.precision}. "
+            "Set precision: fp8 or drop fp8_recipe."
+        )
     for key in sorted(given):
         if key in TRAINING_ONLY and not w.is_training:
             need = "training (pretrain, finetune, lora, qlora)"

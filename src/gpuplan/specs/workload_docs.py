@@ -31,6 +31,11 @@ KEY_DOCS: Final[dict[str, str]] = {
     "cluster": "Where it runs: NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100 (sets gpu and num_gpus).",
     "lora_rank": "LoRA rank r of the adapters.",
     "lora_dropout": "LoRA dropout (PEFT LoraConfig; default 0.0).",
+    "fp8_recipe": "fp8 training's scaling recipe: delayed (Transformer Engine's delayed scaling, its casts fused into "
+    "the neighbouring kernels: NeMo, Megatron-LM, llm-foundry) or torchao.float8's dynamic recipes (torchtitan): "
+    "tensorwise (one scale a tensor; weights cast before FSDP's float8 all-gather), rowwise (a scale a row) and "
+    "rowwise_with_gw_hp (rowwise, weight gradient in bf16). The torchao recipes add their amax and cast kernels "
+    "to the step. Only with precision fp8.",
     "qlora_kernel": "QLoRA's 4-bit linear: bitsandbytes (PEFT, Axolotl, LitGPT, fsdp_qlora: each frozen linear "
     "keeps its input for backward) or torchao (torchtune's NF4 linear: keeps none).",
     "input_len": "Inference: prompt tokens per sequence.",

@@ -101,6 +101,12 @@ ROOF_P: Final = 2.0
 # same RTX 4090, at the same 4.5 bits a weight.
 WEIGHT_ONLY_GEMV_BW_SHARE: Final = 0.85
 WEIGHT_ONLY_GEMV_BW_SHARE_BY_ENGINE: Final = {"mlc": 1.0}
+# torchao's grouped int4 weights (int4-gNN: gpt-fast and torchao int4_weight_only, PyTorch's tinygemm
+# _weight_int4pack_mm) stream below its int8 weight-only path: gpt-fast's README gives the bandwidth
+# each reached on one A100-80GB, int4 (G=32) 862.69 against int8 1069.20 GB/s for Llama-2-7B and
+# 1097.66 against 1322.58 for Llama-2-70B (pytorch-labs/gpt-fast README.md, 'Benchmarks'): 0.81 and
+# 0.83 of the int8 rate, taken as 0.82 of the weight-only share.
+TINYGEMM_INT4_GEMV_SHARE: Final = 0.82
 # Fewer rows than this: a matrix-vector product (decode at small batch) runs on CUDA-core FMAs
 # over the streamed weights (cuBLAS/Marlin GEMV paths), not in tensor-core tiles.
 GEMV_ROWS: Final = 8.0
@@ -276,6 +282,7 @@ def gemm(
         rate = c.fp32_peak * eff.FP32_CORE_EFF
         if weight_only:
             bw *= WEIGHT_ONLY_GEMV_BW_SHARE_BY_ENGINE.get(c.w.engine or "", WEIGHT_ONLY_GEMV_BW_SHARE)
+            bw *= TINYGEMM_INT4_GEMV_SHARE if c.weights.fmt.startswith("int4-g") else 1.0
     else:
         e = c.gemm_eff * eff.gemm_size_factor(m, n, k) * (WEIGHT_ONLY_COMPUTE_SHARE if weight_only else 1.0)
         rate = c.peak * max(e, 1e-6)

@@ -59,6 +59,49 @@ def _trainable_params(model: ModelSpec, w: Workload) -> tuple[float, set[str], l
 QLORA_GATHERED_BYTES_PER_PARAM: Final = 0.53
 
 
+# torchao.float8's dynamic scaling casts each linear's input, weight and output gradient to fp8 in
+# kernels of its own: an amax reduction, then a cast that writes the fp8 copies (row- and
+# column-major). Bytes read and written per element, unfused, from torchao's roofline model
+# (pytorch/ao:torchao/testing/float8/roofline_utils.py@042170ff590a18993e2b939a85d7eb3cd8db8d5c,
+# get_tensor_memory_traffic_ovhd_s): (input fwd, input bwd, weight fwd, weight bwd, grad_output).
+# tensorwise: input 2 + (2 + 2x1), weight 2 + (2 + 1) + (2 + 1), grad_output as input; rowwise: input
+# (2 + 1 + 2) then (2 + 1), weight (2 + 1), 2x2, (2 + 1), grad_output as input; rowwise_with_gw_hp:
+# one (2 + 1) cast each, and its weight gradient GEMM stays bf16. Transformer Engine's delayed
+# scaling ("delayed") fuses its casts into the neighbouring kernels: none counted.
+FP8_CAST_BYTES: Final[dict[str, tuple[float, float, float, float, float]]] = {
+    "tensorwise": (6.0, 0.0, 5.0, 3.0, 6.0),
+    "rowwise": (5.0, 3.0, 3.0, 7.0, 8.0),
+    "rowwise_with_gw_hp": (3.0, 0.0, 3.0, 3.0, 3.0),
+}
+# Row-wise scaled fp8 GEMMs (PyTorch's CUTLASS kernel for _scaled_mm with per-row scales) run below
+# the tensor-wise cuBLAS ones: "most shapes are within 90-100% of tensor-wise efficiency, but
+# there's a long tail going down to 50%" (pytorch/pytorch issue #147971, H100). Taken at 0.9.
+FP8_ROWWISE_GEMM_SHARE: Final = 0.9
+
+
+def _fp8_casts(c: Ctx, w: Workload, model: ModelSpec, tokens: float, frozen: set[str]) -> tuple[Op, Op] | None:
+    """The forward and backward fp8 cast kernels of torchao.float8's dynamic recipes (FP8_CAST_BYTES)
+    over its nn.Linear layers (MoE experts run grouped GEMMs it does not convert). Under FSDP, tensorwise casts each weight shard before the
+    float8 all-gather (torchtitan's enable_fsdp_float8_all_gather, which torchao's benchmark runs
+    with: pytorch/ao:benchmarks/float8/training/llama3.sh@9519bebbc397d60274982a74c084f9dff18e61a6),
+    so only 1/dp of the weight; the rowwise recipes gather bf16 and cast the whole weight."""
+    if c.runs_as != "fp8" or w.fp8_recipe not in FP8_CAST_BYTES:
+        return None
+    in_f, in_b, w_f, w_b, go_b = FP8_CAST_BYTES[w.fp8_recipe]
+    shards = w.dp if (w.fp8_recipe == "tensorwise" and w.zero == 3) else 1
+    fwd = bwd = 0.0
+    for g in model.groups:
+        if g.linear is None or g.role == "expert":
+            continue
+        k_in, n_out = shard_dims(g, w.tp)
+        m = tokens * g.active_fraction
+        weight = k_in * n_out * g.count / shards
+        fwd += g.count * m * k_in * in_f + weight * w_f
+        bwd += g.count * m * (k_in * in_b + n_out * go_b) + (0.0 if g.name in frozen else weight * w_b)
+    bw = c.bw * eff.COPY_BW_EFF
+    return roof("fp8 casts", "forward", 0.0, fwd, 1.0, bw), roof("fp8 casts", "backward", 0.0, bwd, 1.0, bw)
+
+
 @dataclass(frozen=True)
 class MicroOps:
     """One micro-batch's operators on one GPU with every layer on it (pp = 1), and its profile."""
@@ -85,6 +128,11 @@ def _linear_ops(c: Ctx, model: ModelSpec, w: Workload, tokens: float) -> tuple[l
     w_bytes = c.act_b
     fwd: list[Op] = []
     bwd: list[Op] = []
+    if c.runs_as == "fp8" and w.fp8_recipe in ("rowwise", "rowwise_with_gw_hp"):
+        c = replace(c, gemm_eff=c.gemm_eff * FP8_ROWWISE_GEMM_SHARE)
+    c_wgrad = c  # rowwise_with_gw_hp keeps the weight gradient GEMM in bf16 (FP8_CAST_BYTES)
+    if c.runs_as == "fp8" and w.fp8_recipe == "rowwise_with_gw_hp":
+        c_wgrad = replace(c, runs_as="bf16", peak=c.peak16, gemm_eff=eff.gemm_efficiency(c.gpu, "bf16").value)
     for g in model.groups:
         if g.linear is None:
             continue
@@ -101,7 +149,7 @@ def _linear_ops(c: Ctx, model: ModelSpec, w: Workload, tokens: float) -> tuple[l
         bwd.append(gemm(c, f"linear {g.name} dgrad", "backward", m, k_in, n_out, count, w_bytes))
         if g.name not in frozen:
             # wgrad: k x n from the inputs (k x m) and output grads (m x n)
-            bwd.append(gemm(c, f"linear {g.name} wgrad", "backward", k_in, n_out, m, count, 0.0))
+            bwd.append(gemm(c_wgrad, f"linear {g.name} wgrad", "backward", k_in, n_out, m, count, 0.0))
     for name, i, o, n in adapters:
         # x A (i -> r) then (x A) B (r -> o); backward: dgrad and wgrad of each (Hu et al. 2021)
         r = float(w.lora_rank)
@@ -109,6 +157,10 @@ def _linear_ops(c: Ctx, model: ModelSpec, w: Workload, tokens: float) -> tuple[l
         fwd.append(gemm(c, f"lora {name} B", "forward", tokens, o, r, n, w_bytes))
         bwd.append(gemm(c, f"lora {name} A grads", "backward", tokens, r, i, 2 * n, w_bytes))
         bwd.append(gemm(c, f"lora {name} B grads", "backward", tokens, o, r, 2 * n, w_bytes))
+    casts = _fp8_casts(c, w, model, tokens, frozen)
+    if casts is not None:
+        fwd.append(casts[0])
+        bwd.append(casts[1])
     if w.task == "qlora":
         base = sum(g.total for g in model.groups if g.linear is not None and g.role != "head") / tp
         fwd.append(roof("nf4 dequantise", "forward", 0.0, base * NF4_DEQUANT_BYTES, 1.0, c.bw * eff.COPY_BW_EFF))
@@ -143,12 +195,14 @@ def _layer_ops(c: Ctx, model: ModelSpec, w: Workload, tokens: float) -> tuple[li
 def _op_recompute(fwd: tuple[Op, ...] | list[Op]) -> list[Op]:
     """torchtitan's per-op selective checkpointing runs again every other matmul of each layer and
     the elementwise work; attention's output is saved, so the kernel does not run again
-    (torchtitan/models/llama3/parallelize_llama.py@01c79fdf6ce3ca7ed1f6808ba8a395a155bbdc40 _save_list)."""
+    (torchtitan/models/llama3/parallelize_llama.py@01c79fdf6ce3ca7ed1f6808ba8a395a155bbdc40 _save_list).
+    A float8 linear still reaches the policy as aten.mm (the checkpoint's dispatch mode sees it before
+    torchao's tensor subclass turns it into _scaled_mm), so the same half runs again with its casts."""
     out = []
     for o in fwd:
         if _once(o) or o.name.startswith("attention"):
             continue
-        k = 0.5 if o.name.startswith(("linear", "lora", "nf4")) else 1.0
+        k = 0.5 if o.name.startswith(("linear", "lora", "nf4", "fp8 casts")) else 1.0
         out.append(Op(o.name, "recompute", o.flops * k, o.bytes * k, o.time_s * k, o.bound))
     return out
 
