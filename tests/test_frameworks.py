@@ -335,10 +335,12 @@ LLAMA_FACTORY_KEYS = {
 
 
 def test_axolotl_and_llama_factory_configs() -> None:
-    # answer.ai's FSDP + QLoRA 70B as an Axolotl config: FSDP with parameter offload, all linear layers
+    # answer.ai's FSDP + QLoRA 70B as an Axolotl config: FSDP with parameter offload, train.py's "all"
+    # adapters (every block linear but o_proj)
     ax = yaml.safe_load(api.launch(str(EXAMPLES / "qlora-70b-2x3090.yaml"), "axolotl").text)
     assert set(ax) <= AXOLOTL_KEYS
-    assert (ax["adapter"], ax["load_in_4bit"], ax["lora_r"], ax["lora_target_linear"]) == ("qlora", True, 64, True)
+    assert (ax["adapter"], ax["load_in_4bit"], ax["lora_r"]) == ("qlora", True, 64)
+    assert ax["lora_target_modules"] == ["q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]
     assert ax["fsdp"] == ["full_shard", "auto_wrap"] and ax["fsdp_config"]["fsdp_offload_params"] is True
     assert ax["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
     assert (ax["sequence_len"], ax["micro_batch_size"], ax["gradient_checkpointing"]) == (2048, 2, True)

@@ -16,6 +16,7 @@ layouts at once; scalars work too.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 import numpy as np
@@ -53,6 +54,12 @@ def host_link_bandwidth(gpu: GPU) -> float:
     """Achieved bandwidth per direction between the GPU and host RAM (offloaded optimizer states,
     paged memory), bytes/s: the card's PCIe link, which the GeForce P2P limit does not touch."""
     return PCIE_GBPS.get(gpu.pcie_gen, 31.5) * GB * PCIE_EFF
+
+
+def without_nvlink(gpu: GPU) -> GPU:
+    """The same card with no NVLink between the GPUs (a workload's `nvlink: false`: RTX 3090s or
+    A5000s without the bridge): every collective inside the node goes over PCIe."""
+    return replace(gpu, nvlink_bandwidth_bytes_per_s=0.0)
 
 
 def pcie_bandwidth(gpu: GPU) -> float:

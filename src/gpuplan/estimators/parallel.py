@@ -23,7 +23,9 @@ search run the same arithmetic:
 - data parallelism over dp x cp ranks: DDP's gradient all-reduce during the last micro-batch's
   backward; ZeRO-1/2's reduce-scatter plus the parameter all-gather after the step; ZeRO-3/FSDP's
   parameter all-gathers forward and backward and gradient reduce-scatter in every micro-batch,
-  prefetched behind compute (Rajbhandari et al. 2020; Zhao et al. 2023, PyTorch FSDP);
+  prefetched behind compute (Rajbhandari et al. 2020; Zhao et al. 2023, PyTorch FSDP), except the
+  backward ones where each LoRA adapter is its own FSDP unit (see `MicroProfile.bwd_gathers_exposed`);
+  with parameters offloaded to the host, each gather first copies this GPU's shard over PCIe;
 - the optimizer step over this GPU's shard of the trainable parameters.
 """
 
@@ -76,6 +78,18 @@ class MicroProfile:
     opt_bw: float | Arr  # device bandwidth the optimizer step streams at
     full_recompute: bool | Arr
     tp_overlap: bool | Arr = False  # tensor-parallel collectives overlap the GEMMs (--tp-comm-overlap)
+    # ZeRO-3 backward gathers wait in line: PEFT's fsdp_auto_wrap_policy makes every LoRA adapter an
+    # FSDP unit nested in its block's (AnswerDotAI/fsdp_qlora:train.py@7242daa5c6c5ba370c4236b8044d90f7416c046f
+    # get_wrapping_policy: lambda_policy_fn, the same rule as huggingface/peft src/peft/utils/other.py
+    # fsdp_auto_wrap_policy that accelerate applies); FSDP issues every unit's
+    # all-gather on one stream in order, so the adapters' small gathers, which the recomputed forward
+    # needs first, queue behind the next block's prefetched one: the backward prefetch order is
+    # broken and the block's gathers are not hidden (pytorch/pytorch#175406, nested units under
+    # activation checkpointing; #105635, the extra backward all-gather that spoils the overlap)
+    bwd_gathers_exposed: bool | Arr = False
+    # FSDP CPUOffload(offload_params=True) / ZeRO-Infinity: the sharded parameters live in host RAM,
+    # so each all-gather first copies this GPU's shard to the device; seconds per byte of the host link
+    h2d_s_per_byte: float | Arr = 0.0
 
 
 @dataclass(frozen=True)
@@ -168,8 +182,15 @@ def compose(
     ag_overlaps = ZERO12_GATHER_OVERLAPS.get(sharding, True)
     dp_z0 = comm.exposed(ar, bwd_last)
     dp_z12 = comm.exposed(rs, bwd_last) + (comm.exposed(ag, fwd_first) if ag_overlaps else ag)
-    per_micro_z3 = ag * gathers + rs
-    dp_z3 = comm.exposed(per_micro_z3 * m, micro * m) + ag * gathers / np.maximum(p.layers, 1)
+    # ZeRO-3: every gather of a host-offloaded shard starts with its copy to the device
+    ag3 = ag + (params_d / dpc + params_e / edp) * p.h2d_s_per_byte
+    hidden = np.where(p.bwd_gathers_exposed, 1.0, gathers)  # gathers prefetched behind compute
+    per_micro_z3 = ag3 * hidden + rs
+    dp_z3 = (
+        comm.exposed(per_micro_z3 * m, micro * m)
+        + ag3 * (gathers - hidden) * m  # backward gathers that wait in line
+        + ag3 * gathers / np.maximum(p.layers, 1)
+    )
     dp_exposed = np.where(z >= 3, dp_z3, np.where(z >= 1, dp_z12, dp_z0))
     dp_exposed = np.where(dpc > 1, dp_exposed, 0.0)
 

@@ -29,7 +29,7 @@ from typing import Final
 import numpy as np
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators import runtime
+from gpuplan.estimators import comm, runtime
 from gpuplan.estimators.memory import MemoryEstimate, activation_lines, estimate_memory
 from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.estimators.perf import TrainingTime, estimate_training_time, training_ops, with_checkpointing
@@ -430,6 +430,8 @@ def search_layouts(
     layout's step and memory screened at once (numpy), and the fastest confirmed in full.
     `checkpointing` limits the activation-checkpointing modes tried (a launch keeps the workload's)."""
     _check_searchable(model, w)
+    if not w.nvlink:
+        cluster = dataclasses.replace(cluster, gpu=comm.without_nvlink(cluster.gpu))
     t0 = time.perf_counter()
     n = cluster.num_gpus
     gb = w.global_batch or w.batch_size * w.grad_accum * n

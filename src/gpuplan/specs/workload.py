@@ -181,6 +181,10 @@ class Workload(BaseModel):
     # ZeRO-3 implementation: FSDP gathers one wrapped unit at a time (plus one prefetched);
     # DeepSpeed keeps up to stage3_max_live_parameters gathered
     sharding: Literal["fsdp", "deepspeed"] = "fsdp"
+    # FSDP units under LoRA: one per block ("layer"), or PEFT's fsdp_auto_wrap_policy that makes each
+    # adapter its own unit inside its block's ("adapters": accelerate + PEFT, fsdp_qlora)
+    fsdp_wrap: Literal["layer", "adapters"] = "layer"
+    nvlink: bool = True  # false: the cards' NVLink (bridge) is absent; they talk over PCIe
     # CUDA >= 11.7 loads kernels lazily (PyTorch's default since 1.13); false for older stacks
     cuda_lazy_loading: bool = True
     # ECC on the card's memory: None = as the card ships (on for datacenter GDDR cards, which then
@@ -534,6 +538,7 @@ TRAINING_ONLY: Final = frozenset(
         "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
         "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
         "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework", "fp8_recipe",
+        "fsdp_wrap",
     }
 )  # fmt: skip
 ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})

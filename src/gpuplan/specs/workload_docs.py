@@ -57,6 +57,10 @@ KEY_DOCS: Final[dict[str, str]] = {
     "optimizer_in_backward": "The optimizer step fused into backward (torchtune): no full gradient buffer.",
     "grads_set_to_none": "zero_grad frees gradients (PyTorch >= 2.0); false keeps them allocated.",
     "sharding": "The ZeRO-3 implementation: fsdp or deepspeed.",
+    "fsdp_wrap": "FSDP units under LoRA: layer (one per block: torchtune, torchtitan) or adapters (PEFT's "
+    "fsdp_auto_wrap_policy: each adapter its own unit; accelerate + PEFT, fsdp_qlora): its backward gathers are not hidden.",
+    "nvlink": "false: the GPUs have no NVLink between them (e.g. RTX 3090s or A5000s without the bridge); "
+    "collectives go over PCIe.",
     "cuda_lazy_loading": "CUDA >= 11.7 loads kernels lazily (PyTorch's default); false for older stacks.",
     "ecc": "ECC on the GPU's memory; unset: as the card ships (on for datacenter GDDR cards such as T4, L4, "
     "L40S, A10, A40, which then show 1/16 less memory); false: switched off, the full capacity; true on a GeForce "

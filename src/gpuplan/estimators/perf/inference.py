@@ -382,6 +382,8 @@ def _throughput(c: Ctx, batch: int) -> tuple[float, float, float, list[Op], list
 def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None = None) -> InferenceTime:
     """Prefill, decode and throughput of `w.batch_size` sequences; the best batch up to `max_batch`
     (the KV-cache capacity from the memory estimate) for continuous batching."""
+    if not w.nvlink:
+        gpu = comm.without_nvlink(gpu)
     c = make_ctx(model, w, gpu)
     if model.kind == "cnn":
         return cnn_inference(c)

@@ -278,6 +278,8 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         opt_bw=c.bw * eff.KERNEL_BW_EFF,  # the optimizer step: a memory-bound elementwise kernel
         full_recompute=full,
         tp_overlap=w.tp_comm_overlap,
+        bwd_gathers_exposed=w.fsdp_wrap == "adapters" and w.task in ("lora", "qlora"),
+        h2d_s_per_byte=1.0 / comm.host_link_bandwidth(gpu) if w.offload == "optimizer+params" else 0.0,
     )
     return MicroOps(tuple(fwd), tuple(bwd), tuple(recompute), profile, c.peak, tuple(c.notes))
 
@@ -318,11 +320,17 @@ def _scaled(ops: tuple[Op, ...], share: float, phase: str | None = None) -> list
     return out
 
 
+def _links(gpu: GPU, w: Workload, cluster: Cluster | None) -> tuple[GPU, Cluster]:
+    """The card and cluster the step runs on: without NVLink where the workload says (`nvlink: false`)."""
+    gpu = gpu if w.nvlink else comm.without_nvlink(gpu)
+    return gpu, replace(cluster, gpu=gpu) if cluster else implied_cluster(gpu, w.num_gpus)
+
+
 def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Cluster | None = None) -> TrainingTime:
     """One training step of workload `w` on `gpu` (or on `cluster`'s nodes; default: 8-GPU nodes)."""
     if model.kind == "cnn":
         return cnn_training(make_ctx(model, w, gpu))
-    cl = cluster or implied_cluster(gpu, w.num_gpus)
+    gpu, cl = _links(gpu, w, cluster)
     check_layout(model, w)
     mo = training_ops(model, w, gpu)
     pp, m = w.pp, w.micro_batches
