@@ -296,7 +296,7 @@ def test_search_step_equals_the_estimate(search70b: SearchResult) -> None:
                                                    zero=0, global_batch=None), cl.gpu)  # fmt: skip
         lay = b.layout
         parts = compose(mo.profile, cl, lay.tp, lay.cp, lay.ep, lay.pp, lay.vp, lay.dp, lay.zero, lay.micro_batches)
-        assert float(parts.step[()]) == pytest.approx(b.time.step_time_s, rel=1e-9)
+        assert float(parts.step) == pytest.approx(b.time.step_time_s, rel=1e-9)
 
 
 def test_search_respects_small_clusters(catalog: Catalog) -> None:
@@ -349,6 +349,40 @@ def test_scalar_collectives_equal_the_array_formulas(name: str, n: int, nbytes: 
     cl, k = implied_cluster(gpu, n), min(n, implied_cluster(gpu, n).gpus_per_node)
     assert comm.allreduce_time(gpu, n, nbytes)[0] == pytest.approx(float(comm.allreduce(cl, n, k, nbytes)), rel=1e-12)
     assert comm.gather_time(gpu, n, nbytes)[0] == pytest.approx(float(comm.gather(cl, n, k, nbytes)), rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["1x8:H100", "16x8:H100", "4x8:H100:ethernet", "2x4:RTX 4090", "8x8:MI300X"])
+def test_one_layout_on_floats_equals_the_array_code_exactly(catalog: Catalog, spec: str) -> None:
+    """Given plain numbers, the collectives and `compose` run on Python floats (no numpy): the same
+    IEEE double arithmetic as the array code, so every figure is bit-for-bit equal (group sizes
+    below 1,621, where numpy's log2 and math.log2 first differ by one ulp)."""
+    cl = parse_cluster(spec, catalog)
+    for n in (1, 2, 3, 6, 8, 16, 24, 64, 128, 1024):
+        for k in (1, 2, 4, 8):
+            for b in (0.0, 1.0, 3.3e6, 1e9, 7.7e10):
+                for fn in (comm.allreduce, comm.gather, comm.all_to_all):
+                    one = fn(cl, n, k, b)
+                    assert type(one) is float
+                    assert one == fn(cl, np.array([n]), np.array([k]), np.array([b]))[0], (fn, n, k, b)
+                for crosses in (False, True):
+                    assert comm.p2p(cl, crosses, b) == comm.p2p(cl, np.array([crosses]), np.array([b]))[0]
+            assert comm.members_per_node(cl, n, k) == comm.members_per_node(cl, np.array([n]), np.array([k]))[0]
+    model = load_model("mixtral-8x7b")
+    for tp, pp, vp, ep, zero, sharding in (
+        (1, 1, 1, 1, 0, "fsdp"),
+        (2, 2, 2, 2, 1, "deepspeed"),
+        (8, 4, 1, 8, 3, "fsdp"),
+    ):
+        w = _w(model="mixtral-8x7b", gpu=cl.gpu.name, num_gpus=tp * ep, tp=tp, ep=ep)
+        prof = training_ops(model, w, cl.gpu).profile
+        for dp, m in ((1, 1), (4, 8), (16, 3)):
+            one = compose(prof, cl, tp, 1, ep, pp, vp, dp, zero, m, sharding)
+            arrays = {f: np.array([v]) for f, v in vars(prof).items()}
+            many = compose(
+                type(prof)(**arrays), cl, *(np.array([x]) for x in (tp, 1, ep, pp, vp, dp, zero, m)), sharding
+            )
+            for f, v in vars(one).items():
+                assert type(v) is float and v == getattr(many, f)[0], (f, tp, pp, dp, m)
 
 
 def test_scalar_collective_cache_follows_the_gpu_not_its_name() -> None:
