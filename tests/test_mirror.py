@@ -42,6 +42,8 @@ TESTED_BY: dict[str, str] = {
     "specs/prices": "test_prices.py",
     "specs/purchase": "test_ownership.py",
     "specs/tomlcache": "test_tomlcache.py",
+    "specs/gpu_cache": "test_gpu_cache.py test_startup.py",
+    "specs/gpu_rows": "test_catalog.py test_catalog_card_facts.py test_gpu_cache.py",
     "specs/workload": "test_workload.py test_frameworks.py",
     "specs/frameworks": "test_frameworks.py",
     "specs/workload_docs": "test_workload.py",

@@ -102,7 +102,7 @@ def test_collectives_are_vectorised(catalog: Catalog) -> None:
     cl = parse_cluster("8x8:A100", catalog)
     n = np.array([2.0, 8.0, 64.0])
     t = comm.allreduce(cl, n, np.minimum(n, 8), 1e8)
-    assert t.shape == (3,) and t[0] < t[1] < t[2]
+    assert isinstance(t, np.ndarray) and t.shape == (3,) and t[0] < t[1] < t[2]
 
 
 # --- the composed step --------------------------------------------------------------------------
@@ -356,6 +356,11 @@ def test_one_layout_on_floats_equals_the_array_code_exactly(catalog: Catalog, sp
     """Given plain numbers, the collectives and `compose` run on Python floats (no numpy): the same
     IEEE double arithmetic as the array code, so every figure is bit-for-bit equal (group sizes
     below 1,621, where numpy's log2 and math.log2 first differ by one ulp)."""
+
+    def first(x: object) -> float:
+        assert isinstance(x, np.ndarray) and x.shape == (1,)
+        return float(x[0])
+
     cl = parse_cluster(spec, catalog)
     for n in (1, 2, 3, 6, 8, 16, 24, 64, 128, 1024):
         for k in (1, 2, 4, 8):
@@ -363,10 +368,10 @@ def test_one_layout_on_floats_equals_the_array_code_exactly(catalog: Catalog, sp
                 for fn in (comm.allreduce, comm.gather, comm.all_to_all):
                     one = fn(cl, n, k, b)
                     assert type(one) is float
-                    assert one == fn(cl, np.array([n]), np.array([k]), np.array([b]))[0], (fn, n, k, b)
+                    assert one == first(fn(cl, np.array([n]), np.array([k]), np.array([b]))), (fn, n, k, b)
                 for crosses in (False, True):
-                    assert comm.p2p(cl, crosses, b) == comm.p2p(cl, np.array([crosses]), np.array([b]))[0]
-            assert comm.members_per_node(cl, n, k) == comm.members_per_node(cl, np.array([n]), np.array([k]))[0]
+                    assert comm.p2p(cl, crosses, b) == first(comm.p2p(cl, np.array([crosses]), np.array([b])))
+            assert comm.members_per_node(cl, n, k) == first(comm.members_per_node(cl, np.array([n]), np.array([k])))
     model = load_model("mixtral-8x7b")
     for tp, pp, vp, ep, zero, sharding in (
         (1, 1, 1, 1, 0, "fsdp"),
@@ -375,14 +380,13 @@ def test_one_layout_on_floats_equals_the_array_code_exactly(catalog: Catalog, sp
     ):
         w = _w(model="mixtral-8x7b", gpu=cl.gpu.name, num_gpus=tp * ep, tp=tp, ep=ep)
         prof = training_ops(model, w, cl.gpu).profile
+        arrays = type(prof)(**{f: np.array([v]) for f, v in vars(prof).items()})
         for dp, m in ((1, 1), (4, 8), (16, 3)):
-            one = compose(prof, cl, tp, 1, ep, pp, vp, dp, zero, m, sharding)
-            arrays = {f: np.array([v]) for f, v in vars(prof).items()}
-            many = compose(
-                type(prof)(**arrays), cl, *(np.array([x]) for x in (tp, 1, ep, pp, vp, dp, zero, m)), sharding
-            )
-            for f, v in vars(one).items():
-                assert type(v) is float and v == getattr(many, f)[0], (f, tp, pp, dp, m)
+            parts = compose(prof, cl, tp, 1, ep, pp, vp, dp, zero, m, sharding)
+            a = [np.array([x]) for x in (tp, 1, ep, pp, vp, dp, zero, m)]
+            many = compose(arrays, cl, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], sharding)
+            for f, v in vars(parts).items():
+                assert type(v) is float and v == first(getattr(many, f)), (f, tp, pp, dp, m)
 
 
 def test_scalar_collective_cache_follows_the_gpu_not_its_name() -> None:
