@@ -20,6 +20,7 @@ TESTED_BY: dict[str, str] = {
     "library": "test_library.py",
     "errors": "why: the error types; every bad-input test (test_security_*.py) asserts their one-line messages",
     "safeio": "test_security_bad_files.py test_security_bad_numbers.py test_fuzz_files.py",
+    "yamlsafe": "test_security_bad_files.py test_fuzz_files.py test_startup.py",
     "data/__init__": "why: marks the package data folder (no code)",
     # results
     "results/__init__": "test_results.py test_startup.py",
