@@ -191,3 +191,25 @@ def test_every_command_is_listed_whichever_module_loaded_first() -> None:
     assert listed[:4] == ["compare", "model", "models", "chart"]
     assert listed.index("plan") < listed.index("fit") < listed.index("estimate") < listed.index("validate")
     assert {"rent-vs-buy", "launch", "serve", "bench", "measure", "version"} <= set(listed)
+
+
+def test_the_workload_model_is_built_without_scanning_for_pydantic_plugins() -> None:
+    """Finding pydantic plugins scans every installed package's entry points: the Workload model is
+    built with them off (specs/workload.py), as typer builds its adapters, so an estimate scans
+    none; the setting is restored, and a subclass (the web API's bodies) still builds at once."""
+    code = (
+        "import io, os, contextlib\n"
+        "from gpuplan.interfaces.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['estimate', 'qwen2.5-7b', '--gpu', 'L4', '--json'])\n"
+        "import pydantic.plugin._loader as loader\n"
+        "from gpuplan.specs.workload import Workload\n"
+        "print(loader._plugins is None, 'PYDANTIC_DISABLE_PLUGINS' in os.environ)\n"
+        "class Body(Workload):\n"
+        "    note: str = ''\n"
+        "print(Body.__pydantic_complete__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env |= {"PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False", "True"]

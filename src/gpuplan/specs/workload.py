@@ -469,6 +469,8 @@ def _built_without_plugins(model: type[BaseModel]) -> None:
     os.environ[_NO_PLUGINS] = "__all__"  # pydantic/plugin/_loader.py: "__all__", "1" or "true" turn them all off
     try:
         model.model_rebuild(force=True)
+        # subclasses inherit the config: the web API's bodies (web_schemas.py) build at definition, as before
+        del model.model_config["defer_build"]
     finally:
         if before is None:
             del os.environ[_NO_PLUGINS]
