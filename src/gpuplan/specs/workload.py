@@ -8,7 +8,6 @@ then trust them. YAML is read with the bounded safe loader of gpuplan.safeio onl
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
+from gpuplan._lazy import build_without_plugins
 from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped, whole_number
 from gpuplan.specs import frameworks
@@ -100,7 +100,7 @@ Engine = Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", 
 class Workload(BaseModel):
     """One workload (its keys: docs/workload.md). Sizes are per GPU: `batch_size` is the per-GPU micro-batch."""
 
-    # built just below the class, with pydantic's plugins off (_built_without_plugins)
+    # built just below the class, with pydantic's plugins off (gpuplan._lazy.build_without_plugins)
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, defer_build=True)
 
     model: str = ""  # required except for streaming, vdi and render
@@ -460,26 +460,7 @@ class Workload(BaseModel):
         return make_workload(data)
 
 
-def _built_without_plugins(model: type[BaseModel]) -> None:
-    """Build `model`'s validator now, with pydantic's plugins off, as typer builds its parameter
-    adapters (typer/_adapters.py, disabled_pydantic_plugins): finding plugins scans every installed
-    package's entry points (importlib.metadata, ~15-25 ms of each start), and no plugin observes
-    gpuplan's own input validation."""
-    before = os.environ.get(_NO_PLUGINS)
-    os.environ[_NO_PLUGINS] = "__all__"  # pydantic/plugin/_loader.py: "__all__", "1" or "true" turn them all off
-    try:
-        model.model_rebuild(force=True)
-        # subclasses inherit the config: the web API's bodies (web_schemas.py) build at definition, as before
-        del model.model_config["defer_build"]
-    finally:
-        if before is None:
-            del os.environ[_NO_PLUGINS]
-        else:
-            os.environ[_NO_PLUGINS] = before
-
-
-_NO_PLUGINS: Final = "PYDANTIC_DISABLE_PLUGINS"
-_built_without_plugins(Workload)
+build_without_plugins(Workload)  # now, without pydantic's plugin scan (~15-25 ms of each start)
 
 # integer keys: "1e4" and 1.0e+4 are read as 10000 there, "1.5e0" is refused (safeio.whole_number)
 _INT_KEYS: Final = frozenset(k for k, f in Workload.model_fields.items() if f.annotation in (int, int | None))
