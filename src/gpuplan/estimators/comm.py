@@ -12,7 +12,8 @@ it (rank order tp, cp, dp, pp: tensor-parallel ranks adjacent), so a group of `n
 
 The functions take numpy arrays (one entry per layout) so that the layout search evaluates many
 layouts at once; given plain numbers (one estimate) they compute the same formulas on Python
-floats, without importing numpy (`gpuplan estimate` starts faster: tests/test_startup.py).
+floats, without importing numpy (`gpuplan estimate` starts faster: tests/test_startup.py). Each
+function calls its namespace `np`, chosen by `xp()`: numpy itself, or `_Floats`.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def pcie_bandwidth(gpu: GPU) -> float:
 
 class _Floats:
     """The numpy functions this module and parallel.py use, on Python floats, in the same IEEE
-    double arithmetic: one estimate's figures are those of the array code (tests/test_parallel.py
-    compares them). `maximum`/`minimum` propagate NaN as numpy's do."""
+    double arithmetic: one estimate's figures are those of the array code, bit for bit
+    (tests/test_parallel.py compares them), except that math.log2 and numpy's log2 may differ in
+    the last bit from 1,621 GPUs in a group up. `maximum`/`minimum` propagate NaN as numpy's do."""
 
     float64 = float
 

@@ -81,7 +81,7 @@ class MicroProfile:
 
 @dataclass(frozen=True)
 class StepParts:
-    """Per layout: the step and its parts (seconds), arrays of one entry per layout."""
+    """Per layout: the step and its parts (seconds), arrays of one entry per layout (floats for one)."""
 
     step: Num
     compute: Num  # micro-batches' compute (max of GPU time and CPU launch time)
