@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuplan.errors import CatalogError, UnknownGPUError
-from gpuplan.specs.gpu import _VALUE_FIELDS, GIB, Catalog, bundled_catalog, load_catalog, parse_catalog_text
+from gpuplan.specs.gpu import GIB, Catalog, bundled_catalog, load_catalog, parse_catalog_text
+from gpuplan.specs.gpu_rows import VALUE_FIELDS
 from helpers.catalog import GB, TERA, USER_CATALOG, check_datasheet
 
 REQUIRED = [
@@ -31,7 +32,7 @@ def test_catalog_has_every_required_variant(catalog: Catalog) -> None:
 def test_every_value_has_a_dated_source(catalog: Catalog) -> None:
     today = dt.date.today()
     for g in catalog:
-        present = {f for f in _VALUE_FIELDS if f in g.sources}
+        present = {f for f in VALUE_FIELDS if f in g.sources}
         assert present, g.name
         for field, src in g.sources.items():
             assert src.title and src.url and src.where, (g.name, field)

@@ -20,6 +20,7 @@ TESTED_BY: dict[str, str] = {
     "library": "test_library.py",
     "errors": "why: the error types; every bad-input test (test_security_*.py) asserts their one-line messages",
     "safeio": "test_security_bad_files.py test_security_bad_numbers.py test_fuzz_files.py",
+    "yamlsafe": "test_security_bad_files.py test_fuzz_files.py test_startup.py",
     "data/__init__": "why: marks the package data folder (no code)",
     # results
     "results/__init__": "test_results.py test_startup.py",
@@ -42,6 +43,8 @@ TESTED_BY: dict[str, str] = {
     "specs/prices": "test_prices.py",
     "specs/purchase": "test_ownership.py",
     "specs/tomlcache": "test_tomlcache.py",
+    "specs/gpu_cache": "test_gpu_cache.py test_startup.py",
+    "specs/gpu_rows": "test_catalog.py test_catalog_card_facts.py test_gpu_cache.py",
     "specs/workload": "test_workload.py test_frameworks.py",
     "specs/frameworks": "test_frameworks.py",
     "specs/workload_docs": "test_workload.py",

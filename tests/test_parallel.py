@@ -102,7 +102,7 @@ def test_collectives_are_vectorised(catalog: Catalog) -> None:
     cl = parse_cluster("8x8:A100", catalog)
     n = np.array([2.0, 8.0, 64.0])
     t = comm.allreduce(cl, n, np.minimum(n, 8), 1e8)
-    assert t.shape == (3,) and t[0] < t[1] < t[2]
+    assert isinstance(t, np.ndarray) and t.shape == (3,) and t[0] < t[1] < t[2]
 
 
 # --- the composed step --------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def test_search_step_equals_the_estimate(search70b: SearchResult) -> None:
                                                    zero=0, global_batch=None), cl.gpu)  # fmt: skip
         lay = b.layout
         parts = compose(mo.profile, cl, lay.tp, lay.cp, lay.ep, lay.pp, lay.vp, lay.dp, lay.zero, lay.micro_batches)
-        assert float(parts.step[()]) == pytest.approx(b.time.step_time_s, rel=1e-9)
+        assert float(parts.step) == pytest.approx(b.time.step_time_s, rel=1e-9)
 
 
 def test_search_respects_small_clusters(catalog: Catalog) -> None:
@@ -349,6 +349,44 @@ def test_scalar_collectives_equal_the_array_formulas(name: str, n: int, nbytes: 
     cl, k = implied_cluster(gpu, n), min(n, implied_cluster(gpu, n).gpus_per_node)
     assert comm.allreduce_time(gpu, n, nbytes)[0] == pytest.approx(float(comm.allreduce(cl, n, k, nbytes)), rel=1e-12)
     assert comm.gather_time(gpu, n, nbytes)[0] == pytest.approx(float(comm.gather(cl, n, k, nbytes)), rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["1x8:H100", "16x8:H100", "4x8:H100:ethernet", "2x4:RTX 4090", "8x8:MI300X"])
+def test_one_layout_on_floats_equals_the_array_code_exactly(catalog: Catalog, spec: str) -> None:
+    """Given plain numbers, the collectives and `compose` run on Python floats (no numpy): the same
+    IEEE double arithmetic as the array code, so every figure is bit-for-bit equal (group sizes
+    below 1,621, where numpy's log2 and math.log2 first differ by one ulp)."""
+
+    def first(x: object) -> float:
+        assert isinstance(x, np.ndarray) and x.shape == (1,)
+        return float(x[0])
+
+    cl = parse_cluster(spec, catalog)
+    for n in (1, 2, 3, 6, 8, 16, 24, 64, 128, 1024):
+        for k in (1, 2, 4, 8):
+            for b in (0.0, 1.0, 3.3e6, 1e9, 7.7e10):
+                for fn in (comm.allreduce, comm.gather, comm.all_to_all):
+                    one = fn(cl, n, k, b)
+                    assert type(one) is float
+                    assert one == first(fn(cl, np.array([n]), np.array([k]), np.array([b]))), (fn, n, k, b)
+                for crosses in (False, True):
+                    assert comm.p2p(cl, crosses, b) == first(comm.p2p(cl, np.array([crosses]), np.array([b])))
+            assert comm.members_per_node(cl, n, k) == first(comm.members_per_node(cl, np.array([n]), np.array([k])))
+    model = load_model("mixtral-8x7b")
+    for tp, pp, vp, ep, zero, sharding in (
+        (1, 1, 1, 1, 0, "fsdp"),
+        (2, 2, 2, 2, 1, "deepspeed"),
+        (8, 4, 1, 8, 3, "fsdp"),
+    ):
+        w = _w(model="mixtral-8x7b", gpu=cl.gpu.name, num_gpus=tp * ep, tp=tp, ep=ep)
+        prof = training_ops(model, w, cl.gpu).profile
+        arrays = type(prof)(**{f: np.array([v]) for f, v in vars(prof).items()})
+        for dp, m in ((1, 1), (4, 8), (16, 3)):
+            parts = compose(prof, cl, tp, 1, ep, pp, vp, dp, zero, m, sharding)
+            a = [np.array([x]) for x in (tp, 1, ep, pp, vp, dp, zero, m)]
+            many = compose(arrays, cl, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], sharding)
+            for f, v in vars(parts).items():
+                assert type(v) is float and v == first(getattr(many, f)), (f, tp, pp, dp, m)
 
 
 def test_scalar_collective_cache_follows_the_gpu_not_its_name() -> None:

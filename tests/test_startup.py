@@ -42,6 +42,10 @@ NOT_FOR_ESTIMATE = (
 # (every command's parser, rich, every result type, the charts and plan modules). A new eager
 # import of a package shows here as tens of modules.
 ESTIMATE_MODULE_BUDGET = 470
+# The largest share of `estimate --json`'s import time (python -X importtime, self times) one module
+# may take: the heaviest was 7% when this was set (gpuplan.interfaces.api.records, whose own time
+# includes the result types it loads by name), numpy's heaviest module 8% before it left this path.
+IMPORT_SHARE_MAX = 0.15
 
 
 # the `gpuplan` entry point, then every module loaded, as one JSON line on stderr
@@ -57,13 +61,33 @@ RUN = (
 @cache
 def imported(*args: str) -> frozenset[str]:
     """The modules `gpuplan ARGS` imports in a fresh interpreter."""
-    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+    names = imported_with({}, *args)
+    assert "gpuplan.interfaces.cli" in names  # the list was read
+    return names
+
+
+def imported_with(env: dict[str, str], *args: str) -> frozenset[str]:
+    """The modules `gpuplan ARGS` imports in a fresh interpreter, with `env` added (not cached)."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1", **env}
     proc = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))
-    names = frozenset(json.loads(line.removeprefix("MODULES ")))
-    assert "gpuplan.interfaces.cli" in names  # the list was read
-    return names
+    return frozenset(json.loads(line.removeprefix("MODULES ")))
+
+
+def import_times(*args: str) -> dict[str, int]:
+    """Each module's own import time (us) as `python -X importtime` reports it for `gpuplan ARGS`."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-X", "importtime", "-c", RUN, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    times = {}
+    for line in proc.stderr.splitlines():  # "import time: self [us] | cumulative | imported package"
+        if line.startswith("import time:") and "self [us]" not in line:
+            own, _, name = line.removeprefix("import time:").split("|")
+            times[name.strip()] = int(own)
+    assert "gpuplan.interfaces.cli" in times
+    return times
 
 
 def loaded(names: frozenset[str], packages: tuple[str, ...]) -> list[str]:
@@ -80,6 +104,36 @@ def test_estimate_json_imports_no_tables_web_stack_or_solver() -> None:
     assert loaded(names, NOT_FOR_ESTIMATE) == []
     # and what it does need did load: the estimators and the workload model
     assert {"gpuplan.estimators.perf", "gpuplan.specs.workload", "gpuplan.results.estimate"} <= names
+
+
+def test_estimate_json_imports_no_numpy_nor_the_catalog_row_models(tmp_path: Path) -> None:
+    """One estimate composes one layout on Python floats (estimators/comm.py), and, once the
+    bundled catalog is cached, reads its GPUs back without building the pydantic row models
+    (specs/gpu_cache.py); a model name as the workload reads no YAML either."""
+    cache = {"GPUPLAN_CACHE_DIR": str(tmp_path)}
+    cold = imported_with(cache, *ESTIMATE_JSON)  # this run fills the cache
+    assert "gpuplan.specs.gpu_rows" in cold
+    warm = imported_with(cache, *ESTIMATE_JSON)
+    assert loaded(warm, ("numpy", "rich", "gpuplan.specs.gpu_rows", "gpuplan.planner.layouts")) == []
+    assert {"gpuplan.estimators.comm", "gpuplan.estimators.parallel", "yaml"} <= warm
+    by_name = imported_with(cache, "fit", "llama-3.1-8b", "--task", "lora", "--json")
+    assert loaded(by_name, ("numpy", "rich", "yaml", "gpuplan.specs.gpu_rows")) == []
+
+
+def test_estimate_json_import_time_has_no_single_heavy_module() -> None:
+    """`python -X importtime` of `estimate --json`: no heavy library among the modules, and no
+    single module's own import time above IMPORT_SHARE_MAX of the total. Shares of one run, each
+    the median of three runs, not wall times: a busy machine slows every import alike. (Modules
+    loaded by importlib.import_module, the lazy names, are not listed: their time counts in the
+    module that asked for the name.)"""
+    runs = [import_times(*ESTIMATE_JSON) for _ in range(3)]
+    names = set().union(*runs)
+    median = {n: sorted(r.get(n, 0) for r in runs)[1] for n in names}
+    total = sum(median.values())
+    assert loaded(frozenset(names), ("numpy", "rich", "scipy", "matplotlib", "fastapi", "torch", "pandas")) == []
+    heaviest, most = max(median.items(), key=lambda kv: kv[1])
+    assert most <= IMPORT_SHARE_MAX * total, f"{heaviest}: {most} us of {total} us"
+    assert 150 < len(names) < ESTIMATE_MODULE_BUDGET
 
 
 def test_estimate_json_stays_within_its_module_budget() -> None:
@@ -137,3 +191,25 @@ def test_every_command_is_listed_whichever_module_loaded_first() -> None:
     assert listed[:4] == ["compare", "model", "models", "chart"]
     assert listed.index("plan") < listed.index("fit") < listed.index("estimate") < listed.index("validate")
     assert {"rent-vs-buy", "launch", "serve", "bench", "measure", "version"} <= set(listed)
+
+
+def test_the_workload_model_is_built_without_scanning_for_pydantic_plugins() -> None:
+    """Finding pydantic plugins scans every installed package's entry points: the Workload model is
+    built with them off (specs/workload.py), as typer builds its adapters, so an estimate scans
+    none; the setting is restored, and a subclass (the web API's bodies) still builds at once."""
+    code = (
+        "import io, os, contextlib\n"
+        "from gpuplan.interfaces.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['estimate', 'qwen2.5-7b', '--gpu', 'L4', '--json'])\n"
+        "import pydantic.plugin._loader as loader\n"
+        "from gpuplan.specs.workload import Workload\n"
+        "print(loader._plugins is None, 'PYDANTIC_DISABLE_PLUGINS' in os.environ)\n"
+        "class Body(Workload):\n"
+        "    note: str = ''\n"
+        "print(Body.__pydantic_complete__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env |= {"PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False", "True"]

@@ -1,12 +1,19 @@
-"""PEP 562 lazy exports for a package's `__init__`: a public name is imported from its module on
-first use, then kept in the package's namespace. `gpuplan`, `gpuplan.results` and
-`gpuplan.interfaces.api` use it so that a command imports only the modules it uses."""
+"""Start-up helpers. PEP 562 lazy exports for a package's `__init__`: a public name is imported from
+its module on first use, then kept in the package's namespace. `gpuplan`, `gpuplan.results` and
+`gpuplan.interfaces.api` use it so that a command imports only the modules it uses. And a pydantic
+model built without pydantic's plugin scan (the Workload model)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+_NO_PLUGINS: Final = "PYDANTIC_DISABLE_PLUGINS"  # pydantic/plugin/_loader.py: "__all__", "1" or "true"
 
 
 def lazy_exports(
@@ -28,3 +35,21 @@ def lazy_exports(
         return list(shown)
 
     return __getattr__, __dir__
+
+
+def build_without_plugins(model: type[BaseModel]) -> None:
+    """Build `model` (declared with `defer_build=True`) now, with pydantic's plugins off, as typer
+    builds its parameter adapters (typer/_adapters.py, disabled_pydantic_plugins): finding plugins
+    scans every installed package's entry points (importlib.metadata, ~15-25 ms of each start), and
+    no plugin observes gpuplan's own input validation. `defer_build` is then dropped from the config,
+    so that subclasses (the web API's bodies, web_schemas.py) build at definition as before."""
+    before = os.environ.get(_NO_PLUGINS)
+    os.environ[_NO_PLUGINS] = "__all__"
+    try:
+        model.model_rebuild(force=True)
+        del model.model_config["defer_build"]
+    finally:
+        if before is None:
+            del os.environ[_NO_PLUGINS]
+        else:
+            os.environ[_NO_PLUGINS] = before

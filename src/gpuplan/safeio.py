@@ -29,8 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
-import yaml
-
 from gpuplan.errors import InvalidSettingError
 
 # Caps on what gpuplan reads. A workload or lab file is a few KB, a config.json a few KB (ViT's
@@ -225,74 +223,9 @@ def write_atomically(path: Path, text: str, *, durable: bool = True, mode: int |
 # --- YAML ---------------------------------------------------------------------------------------------
 
 
-class _LimitError(Exception):
-    pass
-
-
-class _DuplicateKeyError(Exception):
-    def __init__(self, key: object, line: int, first: int) -> None:
-        super().__init__(key, line, first)
-        self.key, self.line, self.first = key, line, first
-
-
 class YamlSyntaxError(InvalidSettingError):
     """Text that is not YAML at all (as opposed to YAML refused for its size, nesting or numbers):
     `--set KEY=VALUE` then takes the value as a plain string."""
-
-
-class BoundedSafeLoader(yaml.SafeLoader):
-    """yaml.SafeLoader with bounded nesting (MAX_DEPTH) and a bounded size after alias expansion
-    (MAX_YAML_NODES), counted as the document is composed, so an alias bomb stops after a few
-    thousand nodes of work instead of being built."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._sizes: dict[int, int] = {}
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            node = super().compose_node(parent, index)
-            if node is None or id(node) not in self._sizes:
-                raise _LimitError("an alias refers to the node that holds it (a recursive alias)")
-            return node
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _LimitError(f"it nests more than {MAX_DEPTH} levels deep")
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        if node is None:  # pragma: no cover - the composer returns None only at the stream's end
-            return None
-        size = 1
-        if isinstance(node, yaml.SequenceNode):
-            size += sum(self._sizes[id(child)] for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
-        if size > MAX_YAML_NODES:
-            raise _LimitError(f"it expands to more than {MAX_YAML_NODES:,} values (aliases counted each time used)")
-        self._sizes[id(node)] = size
-        return node
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """The safe loader's mapping, refusing a key written twice: PyYAML keeps the last one
-        silently, and YAML 1.2 (section 3.2.1.1) requires a mapping's keys to be unique. Keys
-        brought in by a merge (`<<: *base`) may be overridden, as the merge-key spec allows."""
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                line = key_node.start_mark.line + 1
-                try:
-                    if key in seen:
-                        raise _DuplicateKeyError(key, line, seen[key])
-                    seen[key] = line
-                except TypeError:  # an unhashable key: the constructor refuses it below
-                    continue
-        return super().construct_mapping(node, deep=deep)
 
 
 def value_problem(exc: BaseException) -> str:
@@ -307,13 +240,17 @@ def load_yaml(text: str, name: str) -> Any:
     """YAML read with the bounded safe loader; any problem is one line naming the file (and line)."""
     if len(text) > MAX_YAML_BYTES:
         raise InvalidSettingError(f"{clip(name)} is {len(text):,} characters, over the limit of {MAX_YAML_BYTES:,}.")
+    import yaml  # here: PyYAML loads only where YAML is read
+
+    from gpuplan.yamlsafe import BoundedSafeLoader, DuplicateKeyError, LimitError
+
     loader: BoundedSafeLoader | None = None
     try:
         loader = BoundedSafeLoader(text)  # the reader refuses control characters here already
         data = loader.get_single_data()
-    except _LimitError as exc:
+    except LimitError as exc:
         raise InvalidSettingError(f"{clip(name)} is refused: {exc}.") from None
-    except _DuplicateKeyError as exc:
+    except DuplicateKeyError as exc:
         where = f"line {exc.line}" + (f" (first on line {exc.first})" if exc.first != exc.line else "")
         raise InvalidSettingError(
             f"{clip(name)}, {where}: the key {clip_repr(exc.key)} is given twice; keep one of them."

@@ -11,22 +11,31 @@ it (rank order tp, cp, dp, pp: tensor-parallel ranks adjacent), so a group of `n
 `per_node` of them in each node crosses the network when n > per_node.
 
 The functions take numpy arrays (one entry per layout) so that the layout search evaluates many
-layouts at once; scalars work too.
+layouts at once; given plain numbers (one estimate) they compute the same formulas on Python
+floats, without importing numpy (`gpuplan estimate` starts faster: tests/test_startup.py). Each
+function calls its namespace `np`, chosen by `xp()`: numpy itself, or `_Floats`.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import replace
-from typing import Final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import GB, GPU
 from gpuplan.specs.workload import Workload
 
-Arr = npt.NDArray[np.float64]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Arr: TypeAlias = npt.NDArray[np.float64]
+    Bools: TypeAlias = npt.NDArray[np.bool_]
+
+# a figure per layout (an array) or one layout's (a float)
+Num: TypeAlias = "float | Arr"
 
 # nccl-tests all-reduce bus bandwidth on NVLink/NVSwitch: 231.6-235 GB/s on 8x A100 (77-78% of the
 # 300 GB/s one-direction rate); 367 GB/s ring all-reduce on 8x H200 without SHARP (82% of 450);
@@ -70,12 +79,76 @@ def pcie_bandwidth(gpu: GPU) -> float:
     return bw
 
 
-def _arr(x: float | Arr) -> Arr:
-    return np.asarray(x, dtype=np.float64)
+class _Floats:
+    """The numpy functions this module and parallel.py use, on Python floats, in the same IEEE
+    double arithmetic: one estimate's figures are those of the array code, bit for bit
+    (tests/test_parallel.py compares them), except that math.log2 and numpy's log2 may differ in
+    the last bit from 1,621 GPUs in a group up. `maximum`/`minimum` propagate NaN as numpy's do."""
+
+    float64 = float
+
+    @staticmethod
+    def asarray(x: Any, dtype: Any = None) -> float:
+        return float(x)
+
+    @staticmethod
+    def maximum(a: float, b: float) -> float:
+        return a if a >= b or a != a else b
+
+    @staticmethod
+    def minimum(a: float, b: float) -> float:
+        return a if a <= b or a != a else b
+
+    @staticmethod
+    def clip(x: float, lo: float, hi: float) -> float:
+        return _Floats.minimum(_Floats.maximum(x, lo), hi)
+
+    @staticmethod
+    def floor(x: float) -> float:
+        return float(math.floor(x)) if math.isfinite(x) else x
+
+    @staticmethod
+    def ceil(x: float) -> float:
+        return float(math.ceil(x)) if math.isfinite(x) else x
+
+    @staticmethod
+    def log2(x: float) -> float:
+        return math.log2(x)
+
+    @staticmethod
+    def where(cond: Any, a: Any, b: Any) -> Any:
+        return a if cond else b
+
+    @staticmethod
+    def ones_like(x: float) -> float:
+        return 1.0
+
+    @staticmethod
+    def zeros_like(x: float, dtype: Any = None) -> Any:
+        return False if dtype is bool else 0.0
+
+    @staticmethod
+    def full_like(x: float, value: float) -> float:
+        return float(value)
 
 
-def _intra(gpu: GPU, n: Arr) -> tuple[Arr, Arr]:
+def xp(*values: object) -> Any:
+    """numpy where any of `values` is a numpy array or scalar (the layout search), else `_Floats`:
+    numpy loads only where arrays are passed (it is already loaded then)."""
+    np_ = sys.modules.get("numpy")
+    if np_ is not None and any(isinstance(v, np_.ndarray | np_.generic) for v in values):
+        return np_
+    return _Floats
+
+
+def _arr(x: Num) -> Num:
+    a: Num = xp(x).asarray(x, dtype=float)
+    return a
+
+
+def _intra(gpu: GPU, n: Num) -> tuple[Num, Num]:
     """(bus bandwidth, per-step latency) of `n` GPUs inside one node."""
+    np = xp(n)
     nvlink = gpu.nvlink_bandwidth_bytes_per_s > 0
     use_nv = (n <= gpu.nvlink_domain) if nvlink else np.zeros_like(n, dtype=bool)
     bw = np.where(use_nv, gpu.nvlink_bandwidth_bytes_per_s / 2 * NVLINK_EFF, pcie_bandwidth(gpu))
@@ -83,17 +156,20 @@ def _intra(gpu: GPU, n: Arr) -> tuple[Arr, Arr]:
     return bw, lat
 
 
-def members_per_node(cl: Cluster, n: float | Arr, stride: float | Arr) -> Arr:
+def members_per_node(cl: Cluster, n: Num, stride: Num) -> Num:
     """GPUs of one group in a node: a group of `n` ranks `stride` apart (Megatron-Core's rank order)."""
+    np = xp(n, stride)
     n_a, s_a = _arr(n), np.maximum(_arr(stride), 1.0)
     fit = np.floor(cl.gpus_per_node / s_a)
-    return np.clip(fit, 1.0, np.maximum(n_a, 1.0))
+    clipped: Num = np.clip(fit, 1.0, np.maximum(n_a, 1.0))
+    return clipped
 
 
-def group_link(cl: Cluster, n: float | Arr, per_node: float | Arr) -> tuple[Arr, Arr, npt.NDArray[np.bool_]]:
+def group_link(cl: Cluster, n: Num, per_node: Num) -> tuple[Num, Num, bool | Bools]:
     """(bus bandwidth bytes/s, per-step latency s, crosses nodes) of a group of `n` GPUs with
     `per_node` of them in each node. Across nodes NCCL runs one ring per NIC rail, so a node's
     NICs serving the group work in parallel, capped by the links inside the node."""
+    np = xp(n, per_node)
     n_a = _arr(n)
     k = np.minimum(_arr(per_node), n_a)
     bw_in, lat_in = _intra(cl.gpu, np.maximum(k, 2.0))
@@ -105,33 +181,40 @@ def group_link(cl: Cluster, n: float | Arr, per_node: float | Arr) -> tuple[Arr,
     return bw, lat, crosses
 
 
-def _steps(n: Arr, crosses: npt.NDArray[np.bool_]) -> Arr:
+def _steps(n: Num, crosses: bool | Bools) -> Num:
     # rings inside a node (n - 1 steps); across nodes NCCL's trees and PAT algorithms take
     # ~log2(n) steps each way (Sanders, Speck & Traeff 2009, two-tree; NCCL 2.23 PAT)
-    return np.where(crosses, 2.0 * np.log2(np.maximum(n, 2.0)), np.maximum(n - 1.0, 0.0))
+    np = xp(n, crosses)
+    steps: Num = np.where(crosses, 2.0 * np.log2(np.maximum(n, 2.0)), np.maximum(n - 1.0, 0.0))
+    return steps
 
 
-def allreduce(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float | Arr) -> Arr:
+def allreduce(cl: Cluster, n: Num, per_node: Num, nbytes: Num) -> Num:
     """Time of an all-reduce of `nbytes` per GPU: bandwidth term 2(n-1)/n x bytes / bus bandwidth
     (ring and tree are both bandwidth-optimal), latency a ring's 2(n-1) steps inside a node, a
     tree's 2 x 2 log2(n) across nodes (NCCL picks trees at scale for their latency)."""
+    np = xp(n, per_node, nbytes)
     n_a, b = _arr(n), _arr(nbytes)
     bw, lat, crosses = group_link(cl, n_a, per_node)
     t = 2.0 * (n_a - 1.0) / np.maximum(n_a, 1.0) * b / bw + 2.0 * _steps(n_a, crosses) * lat
-    return np.where((n_a > 1) & (b > 0), t, 0.0)
+    out: Num = np.where((n_a > 1) & (b > 0), t, 0.0)
+    return out
 
 
-def gather(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float | Arr) -> Arr:
+def gather(cl: Cluster, n: Num, per_node: Num, nbytes: Num) -> Num:
     """Time of an all-gather (or reduce-scatter) whose full buffer is `nbytes`: (n-1)/n moved."""
+    np = xp(n, per_node, nbytes)
     n_a, b = _arr(n), _arr(nbytes)
     bw, lat, crosses = group_link(cl, n_a, per_node)
     t = (n_a - 1.0) / np.maximum(n_a, 1.0) * b / bw + _steps(n_a, crosses) * lat
-    return np.where((n_a > 1) & (b > 0), t, 0.0)
+    out: Num = np.where((n_a > 1) & (b > 0), t, 0.0)
+    return out
 
 
-def all_to_all(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float | Arr) -> Arr:
+def all_to_all(cl: Cluster, n: Num, per_node: Num, nbytes: Num) -> Num:
     """Time of an all-to-all where each GPU scatters `nbytes` evenly over the group: (k-1)/n of it
     stays in the node, (n-k)/n leaves through the GPU's share of the node's NICs; both at once."""
+    np = xp(n, per_node, nbytes)
     n_a, b = _arr(n), _arr(nbytes)
     k = np.minimum(_arr(per_node), n_a)
     bw_in, lat_in = _intra(cl.gpu, np.maximum(k, 2.0))
@@ -141,17 +224,20 @@ def all_to_all(cl: Cluster, n: float | Arr, per_node: float | Arr, nbytes: float
     t_net = b * (n_a - k) / np.maximum(n_a, 1.0) / net_per_gpu
     nodes = np.ceil(n_a / k)
     lat = np.where(n_a > k, cl.fabric.latency_s * np.log2(np.maximum(nodes, 2.0)), lat_in)
-    return np.where((n_a > 1) & (b > 0), np.maximum(t_in, t_net) + lat, 0.0)
+    out: Num = np.where((n_a > 1) & (b > 0), np.maximum(t_in, t_net) + lat, 0.0)
+    return out
 
 
-def p2p(cl: Cluster, crosses: bool | npt.NDArray[np.bool_], nbytes: float | Arr) -> Arr:
+def p2p(cl: Cluster, crosses: bool | Bools, nbytes: Num) -> Num:
     """Time of a send/recv of `nbytes` to the next pipeline stage (in the node or across it)."""
+    np = xp(crosses, nbytes)
     b = _arr(nbytes)
     bw_in, lat_in = _intra(cl.gpu, np.full_like(b, 2.0))
     per_gpu_net = cl.fabric.gbit / 8 * GB * cl.fabric.efficiency / (cl.gpus_per_node if cl.fabric.per_node else 1)
     bw = np.where(crosses, np.minimum(bw_in, per_gpu_net), bw_in)
     lat = np.where(crosses, cl.fabric.latency_s, lat_in)
-    return np.where(b > 0, b / bw + lat, 0.0)
+    out: Num = np.where(b > 0, b / bw + lat, 0.0)
+    return out
 
 
 # --- one group of contiguous GPUs, for callers that give a GPU and a count -------------------
@@ -225,10 +311,11 @@ def p2p_time(gpu: GPU, nbytes: float) -> float:
     return float(p2p(cl, False, nbytes))
 
 
-def exposed(overlappable: float | Arr, window: float | Arr) -> Arr:
+def exposed(overlappable: Num, window: Num) -> Num:
     """Communication time left after hiding what fits behind `window` seconds of compute."""
     o = _arr(overlappable)
-    return o - OVERLAP_EFF * np.minimum(o, _arr(window))
+    left: Num = o - OVERLAP_EFF * xp(overlappable, window).minimum(o, _arr(window))
+    return left
 
 
 def data_parallel_comm(

@@ -4,7 +4,7 @@ A micro-batch's compute on one GPU depends on the tensor-parallel size, context-
 expert-parallel size, micro-batch size, checkpointing and sequence parallelism (`MicroProfile`,
 built by perf.py's operator roofline at pp = 1). Everything else a layout changes is composed
 here, vectorised over layouts (numpy arrays), so that `estimate_training_time` and the layout
-search run the same arithmetic:
+search run the same arithmetic (one layout's on Python floats, without numpy: comm.xp):
 
 - pipeline parallelism: each stage runs 1/pp of the layers (the last stage adds the head and the
   loss); the 1F1B bubble is (pp - 1) stage-times per step, divided by the interleaved virtual
@@ -32,13 +32,14 @@ search run the same arithmetic:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
-
-import numpy as np
+from typing import TYPE_CHECKING, Final
 
 from gpuplan.estimators import comm
-from gpuplan.estimators.comm import Arr
+from gpuplan.estimators.comm import Num
 from gpuplan.specs.cluster import Cluster
+
+if TYPE_CHECKING:
+    from gpuplan.estimators.comm import Arr, Bools
 
 # DeepSpeed ZeRO-1/2 gathers the updated 16-bit parameters after the step with nothing to overlap;
 # FSDP (SHARD_GRAD_OP) and Megatron's distributed optimizer (--overlap-param-gather) gather them
@@ -94,30 +95,33 @@ class MicroProfile:
 
 @dataclass(frozen=True)
 class StepParts:
-    """Per layout: the step and its parts (seconds), arrays of one entry per layout."""
+    """Per layout: the step and its parts (seconds), arrays of one entry per layout (floats for one)."""
 
-    step: Arr
-    compute: Arr  # micro-batches' compute (max of GPU time and CPU launch time)
-    launch: Arr  # of it, what the CPU launch floor adds
-    tp: Arr
-    cp: Arr
-    ep: Arr
-    pp: Arr
-    bubble: Arr
-    dp: Arr
-    optimizer: Arr
-
-
-def _f(x: float | int | Arr) -> Arr:
-    return np.asarray(x, dtype=np.float64)
+    step: Num
+    compute: Num  # micro-batches' compute (max of GPU time and CPU launch time)
+    launch: Num  # of it, what the CPU launch floor adds
+    tp: Num
+    cp: Num
+    ep: Num
+    pp: Num
+    bubble: Num
+    dp: Num
+    optimizer: Num
 
 
-def stage_share(layers: float | Arr, pp: float | Arr, vp: float | Arr = 1) -> Arr:
+def _f(x: float | Arr | Bools) -> Num:
+    a: Num = comm.xp(x).asarray(x, dtype=float)
+    return a
+
+
+def stage_share(layers: float | Arr, pp: float | Arr, vp: float | Arr = 1) -> Num:
     """Share of the layers on the fullest pipeline rank: 1/pp where the pp x vp virtual stages
     divide them evenly, else ceil(layers / (pp x vp)) on each of its vp chunks, / layers."""
+    np = comm.xp(layers, pp, vp)
     pp_a, vp_a = _f(pp), _f(vp)
     n = np.maximum(_f(layers), 1.0)
-    return np.minimum(np.ceil(n / (pp_a * vp_a)) * vp_a / n, 1.0)
+    share: Num = np.minimum(np.ceil(n / (pp_a * vp_a)) * vp_a / n, 1.0)
+    return share
 
 
 def compose(
@@ -133,6 +137,8 @@ def compose(
     micro_batches: int | Arr,
     sharding: str = "fsdp",
 ) -> StepParts:
+    # numpy for arrays (the layout search), Python floats for one layout (comm.xp)
+    np = comm.xp(tp, cp, ep, pp, vp, dp, zero, micro_batches, *vars(p).values())
     tp_a, cp_a, ep_a, pp_a, vp_a, dp_a, z, m = (_f(x) for x in (tp, cp, ep, pp, vp, dp, zero, micro_batches))
     gpn = cl.gpus_per_node
 

@@ -10,19 +10,15 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any, Final
 
 from gpuplan.errors import CatalogError, InvalidSettingError, UnknownGPUError, did_you_mean
-from gpuplan.safeio import MAX_TABLE_BYTES, check_numbers, clip, clip_repr, has_controls, read_capped, value_problem
-from gpuplan.specs import tomlcache
+from gpuplan.safeio import MAX_TABLE_BYTES, clip, clip_repr, read_capped
 
 # Units, converted once here. GiB = 2**30 bytes (IEC 80000-13); GB, TFLOPS, GB/s are decimal.
 GIB: Final = 2.0**30
@@ -45,106 +41,19 @@ PEAK_COLUMNS: Final = {
 }
 
 
-class _Source(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    title: str = Field(min_length=3)
-    url: str = Field(min_length=3)
-    where: str = Field(min_length=2)
-    read: dt.date
-
-
 # Bounds on a catalog row's values, each far beyond any card (the bundled rows span 8-288 GiB,
 # 224-8,000 GB/s, 0.19-15,000 TFLOPS, 70-1,400 W, NVLink domains of 1-72): only a typo or nonsense
 # is refused. Without them a user's `memory_bandwidth_GBps = 1e300` overflowed to infinity once
 # converted to bytes/s (a traceback at --json), and 1e-300 made every time estimate infinite.
-_MEM_MIN, _MEM_MAX = 0.1, 100_000  # GB or GiB: 100 MB to 100 TB
+MEM_MIN, MEM_MAX = 0.1, 100_000  # GB or GiB: 100 MB to 100 TB
 GBPS_MIN, GBPS_MAX = 1, 1_000_000  # memory bandwidth, GB/s: 1 GB/s to 1 PB/s (a calibration's too)
 TFLOPS_MIN, TFLOPS_MAX = 0.001, 10_000_000  # 1 GFLOPS to 10 EFLOPS, dense (a calibration's too)
-_COUNT_MAX: Final = 100_000  # RT cores, video engines, MIG slices, display outputs
+COUNT_MAX: Final = 100_000  # RT cores, video engines, MIG slices, display outputs
 # SkyPilot accelerator names as `sky show-gpus` prints them ("H100", "A100-80GB", "Gaudi HL-205"): letters,
 # digits, ".", "_", "-" and inner spaces; never ":", which separates the name from the count in a task.
 SKYPILOT_NAME_PATTERN: Final = r"^[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?$"
 
 
-class _Row(BaseModel):
-    """One `[[gpu]]` table exactly as written in a catalog file."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    name: str = Field(min_length=1)
-    aliases: list[str] = Field(default_factory=list)
-    vendor: str
-    architecture: str
-    chip: str
-    compute_capability: str
-    form_factor: Literal["SXM2", "SXM4", "SXM5", "SXM6", "PCIe", "OAM"]
-    memory_GiB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
-    memory_GB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX, allow_inf_nan=False)
-    # What nvidia-smi shows with ECC on where ECC takes capacity (GDDR inline ECC), on cards that ship
-    # with ECC on; absent: ECC costs no capacity (HBM sideband ECC), or the card ships with it off
-    memory_ecc_MiB: float | None = Field(default=None, ge=_MEM_MIN, le=_MEM_MAX * 1024, allow_inf_nan=False)
-    memory_type: str
-    memory_bandwidth_GBps: float = Field(ge=GBPS_MIN, le=GBPS_MAX, allow_inf_nan=False)
-    fp64_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    fp32_TFLOPS: float = Field(ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    tf32_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    fp16_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    fp16_fp16acc_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    bf16_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    fp8_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    int8_TOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    int4_TOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    fp4_TFLOPS: float | None = Field(default=None, ge=TFLOPS_MIN, le=TFLOPS_MAX, allow_inf_nan=False)
-    tdp_W: float = Field(ge=1, le=100_000, allow_inf_nan=False)  # W: a whole rack is ~130 kW
-    nvlink_GBps: float = Field(ge=0, le=GBPS_MAX, allow_inf_nan=False)
-    nvlink_domain: int = Field(ge=1, le=100_000)  # GPUs in one NVLink domain (GB200 NVL72: 72)
-    pcie_gen: int = Field(ge=1, le=6)
-    multi_node: bool
-    mig_instances: int = Field(ge=0, le=_COUNT_MAX)
-    display_outputs: int = Field(ge=0, le=_COUNT_MAX)
-    # "passthrough": graphics drivers (NVIDIA vWS/GRID, gaming) on the whole GPU, passed through to one
-    # VM (AWS G5's A10G): a graphics mode, but no vGPU profiles to share the card among users
-    vgpu: Literal["none", "compute", "graphics", "passthrough"]
-    rt_cores: int = Field(ge=0, le=_COUNT_MAX)
-    rt_core_gen: int = Field(ge=0, le=100)
-    nvenc: int = Field(ge=0, le=_COUNT_MAX)
-    nvdec: int = Field(ge=0, le=_COUNT_MAX)
-    launch_year: int = Field(ge=2010, le=2030)
-    geforce_eula: bool
-    # Per-card facts, optional: the shares of this row's peaks and bandwidth that real kernels were
-    # measured to reach, in (0, 1] (absent: the defaults by architecture in estimators/efficiency.py),
-    # and the card's accelerator name in SkyPilot.
-    mamf_bf16: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # 16-bit (and TF32) matmul
-    mamf_fp8: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # 8-bit (fp8, int8) matmul
-    mamf_fp4: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # FP4 matmul
-    memory_bandwidth_share: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)  # memory-bound
-    skypilot_name: str | None = None
-    notes: str = ""
-    sources: dict[str, str]
-
-    @field_validator("skypilot_name")
-    @classmethod
-    def _skypilot_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(SKYPILOT_NAME_PATTERN, v):
-            raise ValueError(
-                "must be a SkyPilot accelerator name as `sky show-gpus` prints it: letters, digits, '.', '_', '-' "
-                "and inner spaces, at most 64 characters, no ':'"
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _one_memory_unit(self) -> _Row:
-        if (self.memory_GiB is None) == (self.memory_GB is None):
-            raise ValueError("give exactly one of memory_GiB and memory_GB")
-        full = self.memory_GiB * 1024 if self.memory_GiB is not None else (self.memory_GB or 0) * GB / MIB
-        if self.memory_ecc_MiB is not None and self.memory_ecc_MiB > full:
-            raise ValueError(f"memory_ecc_MiB {self.memory_ecc_MiB:g} is more than the card's {full:g} MiB")
-        return self
-
-
-# Fields that carry a value and so need a source.
-_UNSOURCED: Final = frozenset({"name", "aliases", "notes", "sources"})
-_VALUE_FIELDS: Final = tuple(f for f in _Row.model_fields if f not in _UNSOURCED)
 # The per-card facts above: sourced like every value, but not (yet) among the keys of `gpus --json`,
 # whose source lists (source_summary) leave them out so that the record stays as it was.
 CARD_FACT_FIELDS: Final = ("mamf_bf16", "mamf_fp8", "mamf_fp4", "memory_bandwidth_share", "skypilot_name")
@@ -281,128 +190,12 @@ def _norm(name: str) -> str:
 _PREFIXES: Final = ("nvidia", "geforce", "tesla", "quadro", "amd", "instinct")
 
 
-def _row_to_gpu(row: _Row, sources: Mapping[str, Source], origin: str) -> GPU:
-    def tera(v: float | None) -> float | None:
-        return None if v is None else v * TERA
-
-    if row.memory_GiB is not None:
-        mem, unit = row.memory_GiB * GIB, "GiB"
-    else:
-        assert row.memory_GB is not None  # guaranteed by _Row._one_memory_unit
-        mem, unit = row.memory_GB * GB, "GB"
-    peaks = {p: tera(getattr(row, col)) for p, col in PEAK_COLUMNS.items()}
-    return GPU(
-        name=row.name,
-        aliases=tuple(row.aliases),
-        vendor=row.vendor,
-        architecture=row.architecture,
-        chip=row.chip,
-        compute_capability=row.compute_capability,
-        form_factor=row.form_factor,
-        memory_bytes=mem,
-        memory_unit_stated=unit,
-        memory_type=row.memory_type,
-        memory_bandwidth_bytes_per_s=row.memory_bandwidth_GBps * GB,
-        peak_flop_per_s=peaks,
-        fp16_fp16acc_flop_per_s=tera(row.fp16_fp16acc_TFLOPS),
-        fp4_flop_per_s=tera(row.fp4_TFLOPS),
-        tdp_watts=row.tdp_W,
-        nvlink_bandwidth_bytes_per_s=row.nvlink_GBps * GB,
-        nvlink_domain=row.nvlink_domain,
-        pcie_gen=row.pcie_gen,
-        multi_node=row.multi_node,
-        mig_instances=row.mig_instances,
-        display_outputs=row.display_outputs,
-        vgpu=row.vgpu,
-        rt_cores=row.rt_cores,
-        rt_core_gen=row.rt_core_gen,
-        nvenc=row.nvenc,
-        nvdec=row.nvdec,
-        launch_year=row.launch_year,
-        geforce_eula=row.geforce_eula,
-        notes=row.notes,
-        sources=sources,
-        origin=origin,
-        mamf_bf16=row.mamf_bf16,
-        mamf_fp8=row.mamf_fp8,
-        mamf_fp4=row.mamf_fp4,
-        memory_bandwidth_share=row.memory_bandwidth_share,
-        skypilot_name=row.skypilot_name,
-        memory_ecc_bytes=None if row.memory_ecc_MiB is None else row.memory_ecc_MiB * MIB,
-    )
-
-
 def parse_catalog_text(text: str, origin: str) -> list[GPU]:
-    """The GPUs of one catalog file's text; every value must resolve to a dated source."""
-    try:
-        doc = tomlcache.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{origin}: not valid TOML ({clip(str(exc))}). See data/gpus/FORMAT.md.") from None
-    except RecursionError:  # tomllib recurses once per nested array or inline table (~300 levels overflow)
-        raise CatalogError(f"{origin}: refused: it nests too deep. See data/gpus/FORMAT.md.") from None
-    except ValueError as exc:  # int() of 4,300+ digits (CPython's int_max_str_digits), a date out of range
-        raise CatalogError(f"{origin}: holds a value gpuplan cannot read: {value_problem(exc)}.") from None
-    try:  # NaN, infinity (TOML has both), integers beyond 64 bits, nesting beyond safeio.MAX_DEPTH
-        check_numbers(doc, origin)
-    except InvalidSettingError as exc:
-        raise CatalogError(str(exc)) from None
-    unknown = set(doc) - {"gpu", "source"}
-    if unknown:
-        raise CatalogError(
-            f"{origin}: unknown top-level table(s) {clip(sorted(unknown))}; expected [[gpu]] and [source.*]."
-        )
-    raw_sources = doc.get("source", {})
-    if not isinstance(raw_sources, dict):  # `source = 1`: TOML allows it, the format does not
-        raise CatalogError(f"{origin}: 'source' must be tables ([source.KEY]). See data/gpus/FORMAT.md.")
-    rows = doc.get("gpu", [])
-    if not isinstance(rows, list):
-        raise CatalogError(f"{origin}: 'gpu' must be an array of tables ([[gpu]]). See data/gpus/FORMAT.md.")
-    sources: dict[str, Source] = {}
-    for key, body in raw_sources.items():
-        try:
-            s = _Source.model_validate(body)
-        except ValidationError as exc:
-            raise CatalogError(f"{origin}: source {clip_repr(key)}: {_first_error(exc)}") from None
-        sources[key] = Source(key, s.title, s.url, s.where, s.read)
-    gpus = []
-    for i, body in enumerate(rows):
-        label = body.get("name", f"row {i + 1}") if isinstance(body, dict) else f"row {i + 1}"
-        try:
-            row = _Row.model_validate(body)
-        except ValidationError as exc:
-            raise CatalogError(f"{origin}: GPU {clip_repr(label)}: {_first_error(exc)}") from None
-        for text_value in (row.name, *row.aliases):  # printed in tables, headers and launch files
-            if has_controls(text_value):
-                raise CatalogError(
-                    f"{origin}: GPU name or alias {clip_repr(text_value)} holds control characters; use plain text."
-                )
-        gpus.append(_row_to_gpu(row, _resolve_sources(row, sources, origin), origin))
-    return gpus
+    """The GPUs of one catalog file's text; every value must resolve to a dated source
+    (specs/gpu_rows.py, loaded here: the cached bundled catalog needs none of its models)."""
+    from gpuplan.specs.gpu_rows import parse_catalog_text as parse
 
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = clip(".".join(str(p) for p in err["loc"])) or "row"
-    got = "" if isinstance(err.get("input"), dict) else f". Got {clip_repr(err.get('input'))}"
-    return f"{loc}: {err['msg']}{got}."
-
-
-def _resolve_sources(row: _Row, sources: Mapping[str, Source], origin: str) -> dict[str, Source]:
-    default = row.sources.get("*")
-    resolved: dict[str, Source] = {}
-    for f in row.sources:
-        if f != "*" and f not in _VALUE_FIELDS:
-            raise CatalogError(f"{origin}: GPU {row.name!r}: sources names unknown field {f!r}.")
-    for f in _VALUE_FIELDS:
-        if getattr(row, f) is None:
-            continue  # an absent value (the chip lacks it) needs no source
-        key = row.sources.get(f, default)
-        if key is None:
-            raise CatalogError(f"{origin}: GPU {row.name!r}: field {f!r} has no source (and no '*' default).")
-        if key not in sources:
-            raise CatalogError(f"{origin}: GPU {row.name!r}: source {key!r} of {f!r} is not defined in the file.")
-        resolved[f] = sources[key]
-    return resolved
+    return parse(text, origin)
 
 
 def _bundled_texts() -> Iterator[tuple[str, str]]:
@@ -462,9 +255,9 @@ class Catalog:
 
 def load_catalog(extra_files: Iterable[str | Path] = (), *, use_env: bool = True) -> Catalog:
     """The bundled catalog, plus the user's files (later files override earlier rows by name)."""
-    gpus: list[GPU] = []
-    for origin, text in _bundled_texts():
-        gpus.extend(parse_catalog_text(text, origin))
+    from gpuplan.specs.gpu_cache import bundled_gpus  # imports this module
+
+    gpus = bundled_gpus(list(_bundled_texts()))  # validated once, then read back from the cache
     paths = [Path(p) for p in extra_files]
     if use_env and os.environ.get(CATALOG_ENV):
         paths = [Path(p) for p in os.environ[CATALOG_ENV].split(os.pathsep) if p] + paths

@@ -336,8 +336,8 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     pp, m = w.pp, w.micro_batches
     parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding)
     spill_bytes, page_s = _paged_spill(model, w, gpu)
-    step = float(parts.step[()]) + page_s
-    micro_launch = float(parts.launch[()]) / m
+    step = float(parts.step) + page_s
+    micro_launch = float(parts.launch) / m
     seq = float(w.seq_len)
     tokens_per_step = w.batch_size * seq * m * w.dp
     tokens_per_s = tokens_per_step / step
@@ -354,14 +354,14 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     hfu = per_gpu * hw_flops / c_peak
     share = float(stage_share(mo.profile.layers, pp, w.vp))
     fwd, bwd, rec = _scaled(mo.fwd, share), _scaled(mo.bwd, share), _scaled(mo.recompute, share)
-    opt_t = float(parts.optimizer[()])
+    opt_t = float(parts.optimizer)
     opt_name = "optimizer step on CPU (offload)" if w.offload != "none" else f"optimizer step ({w.optimizer})"
     opt_ops = [Op(opt_name, "optimizer", 0.0, 0.0, opt_t, "memory")]
     if page_s > 0:
         opt_ops.append(Op("paged optimizer states in and out of host RAM", "optimizer", 0.0, spill_bytes, page_s,
                           "communication"))  # fmt: skip
     comm_ops = [
-        Op(name, "communication", 0.0, 0.0, float(t[()]), "communication")
+        Op(name, "communication", 0.0, 0.0, float(t), "communication")
         for name, t in (
             ("tensor-parallel all-reduces", parts.tp),
             ("context-parallel ring (K, V) exposed", parts.cp),
@@ -370,13 +370,13 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
             ("pipeline bubble", parts.bubble),
             ("data-parallel gradients/parameters exposed", parts.dp),
         )
-        if float(t[()]) > 0
+        if float(t) > 0
     ]
     ops = (*fwd, *bwd, *rec, *opt_ops, *comm_ops)
     if micro_launch > 0:
         ops = (*ops, Op("kernel launches (CPU-bound)", "launch", 0.0, 0.0, micro_launch * m, "launch"))
-    exposed_comm = sum(float(t[()]) for t in (parts.tp, parts.cp, parts.ep, parts.pp, parts.dp))
-    bubble = float(parts.bubble[()])
+    exposed_comm = sum(float(t) for t in (parts.tp, parts.cp, parts.ep, parts.pp, parts.dp))
+    bubble = float(parts.bubble)
     split = {
         "compute": sum(o.time_s for o in (*fwd, *bwd, *rec) if o.bound == "compute") * m,
         "memory bandwidth": sum(o.time_s for o in (*fwd, *bwd, *rec) if o.bound == "memory") * m + opt_t,
@@ -420,7 +420,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
         time_to_train_s=train_tokens / tokens_per_s if train_tokens else None,
         train_tokens=train_tokens,
         bottleneck=bottleneck,
-        compute_s=float(parts.compute[()]),
+        compute_s=float(parts.compute),
         exposed_comm_s=exposed_comm,
         bubble_s=bubble,
         ops=ops,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
@@ -27,7 +28,6 @@ from gpuplan.results import (
     FitResult,
     FitRow,
     FitTable,
-    GraphicsPlan,
     InferenceSpeed,
     Suggestion,
     TrainingSpeed,
@@ -37,6 +37,9 @@ from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload
+
+if TYPE_CHECKING:  # a graphics job's plan type: results/plan.py loads where one is planned
+    from gpuplan.results import GraphicsPlan
 
 NO_GPU_NOTE = "no GPU given: time, cost and energy need one (gpu: NAME)"
 # a job that does not fit has no time, cost or energy: it would not run (the verdict says what would)

@@ -25,7 +25,6 @@ from gpuplan.interfaces.cli.common import (
     workload_flags,
     workload_keys,
 )
-from gpuplan.interfaces.cli.plan import print_graphics_plan
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -204,7 +203,6 @@ def fit(
 ) -> None:
     """Will it fit? A memory breakdown on one GPU (--gpu), or without one a table over every GPU in
     the catalog."""
-    from gpuplan.results import FitTable, GraphicsPlan
     from gpuplan.specs.context import Context
 
     keys = workload_keys(flags or {}, set_)
@@ -212,7 +210,12 @@ def fit(
     rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
     if as_json:
         emit_json(rec)
-    elif isinstance(rec, GraphicsPlan):
+        return
+    from gpuplan.results import FitTable, GraphicsPlan  # the plan's types load where a table is drawn
+
+    if isinstance(rec, GraphicsPlan):
+        from gpuplan.interfaces.cli.plan import print_graphics_plan  # plan's module: a graphics job only
+
         print_graphics_plan(console(), rec)
     elif isinstance(rec, FitTable):
         _print_fit_table(console(), rec)
