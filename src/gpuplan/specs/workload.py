@@ -29,19 +29,9 @@ GRAPHICS_TASKS: Final = ("streaming", "vdi", "render", "ai-video")
 
 # Optimizers and the bitsandbytes / torch variants users name; see estimators/optimizer.py.
 OPTIMIZERS: Final = (
-    "adamw",
-    "adamw-foreach",
-    "adam",
-    "adamw-8bit",
-    "paged-adamw",
-    "paged-adamw-8bit",
-    "sgd",
-    "sgd-momentum",
-    "adafactor",
-    "lion",
-    "lion-8bit",
-    "paged-lion-8bit",
-)
+    "adamw", "adamw-foreach", "adam", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "sgd", "sgd-momentum",
+    "adafactor", "lion", "lion-8bit", "paged-lion-8bit",
+)  # fmt: skip
 _OPTIMIZER_ALIASES: Final = {
     "adamw_torch": "adamw-foreach",
     "adamw-torch": "adamw-foreach",
