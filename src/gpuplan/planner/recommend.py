@@ -29,7 +29,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
-from gpuplan.planner.screening import Candidates
+from gpuplan.planner.screening import Candidates, memory, shared_estimates
 from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
@@ -164,7 +164,7 @@ def evaluate(
     for layout in _layouts(model, w, n):
         try:
             cand = cands.get(w, gpu.name, layout)
-            e = estimate_memory(model, cand, gpu)
+            e = memory(model, cand, gpu)
         except GpuplanError:
             continue
         last = e
@@ -330,17 +330,18 @@ def plan_options(
     (`owned`, catalog names) and did not say it sits in a datacenter (`datacenter: true`)."""
     out: list[Option] = []
     cands = Candidates(w)
-    for gpu in gpus if gpus is not None else catalog:
-        for n in counts:
-            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
-            if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
-                o = _owned(o, w)
-            if o.fits and gpu.geforce_eula and w.datacenter:
-                if gpu.name in owned and "datacenter" not in w.model_fields_set:
-                    o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
-                else:
-                    o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
-            out.append(o)
+    with shared_estimates():  # a training layout's memory estimated once, not once per GPU type
+        for gpu in gpus if gpus is not None else catalog:
+            for n in counts:
+                o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
+                if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
+                    o = _owned(o, w)
+                if o.fits and gpu.geforce_eula and w.datacenter:
+                    if gpu.name in owned and "datacenter" not in w.model_fields_set:
+                        o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
+                    else:
+                        o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
+                out.append(o)
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))
     return out
