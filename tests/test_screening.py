@@ -93,6 +93,8 @@ def _random_workloads(seed: int, n: int) -> list[dict[str, object]]:
             d["num_gpus"], d["zero"] = rng.choice(((2, 1), (4, 3), (8, 2)))
         if rng.random() < 0.2:
             d["ecc"] = rng.random() < 0.5
+        if rng.random() < 0.3:
+            d["precision"] = rng.choice(("fp16", "fp32", "fp8"))
         out.append(d)
     return out
 

@@ -364,8 +364,19 @@ def _owned(o: Option, w: Workload) -> Option:
 def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool]:
     """For each (time, cost) point, whether no other point is at least as good in both and better
     in one (both minimised); None (no time or no price) is never on the front. Ties are kept."""
-    valid = [(i, p) for i, p in enumerate(points) if p is not None]
+    # one sweep in time order instead of every pair: a point is dominated by an earlier time at a
+    # cost no higher (`cheapest` before its time), or by the same time at a lower cost
+    valid = sorted(((p[0], p[1], i) for i, p in enumerate(points) if p is not None), key=lambda x: x[0])
     out = [False] * len(points)
-    for i, (t, c) in valid:
-        out[i] = not any((t2 <= t and c2 <= c) and (t2 < t or c2 < c) for _, (t2, c2) in valid)
+    cheapest: float | None = None  # the lowest cost among points of an earlier time
+    start = 0
+    while start < len(valid):
+        end = start
+        while end < len(valid) and valid[end][0] == valid[start][0]:
+            end += 1
+        low = min(c for _, c, _ in valid[start:end])
+        for _, c, i in valid[start:end]:
+            out[i] = not ((cheapest is not None and cheapest <= c) or low < c)
+        cheapest = low if cheapest is None else min(cheapest, low)
+        start = end
     return out
