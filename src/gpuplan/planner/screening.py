@@ -16,7 +16,9 @@ capacity against. Within `shared_estimates()`, a training job's estimate is comp
 (workload less its GPU name, cuBLAS workspace) and copied with the GPU and the workload set: a
 whole-catalog plan, fit or fix search estimates each layout a few times, not once per GPU type.
 The copy is the estimate `estimate_memory` returns (tests/test_screening.py compares every field
-over the catalog and many workloads).
+over the catalog and many workloads). In the same block `with_changes` validates a changed
+workload once for all GPU types, as `Candidates` does for a plan's layouts: the fix search (another
+GPU type, the fewest of it) used to validate ~1,500 workloads for one estimate.
 """
 
 from __future__ import annotations
