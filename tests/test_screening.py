@@ -4,13 +4,15 @@ must be raised, and a plan's options must be those of options evaluated one at a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
 from gpuplan.planner.recommend import evaluate
 from gpuplan.planner.screening import Candidates
-from gpuplan.specs.workload import make_workload
+from gpuplan.specs.workload import Workload, make_workload
 
 TRAIN = make_workload({"model": "llama-3.1-8b", "task": "lora", "batch_size": 2, "tokens": 1e8})
 
@@ -170,3 +172,31 @@ def test_a_shared_validated_workload_is_the_one_with_validates(seed: int) -> Non
                     got = with_changes(w, change)
                     assert got == want and got.model_fields_set == want.model_fields_set, (d, gpu, change)
                     assert got.model_dump(exclude_unset=True) == want.model_dump(exclude_unset=True)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_plans_fits_and_estimates_with_shared_estimates_are_those_without(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end: the JSON of `plan` (every row), `fit` over the catalog and `estimate` with its
+    fixes (the search over other GPU types) is the same with the estimates shared as without,
+    for seeded random training jobs that fit nowhere, somewhere and everywhere, and a serving job."""
+    import contextlib
+
+    import gpuplan.planner.recommend as recommend
+    import gpuplan.planner.screening as screening
+    import gpuplan.planner.verdict as verdict
+
+    def answers(w: Workload) -> list[dict[str, Any]]:
+        on_h100 = w.with_(gpu="H100")
+        return [api.plan(w).to_dict(), api.fit(w).to_dict(), api.estimate(on_h100).to_dict()]
+
+    workloads = [make_workload(d) for d in _random_workloads(seed, 3)]
+    # and a serving job one H100 cannot hold: its fixes try other formats, counts and GPU types
+    workloads.append(make_workload({"model": "llama-3.1-70b", "task": "inference", "batch_size": 1 + seed}))
+    shared = [answers(w) for w in workloads]
+    for module in (screening, recommend, verdict):
+        monkeypatch.setattr(module, "shared_estimates", contextlib.nullcontext)
+    alone = [answers(w) for w in workloads]
+    assert shared == alone
+    assert any(o["fits"] for a in shared for o in a[0]["options"])  # not only jobs that fit nowhere
