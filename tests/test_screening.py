@@ -4,13 +4,15 @@ must be raised, and a plan's options must be those of options evaluated one at a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces import api
 from gpuplan.planner.recommend import evaluate
 from gpuplan.planner.screening import Candidates
-from gpuplan.specs.workload import make_workload
+from gpuplan.specs.workload import Workload, make_workload
 
 TRAIN = make_workload({"model": "llama-3.1-8b", "task": "lora", "batch_size": 2, "tokens": 1e8})
 
@@ -64,3 +66,137 @@ def test_a_fit_table_with_shared_candidates_is_the_one_without() -> None:
     cands = Candidates(w)
     for gpu in list(api.catalog())[:20]:
         assert smallest_gpu_count(model, w, gpu, candidates=cands) == smallest_gpu_count(model, w, gpu), gpu.name
+
+
+# --- shared training memory estimates and validated workloads (screening.memory, with_changes) ---
+
+TASKS = ("pretrain", "finetune", "lora", "qlora")
+MODELS = ("llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b", "mixtral-8x7b", "gpt2")
+
+
+def _random_workloads(seed: int, n: int) -> list[dict[str, object]]:
+    """Seeded random training workloads over tasks, models, batches, lengths, layouts and savings."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        d: dict[str, object] = {
+            "model": rng.choice(MODELS),
+            "task": rng.choice(TASKS),
+            "batch_size": rng.choice((1, 2, 3, 8, 16)),
+            "seq_len": rng.choice((512, 2048, 4096)),
+        }
+        if rng.random() < 0.5:
+            d["activation_checkpointing"] = rng.choice(("none", "selective", "full"))
+        if rng.random() < 0.3:
+            d["optimizer"] = rng.choice(("adamw", "adamw-8bit", "sgd"))
+        if rng.random() < 0.3:
+            d["num_gpus"], d["zero"] = rng.choice(((2, 1), (4, 3), (8, 2)))
+        if rng.random() < 0.2:
+            d["ecc"] = rng.random() < 0.5
+        if rng.random() < 0.3:
+            d["precision"] = rng.choice(("fp16", "fp32", "fp8"))
+        out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_shared_training_memory_estimate_is_the_fresh_one_on_every_gpu(seed: int) -> None:
+    """Every field of the shared estimate (the copy made for another GPU of the same cuBLAS
+    workspace) equals a fresh `estimate_memory`, on every catalog GPU, errors included."""
+    from gpuplan.estimators.memory import estimate_memory
+    from gpuplan.planner.screening import memory, shared_estimates
+
+    cat = list(api.catalog())
+    shared = 0
+    for d in _random_workloads(seed, 8):
+        w = make_workload(d)
+        model = api.get_model(str(d["model"]))
+        with shared_estimates():
+            for gpu in cat:
+                cand = w.model_copy(update={"gpu": gpu.name})
+                try:
+                    want = estimate_memory(model, cand, gpu)
+                except GpuplanError as exc:
+                    with pytest.raises(GpuplanError, match="^" + __import__("re").escape(str(exc)) + "$"):
+                        memory(model, cand, gpu)
+                    continue
+                got = memory(model, cand, gpu)
+                shared += got is not want
+                assert got == want, (d, gpu.name)
+                assert (got.fits, got.capacity_bytes, got.headroom_bytes) == (
+                    want.fits,
+                    want.capacity_bytes,
+                    want.headroom_bytes,
+                )
+                assert got.gpu is gpu and got.workload is cand
+    assert shared > 0  # the estimates were shared, not computed anew for each GPU
+
+
+def test_outside_shared_estimates_memory_is_estimated_each_time() -> None:
+    from gpuplan.planner.screening import memory
+
+    model = api.get_model(TRAIN.model)
+    gpu = api.catalog().get("L4")
+    assert memory(model, TRAIN, gpu) is not memory(model, TRAIN, gpu)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_shared_validated_workload_is_the_one_with_validates(seed: int) -> None:
+    """`with_changes` (validated once per workload but its GPU) gives what `Workload.with_` gives:
+    values, set keys and refusals, for the same workload on many GPUs."""
+    from gpuplan.planner.screening import shared_estimates, with_changes
+
+    changes: list[dict[str, object]] = [
+        {},
+        {"num_gpus": 4, "zero": 3, "tp": 1, "pp": 1},
+        {"activation_checkpointing": "full"},
+        {"num_gpus": 2, "tp": 4, "pp": 1},  # refused: tp over more GPUs than the job has
+        {"gpu": "A100 80GB"},
+        {"gpu": "L4", "num_gpus": 8, "tp": 1, "pp": 1, "zero": 3},
+    ]
+    for d in _random_workloads(seed, 4):
+        base = make_workload(d)
+        with shared_estimates():
+            for gpu in ("H100", "L4", "GeForce RTX 4090", "H100"):
+                w = base.with_(gpu=gpu)
+                for change in changes:
+                    try:
+                        want = w.with_(**change)
+                    except GpuplanError as exc:
+                        with pytest.raises(GpuplanError) as got_exc:
+                            with_changes(w, change)
+                        assert str(got_exc.value) == str(exc)
+                        continue
+                    got = with_changes(w, change)
+                    assert got == want and got.model_fields_set == want.model_fields_set, (d, gpu, change)
+                    assert got.model_dump(exclude_unset=True) == want.model_dump(exclude_unset=True)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_plans_fits_and_estimates_with_shared_estimates_are_those_without(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end: the JSON of `plan` (every row), `fit` over the catalog and `estimate` with its
+    fixes (the search over other GPU types) is the same with the estimates shared as without,
+    for seeded random training jobs that fit nowhere, somewhere and everywhere, and a serving job."""
+    import contextlib
+
+    import gpuplan.planner.recommend as recommend
+    import gpuplan.planner.screening as screening
+    import gpuplan.planner.verdict as verdict
+
+    def answers(w: Workload) -> list[dict[str, Any]]:
+        on_h100 = w.with_(gpu="H100")
+        return [api.plan(w).to_dict(), api.fit(w).to_dict(), api.estimate(on_h100).to_dict()]
+
+    workloads = [make_workload(d) for d in _random_workloads(seed, 3)]
+    # and a serving job one H100 cannot hold: its fixes try other formats, counts and GPU types
+    workloads.append(make_workload({"model": "llama-3.1-70b", "task": "inference", "batch_size": 1 + seed}))
+    shared = [answers(w) for w in workloads]
+    for module in (screening, recommend, verdict):
+        monkeypatch.setattr(module, "shared_estimates", contextlib.nullcontext)
+    alone = [answers(w) for w in workloads]
+    assert shared == alone
+    assert any(o["fits"] for a in shared for o in a[0]["options"])  # not only jobs that fit nowhere

@@ -79,7 +79,16 @@ def test_plan_marks_the_pareto_front(client: TestClient) -> None:
     assert not any(o["pareto"] for o in rec["options"] if not o["usable"] or o["cost_usd"] is None)
 
 
-@given(st.lists(st.one_of(st.none(), st.tuples(st.floats(0, 1e6), st.floats(0, 1e6))), max_size=30))
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.tuples(st.floats(0, 1e6), st.floats(0, 1e6)),
+            st.tuples(st.integers(0, 4).map(float), st.integers(0, 4).map(float)),  # ties in time, cost or both
+        ),
+        max_size=30,
+    )
+)
 def test_pareto_front_is_the_set_of_undominated_points(points: list[tuple[float, float] | None]) -> None:
     on = pareto_front(points)
     valid = [p for p in points if p is not None]

@@ -20,7 +20,14 @@ from fastapi.testclient import TestClient
 
 import gpuplan
 from gpuplan.interfaces import api, web
-from gpuplan.interfaces.web_compute import AnswerCache, catalog_version, compute, pool_size, request_key
+from gpuplan.interfaces.web_compute import (
+    AnswerCache,
+    SharedAnswers,
+    catalog_version,
+    compute,
+    pool_size,
+    request_key,
+)
 from gpuplan.specs.context import Context
 from gpuplan.specs.workload import make_workload
 from helpers.web_server import free_port
@@ -72,6 +79,47 @@ def test_a_computed_answer_is_the_librarys_json() -> None:
     assert json.loads(body) == json.loads(json.dumps(want))
     ok, line = compute("estimate", {"model": "llama-3.1-8b", "gpu": "no-such-gpu"})
     assert not ok and isinstance(line, str) and "no-such-gpu" in line and "\n" not in line
+
+
+def test_shared_answers_are_seen_by_every_server_process_and_bounded(tmp_path: Path) -> None:
+    """`serve --workers N`: an answer one process computed is read by another (its own instance
+    on the same directory), whole; the files are bounded by count and bytes, the least recently
+    used leaving first; an unreadable or vanished directory is a miss, not an error."""
+    one, two = SharedAnswers(str(tmp_path), max_entries=3, max_bytes=100), SharedAnswers(str(tmp_path), 3, 100)
+    one.put("a" * 64, b"A" * 10)
+    assert two.get("a" * 64) == b"A" * 10 and one.get("b" * 64) is None
+    for k in "bc":
+        two.put(k * 64, k.encode() * 10)
+    old = time.time() - 100
+    for i, k in enumerate("abc"):  # a the oldest, then b, then c
+        os.utime(tmp_path / (k * 64), (old + i, old + i))
+    assert one.get("a" * 64) == b"A" * 10  # read: now the most recently used
+    one.put("d" * 64, b"d" * 10)  # four answers, three kept: b (the least recently used) leaves
+    assert sorted(p.name[0] for p in tmp_path.iterdir()) == ["a", "c", "d"]
+    two.put("f" * 64, b"f" * 95)  # over the bytes with the rest: the oldest leave until it fits
+    assert one.get("f" * 64) == b"f" * 95 and sum(p.stat().st_size for p in tmp_path.iterdir()) <= 100
+    two.put("g" * 64, b"g" * 101)  # larger than the bound: not kept
+    assert one.get("g" * 64) is None
+    gone = SharedAnswers(str(tmp_path / "removed"))
+    gone.put("h" * 64, b"h")
+    assert gone.get("h" * 64) is None
+
+
+def test_a_server_process_answers_from_what_another_computed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpuplan.interfaces.web_compute import Computer
+
+    ctx = Context()
+    first = Computer(ctx, [], None, 0, str(tmp_path))
+    body = first.answer("fit", dict(PLAN))
+    assert json.loads(body) == json.loads(json.dumps(api.fit(make_workload(PLAN)).to_dict()))
+
+    def no_compute(*_: object) -> tuple[bool, bytes | str]:
+        raise AssertionError("computed again")
+
+    second = Computer(ctx, [], None, 0, str(tmp_path))  # another server process: its own memory cache
+    monkeypatch.setattr(second, "_compute", no_compute)
+    assert second.answer("fit", dict(PLAN)) == body
+    assert second.cache.get(request_key("fit", PLAN, second.version)) == body  # and kept in its memory
 
 
 def test_the_pool_shares_the_cpus_among_server_processes() -> None:

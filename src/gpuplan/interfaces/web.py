@@ -403,6 +403,7 @@ def create_app(
     request_budget_s: float = REQUEST_BUDGET_S,
     body_timeout_s: float = BODY_TIMEOUT_S,
     processes: int | None = None,
+    shared_cache_dir: str | None = None,
 ) -> FastAPI:
     """The web app. `catalog_files` and `price_file` as the CLI's --catalog and --prices;
     `trusted_hosts`: the Host names it answers (None: any, for a server bound to loopback only);
@@ -413,7 +414,7 @@ def create_app(
     pool = _Pool(compute_threads, max_queued, request_budget_s)
     files = [str(f) for f in catalog_files]
     prices = str(price_file) if price_file is not None else None
-    computer = Computer(ctx, files, prices, pool_size() if processes is None else processes)
+    computer = Computer(ctx, files, prices, pool_size() if processes is None else processes, shared_cache_dir)
     relative = _cached(lambda: api.chart_relative(ctx))
 
     @asynccontextmanager
@@ -525,6 +526,7 @@ def app_from_env() -> FastAPI:
     return create_app(
         settings.get("catalog_files", ()), settings.get("price_file"), settings.get("trusted_hosts"),
         processes=pool_size(settings.get("workers", 1)),  # the machine's CPUs shared among the server's processes
+        shared_cache_dir=settings.get("cache_dir"),  # the answers all of them computed
     )  # fmt: skip
 
 
@@ -571,10 +573,23 @@ def serve(
         )  # fmt: skip
         return
     Context.of(files, prices).check()  # a malformed catalog or price file fails here, in one line, not per worker
+    import shutil
+    import tempfile
+
+    shared = tempfile.mkdtemp(prefix="gpuplan-answers-")  # private (0700), removed at the end
     os.environ[SERVE_ENV] = json.dumps(
-        {"catalog_files": files, "price_file": prices, "trusted_hosts": trusted, "workers": workers}
+        {
+            "catalog_files": files,
+            "price_file": prices,
+            "trusted_hosts": trusted,
+            "workers": workers,
+            "cache_dir": shared,
+        }
     )
-    uvicorn.run(
-        "gpuplan.interfaces.web:app_from_env", factory=True, workers=workers, host=host.strip("[]"), port=port,
-        log_level=log_level, **_uvicorn_limits(),
-    )  # fmt: skip
+    try:
+        uvicorn.run(
+            "gpuplan.interfaces.web:app_from_env", factory=True, workers=workers, host=host.strip("[]"), port=port,
+            log_level=log_level, **_uvicorn_limits(),
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -11,10 +11,12 @@ back the answer's JSON bytes (the same bytes the endpoint used to serialise).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
 import os
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -92,6 +94,60 @@ class AnswerCache:
             while len(self._items) > self.max_entries or self.bytes > self.max_bytes:
                 _, dropped = self._items.popitem(last=False)
                 self.bytes -= len(dropped)
+
+
+class SharedAnswers:
+    """The answers the server processes of one `serve --workers N` share: one file per answer, named
+    by its request key, in a private directory `serve` makes (mode 0700) and removes at its end.
+    An answer is written whole (a temporary file renamed into place: a reader sees all of it or
+    none); the files are bounded by count and bytes like AnswerCache, the least recently used
+    (by modification time, renewed on each hit) leaving first. A file that cannot be read or
+    written is a miss, never an error: each process still has its own AnswerCache."""
+
+    def __init__(self, directory: str, max_entries: int = CACHE_ENTRIES, max_bytes: int = CACHE_BYTES) -> None:
+        self.directory = directory
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+
+    def get(self, key: str) -> bytes | None:
+        path = os.path.join(self.directory, key)
+        try:
+            with open(path, "rb") as f:
+                body = f.read()
+            os.utime(path)  # most recently used
+        except OSError:
+            return None
+        return body
+
+    def put(self, key: str, body: bytes) -> None:
+        if len(body) > self.max_bytes or self.max_entries < 1:
+            return
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".part-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+            os.replace(tmp, os.path.join(self.directory, key))
+            self._trim()
+        except OSError:
+            return
+
+    def _trim(self) -> None:
+        """Remove the least recently used answers past the bounds (another process may be removing
+        them too: one already gone is skipped)."""
+        entries = []
+        with os.scandir(self.directory) as it:
+            for e in it:
+                if not e.name.startswith("."):
+                    with contextlib.suppress(OSError):
+                        st = e.stat()
+                        entries.append((st.st_mtime_ns, st.st_size, e.path))
+        total = sum(size for _, size, _ in entries)
+        entries.sort()
+        while entries and (len(entries) > self.max_entries or total > self.max_bytes):
+            _, size, path = entries.pop(0)
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            total -= size
 
 
 def catalog_version(ctx: Context) -> str:
@@ -223,12 +279,17 @@ class Computer:
     """What a compute endpoint calls from its pool thread: the cache, else a worker process (or this
     thread where `processes` is 0)."""
 
-    def __init__(self, ctx: Context, files: Sequence[str], price_file: str | None, processes: int) -> None:
+    def __init__(
+        self, ctx: Context, files: Sequence[str], price_file: str | None, processes: int, shared: str | None = None
+    ) -> None:
         self.ctx = ctx
         self.files = [str(f) for f in files]
         self.price_file = price_file
         self.processes = processes
         self.cache = AnswerCache()
+        # `serve --workers N`: the answers of the other server processes too (a repeated question
+        # reaches the process that computed it only one time in N)
+        self.shared = SharedAnswers(shared) if shared else None
         self.version = catalog_version(ctx)
 
     def warm(self) -> None:
@@ -246,6 +307,10 @@ class Computer:
         """The JSON bytes of the answer; bad input raises GpuplanError with its one line."""
         key = request_key(kind, payload, self.version)
         body = self.cache.get(key)
+        if body is None and self.shared is not None:
+            body = self.shared.get(key)
+            if body is not None:
+                self.cache.put(key, body)
         if body is not None:
             return body
         ok, out = self._compute(kind, payload)
@@ -253,6 +318,8 @@ class Computer:
             raise GpuplanError(str(out))
         assert isinstance(out, bytes)
         self.cache.put(key, out)
+        if self.shared is not None:
+            self.shared.put(key, out)
         return out
 
     def _compute(self, kind: str, payload: dict[str, Any]) -> tuple[bool, bytes | str]:

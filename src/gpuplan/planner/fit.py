@@ -9,18 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import runtime
-from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.memory import MemoryEstimate
+from gpuplan.planner.screening import Candidates, memory, with_changes
 from gpuplan.specs.cluster import GPUS_PER_NODE
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
-
-if TYPE_CHECKING:
-    from gpuplan.planner.screening import Candidates
 
 # GPU counts tried when looking for the smallest that fits: one node's worth in powers of two,
 # then whole 8-GPU nodes (what clusters and clouds rent)
@@ -34,7 +32,7 @@ KV_LADDER: Final = ("bf16", "fp8")
 
 def _estimate(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate | None:
     try:
-        return estimate_memory(model, w, gpu)
+        return memory(model, w, gpu)  # shared across GPU types within screening.shared_estimates()
     except InvalidSettingError:
         return None
 
@@ -94,7 +92,7 @@ def smallest_gpu_count(
     for n in counts:
         for change in _layouts(model, w, n, gpu):
             try:
-                cand = (candidates.changed(w, change) if candidates else w.with_(**change)) if change else w
+                cand = (candidates.changed(w, change) if candidates else with_changes(w, change)) if change else w
             except InvalidSettingError:
                 continue
             e = _estimate(model, cand, gpu)

@@ -29,7 +29,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
-from gpuplan.planner.screening import Candidates
+from gpuplan.planner.screening import Candidates, memory, shared_estimates
 from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
@@ -164,7 +164,7 @@ def evaluate(
     for layout in _layouts(model, w, n):
         try:
             cand = cands.get(w, gpu.name, layout)
-            e = estimate_memory(model, cand, gpu)
+            e = memory(model, cand, gpu)
         except GpuplanError:
             continue
         last = e
@@ -330,17 +330,18 @@ def plan_options(
     (`owned`, catalog names) and did not say it sits in a datacenter (`datacenter: true`)."""
     out: list[Option] = []
     cands = Candidates(w)
-    for gpu in gpus if gpus is not None else catalog:
-        for n in counts:
-            o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
-            if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
-                o = _owned(o, w)
-            if o.fits and gpu.geforce_eula and w.datacenter:
-                if gpu.name in owned and "datacenter" not in w.model_fields_set:
-                    o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
-                else:
-                    o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
-            out.append(o)
+    with shared_estimates():  # a training layout's memory estimated once, not once per GPU type
+        for gpu in gpus if gpus is not None else catalog:
+            for n in counts:
+                o = evaluate(model, w, gpu, n, prices.get(gpu.name), carbon_g_per_kwh, cands)
+                if gpu.name in owned and o.cost is not None:  # no rent on the user's own cards
+                    o = _owned(o, w)
+                if o.fits and gpu.geforce_eula and w.datacenter:
+                    if gpu.name in owned and "datacenter" not in w.model_fields_set:
+                        o = replace(o, why=f"{o.why}; {GEFORCE_OWNED}")  # a note: the user's own card
+                    else:
+                        o = replace(o, licence_barred=True, why=f"{o.why}; {GEFORCE_LICENCE}")
+                out.append(o)
     service = not w.is_training and w.tokens is None
     out.sort(key=lambda o: _rank_key(o, w.objective, service))
     return out
@@ -363,8 +364,19 @@ def _owned(o: Option, w: Workload) -> Option:
 def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool]:
     """For each (time, cost) point, whether no other point is at least as good in both and better
     in one (both minimised); None (no time or no price) is never on the front. Ties are kept."""
-    valid = [(i, p) for i, p in enumerate(points) if p is not None]
+    # one sweep in time order instead of every pair: a point is dominated by an earlier time at a
+    # cost no higher (`cheapest` before its time), or by the same time at a lower cost
+    valid = sorted(((p[0], p[1], i) for i, p in enumerate(points) if p is not None), key=lambda x: x[0])
     out = [False] * len(points)
-    for i, (t, c) in valid:
-        out[i] = not any((t2 <= t and c2 <= c) and (t2 < t or c2 < c) for _, (t2, c2) in valid)
+    cheapest: float | None = None  # the lowest cost among points of an earlier time
+    start = 0
+    while start < len(valid):
+        end = start
+        while end < len(valid) and valid[end][0] == valid[start][0]:
+            end += 1
+        low = min(c for _, c, _ in valid[start:end])
+        for _, c, i in valid[start:end]:
+            out[i] = not ((cheapest is not None and cheapest <= c) or low < c)
+        cheapest = low if cheapest is None else min(cheapest, low)
+        start = end
     return out

@@ -8,14 +8,112 @@ layout gives differs between GPU types only in `gpu`, a catalog name, which vali
 it is (the workload's rules never read the GPU's name: specs/workload.py), so a layout's workload
 is validated once and copied per GPU with the name set. Predictions are unchanged: the copy has
 the same values and the same set keys as the validated workload (tests/test_golden.py).
+
+A training job's memory does not depend on the GPU either, but for one term: the training memory
+estimate (estimators/memory/training.py) reads the GPU only in `finish`, for the cuBLAS workspace by
+compute capability (runtime.cublas_workspace_bytes), and keeps it in the estimate to measure the
+capacity against. Within `shared_estimates()`, a training job's estimate is computed once per
+(workload less its GPU name, cuBLAS workspace) and copied with the GPU and the workload set: a
+whole-catalog plan, fit or fix search estimates each layout a few times, not once per GPU type.
+The copy is the estimate `estimate_memory` returns (tests/test_screening.py compares every field
+over the catalog and many workloads). In the same block `with_changes` validates a changed
+workload once for all GPU types, as `Candidates` does for a plan's layouts: the fix search (another
+GPU type, the fewest of it) used to validate ~1,500 workloads for one estimate.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final
 
 from gpuplan.errors import GpuplanError
+from gpuplan.estimators import runtime
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.specs.gpu import GPU
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
+
+# the estimates shared in this thread (or task) while a `shared_estimates()` block runs: by key,
+# the model they are of and the estimate or the error it raised
+_SHARED: ContextVar[dict[tuple[Any, ...], tuple[Any, MemoryEstimate | Workload | GpuplanError]] | None] = ContextVar(
+    "gpuplan_shared_memory", default=None
+)
+_NO_MODEL: Final = object()  # the model slot of a validated workload's entry
+
+
+@contextmanager
+def shared_estimates() -> Iterator[None]:
+    """Within the block, `memory` shares training memory estimates across GPU types (nested blocks
+    share the outer one's)."""
+    token = _SHARED.set({}) if _SHARED.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SHARED.reset(token)
+
+
+def _values(shared: dict[tuple[Any, ...], tuple[Any, Any]], w: Workload) -> str:
+    """The workload's values but its `gpu`, as JSON, dumped once per workload object."""
+    key = ("\0values", id(w))
+    done = shared.get(key)
+    if done is None or done[0] is not w:  # kept with the workload: its id is not reused meanwhile
+        done = shared[key] = (w, w.model_dump_json(exclude={"gpu"}))
+    return str(done[1])
+
+
+def with_changes(w: Workload, change: Mapping[str, Any]) -> Workload:
+    """`w.with_(**change)`, raising the same GpuplanError where that would; within
+    `shared_estimates()` validated once per workload (but its `gpu`) and change, then copied with the
+    GPU set, as `Candidates.get` does (the workload's rules never read the GPU's name)."""
+    shared = _SHARED.get()
+    gpu = change.get("gpu", w.gpu)
+    if shared is None or not (gpu is None or isinstance(gpu, str)):
+        return w.with_(**change)
+    set_keys = frozenset(w.model_fields_set | ({"gpu"} if "gpu" in change else set()))
+    rest = tuple(sorted((k, repr(v)) for k, v in change.items() if k != "gpu"))
+    key = ("\0with", _values(shared, w), set_keys, rest)
+    done = shared.get(key)
+    if done is None:
+        try:
+            done = shared[key] = (_NO_MODEL, w.with_(**change))
+        except GpuplanError as exc:
+            shared[key] = (_NO_MODEL, exc)
+            raise
+    v = done[1]
+    if isinstance(v, GpuplanError):
+        raise v.with_traceback(None)
+    assert isinstance(v, Workload)
+    return v if v.gpu == gpu else v.model_copy(update={"gpu": gpu})
+
+
+def memory(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate:
+    """`estimate_memory(model, w, gpu)`, raising the same GpuplanError where that would; within
+    `shared_estimates()` a training job's is computed once per workload (but its `gpu`) and cuBLAS
+    workspace (by compute capability), the only GPU figure its memory reads."""
+    shared = _SHARED.get()
+    if shared is None or not w.is_training:
+        return estimate_memory(model, w, gpu)
+    # the one GPU figure the training memory reads (memory/base.py runtime_lines)
+    workspace = runtime.cublas_workspace_bytes(gpu.cc)
+    key = (id(model), workspace, _values(shared, w), frozenset(w.model_fields_set - {"gpu"}))
+    done = shared.get(key)
+    if done is None or done[0] is not model:
+        try:
+            found: MemoryEstimate | GpuplanError = estimate_memory(model, w, gpu)
+        except GpuplanError as exc:
+            found = exc
+        done = shared[key] = (model, found)
+    e = done[1]
+    if isinstance(e, GpuplanError):
+        raise e.with_traceback(None)
+    assert isinstance(e, MemoryEstimate)
+    if e.gpu is gpu and e.workload is w:
+        return e
+    return dataclasses.replace(e, workload=w, gpu=gpu)
 
 
 class Candidates:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.planner.fit import (
     GPU_COUNTS,
     GpuCount,
@@ -30,6 +30,7 @@ from gpuplan.planner.fit import (
     smallest_gpu_count,
     training_candidates,
 )
+from gpuplan.planner.screening import memory, shared_estimates, with_changes
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.precision import storage_format
@@ -91,14 +92,14 @@ class Fix:
 
 def _applied(w: Workload, changes: Mapping[str, Any]) -> Workload | None:
     try:
-        return w.with_(**changes)
+        return with_changes(w, changes)  # validated once per GPU type within shared_estimates()
     except InvalidSettingError:
         return None
 
 
 def _estimate(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate | None:
     try:
-        return estimate_memory(model, w, gpu)
+        return memory(model, w, gpu)  # shared across GPU types within screening.shared_estimates()
     except InvalidSettingError:
         return None
 
@@ -273,8 +274,9 @@ def fixes(
     model: ModelSpec, w: Workload, gpu: GPU, catalog: Catalog, prices: Mapping[str, Price], limit: int = MAX_FIXES
 ) -> list[Fix]:
     """The verified changes that make `w` fit, the least change first (then the cheaper)."""
-    found = [*_same_gpu_fixes(model, w, gpu, prices), *_more_gpus(model, w, gpu, prices)]
-    found += _other_gpu(model, w, gpu, catalog, prices)
+    with shared_estimates():  # a training job's memory estimated once per layout, not once per GPU type
+        found = [*_same_gpu_fixes(model, w, gpu, prices), *_more_gpus(model, w, gpu, prices)]
+        found += _other_gpu(model, w, gpu, catalog, prices)
     unique: dict[tuple[tuple[str, str], ...], Fix] = {}
     for f in found:
         unique.setdefault(tuple(sorted((k, repr(v)) for k, v in f.changes.items())), f)

@@ -22,8 +22,16 @@ def optional(default: Any = None) -> Any:
 band = optional  # a validation range end (x_low / x_high): absent where no residuals cover the figure
 
 
+# JSON scalars pass `plain` as they are: checked first, as most values of a result are numbers
+_SCALARS = (float, int, str, bool)
+# each result class's fields in order, with whether a None leaves the field out: read once per class
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
 def plain(value: Any) -> Any:
     """`value` as JSON-ready data: results by their `to_dict()`, containers item by item."""
+    if value is None or isinstance(value, _SCALARS):
+        return value
     if isinstance(value, Result):
         return value.to_dict()
     if isinstance(value, list | tuple):
@@ -39,10 +47,15 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document of this answer (the `--json` output and the web API's body)."""
+        spec = _FIELDS.get(type(self))
+        if spec is None:
+            spec = _FIELDS[type(self)] = tuple((f.name, bool(f.metadata.get(_OMIT_NONE))) for f in fields(self))
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.metadata.get(_OMIT_NONE):
-                continue
-            out[f.name] = plain(value)
+        for name, omit_none in spec:
+            value = getattr(self, name)
+            if value is None:
+                if not omit_none:
+                    out[name] = None
+            else:
+                out[name] = value if isinstance(value, _SCALARS) else plain(value)
         return out

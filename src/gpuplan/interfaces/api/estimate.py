@@ -175,13 +175,16 @@ def fit_one(w: Workload, model: ModelSpec, gpu: GPU, ctx: Context | None = None)
 def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
     """`fit` without a GPU: every catalog GPU, whether it fits, and the fewest of it that do."""
     from gpuplan.planner.fit import GpuCount, smallest_gpu_count
-    from gpuplan.planner.screening import Candidates
+    from gpuplan.planner.screening import Candidates, memory, shared_estimates
 
     rows = []
     cands = Candidates(w)  # each GPU count's workload validated once for the whole catalog
-    for g in catalog(ctx):
-        e = estimate_memory(model, w, g)
-        need: GpuCount | None = smallest_gpu_count(model, w, g, candidates=cands) if not e.fits else None
+    with shared_estimates():  # and a training job's memory estimated once per count, not per GPU type
+        found = [(g, memory(model, w, g)) for g in catalog(ctx)]
+        needs: list[GpuCount | None] = [
+            None if e.fits else smallest_gpu_count(model, w, g, candidates=cands) for g, e in found
+        ]
+    for (g, e), need in zip(found, needs, strict=True):
         low, high = band(e.per_gpu_bytes, memory_kind(g.architecture))
         rows.append(
             FitRow(
