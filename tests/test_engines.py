@@ -331,6 +331,24 @@ def test_request_rate_runs_littles_law_concurrency(catalog: Catalog, m8b: ModelS
     assert two.batch == k and two.replicas == 2
 
 
+def test_request_rate_prefills_each_prompt_on_arrival(catalog: Catalog, m8b: ModelSpec) -> None:
+    """At a rate the engine serves, a prompt's time to first token is its own prefill stretched by
+    1 / (1 - rho), plus half the running decode step; not the prefill of all k in flight (Llama 3.1
+    8B, 1,000 + 250 tokens, one H100, 8 requests/s: k = 20). Past capacity the batch's prefill stays."""
+    h100 = catalog.get("H100")
+    w = _w(input_len=1000, output_len=250, request_rate=8.0)
+    t = estimate_inference_time(m8b, w, h100)
+    one = estimate_inference_time(m8b, w.with_(batch_size=1, request_rate=None), h100)
+    at_k = estimate_inference_time(m8b, w.with_(batch_size=t.batch, request_rate=None), h100)
+    rho = 8.0 * _q(m8b, w, h100, None)
+    assert t.batch == 20 and 0.0 < rho < 1.0
+    assert t.ttft_s == pytest.approx(one.ttft_s / (1 - rho) + at_k.tpot_s / 2, rel=1e-9)
+    assert t.ttft_s < 0.25 * at_k.ttft_s  # the batch of 20 prefilled together would take over four times as long
+    over = estimate_inference_time(m8b, w.with_(request_rate=100), h100, max_batch=329)
+    full = estimate_inference_time(m8b, w.with_(batch_size=329, request_rate=None), h100)
+    assert over.ttft_s == pytest.approx(full.ttft_s, rel=1e-9)
+
+
 def test_request_rate_past_capacity_says_so(catalog: Catalog, m8b: ModelSpec) -> None:
     h100 = catalog.get("H100")
     w = _w(input_len=1000, output_len=250, request_rate=100)

@@ -40,6 +40,7 @@ TESTED_BY: dict[str, str] = {
     "specs/models": "test_model.py test_model_presets_older.py",
     "specs/precision": "test_precision.py",
     "specs/engine_formats": "test_engines.py",
+    "specs/request_lengths": "test_request_lengths.py",
     "specs/prices": "test_prices.py",
     "specs/purchase": "test_ownership.py",
     "specs/tomlcache": "test_tomlcache.py",

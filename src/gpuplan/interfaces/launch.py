@@ -27,6 +27,7 @@ from gpuplan.specs.frameworks import OWN_FORMATS
 from gpuplan.specs.gpu import bundled_catalog
 from gpuplan.specs.model import family_of
 from gpuplan.specs.precision import TORCHAO_INT4_GROUPS
+from gpuplan.specs.request_lengths import tail_sequence_len
 from gpuplan.specs.workload import Workload
 
 FORMATS: Final = ("torchrun", "accelerate", "deepspeed", "fsdp", "slurm", "skypilot", "vllm", *OWN_FORMATS)
@@ -431,7 +432,7 @@ def vllm_argv(lp: LaunchPlan) -> list[str]:
                 f"parallel); ep={w.ep} is another split. Set ep: {w.tp * dp}, or leave ep at 1."
             )
         argv.append("--enable-expert-parallel")
-    argv.append(f"--max-model-len={w.input_len + w.output_len}")
+    argv.append(f"--max-model-len={tail_sequence_len(w)}")  # the tail request, input_len_p90 + output_len_p90 if set
     argv.append(f"--gpu-memory-utilization={w.gpu_memory_utilization:g}")
     argv.append(f"--max-num-seqs={w.batch_size}")
     if w.enforce_eager:

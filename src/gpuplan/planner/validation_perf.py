@@ -36,7 +36,7 @@ def _kind(category: str, metric: str, gpu: GPU, model: ModelSpec, prompt_rate: b
         what = "training"
     elif "first_token" in m or "ttft" in m or prompt_rate:
         what = "prefill"
-    elif "decode" in m or "per_output_token" in m:
+    elif "decode" in m or "per_output_token" in m or "inter_token" in m:
         what = "decode"
     else:
         what = "serving throughput"
@@ -98,7 +98,10 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
         # per sequence, or summed over the batch where the source multiplies by it (AutoAWQ's
         # benchmark.py: 1 / median step time x batch size)
         value = (it.batch if measure.get("batch_sum") else 1.0) / it.tpot_s
-    elif "per_output_token" in metric:
+    elif "per_output_token" in metric or "inter_token_latency" in metric:
+        # bench_serving's inter-token latency: the gap between streamed tokens, one decode step of
+        # the running batch (its median, as the time per output token, leaves out the rare steps a
+        # prefill joins: vllm benchmarks/benchmark_serving.py, sglang bench_serving.py)
         value = it.tpot_s * 1e3
     elif "output_token" in metric or "throughput" in metric:
         value = it.best_output_tokens_per_s if max_batch is not None else it.output_tokens_per_s

@@ -264,6 +264,10 @@ class Workload(BaseModel):
     # second, all replicas together; batch_size, when set, caps the requests in flight
     # (--max-concurrency); input_len and output_len are the mean prompt and output lengths
     request_rate: float | None = Field(None, ge=1e-6, le=1_000_000)
+    # variable-length requests: the 90th-percentile prompt and output lengths, input_len and output_len
+    # staying the means; the KV fit check and max_model_len take them (estimators/memory/inference.py)
+    input_len_p90: int | None = Field(None, ge=1, le=10_000_000)
+    output_len_p90: int | None = Field(None, ge=1, le=10_000_000)
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -540,7 +544,7 @@ INFERENCE_ONLY: Final = frozenset(
     {
         "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
         "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
-        "max_tpot_ms", "max_ttft_ms", "awq_version",
+        "max_tpot_ms", "max_ttft_ms", "awq_version", "input_len_p90", "output_len_p90",
     }
 )  # fmt: skip
 # Inference keys that only some engines read (the same one-line refusal names the engines)

@@ -93,6 +93,10 @@ KEY_DOCS: Final[dict[str, str]] = {
     "gpu_layers": "llama.cpp -ngl / Ollama num_gpu: the output layer + N-1 layers on the GPU, the rest on the CPU; 0: CPU only.",
     "host_memory_bandwidth": "GB/s the CPU layers of a partial offload read at; unset: 89.6 (dual-channel DDR5-5600 peak).",
     "request_rate": "Serving benchmark: arrivals per second (Poisson, as --request-rate); batch_size then caps in-flight requests.",
+    "input_len_p90": "Variable-length requests: the 90th-percentile prompt (input_len stays the mean); with output_len_p90 "
+    "it sizes the one request the KV cache must hold whole (vLLM's start-up check, launch's --max-model-len).",
+    "output_len_p90": "Variable-length requests: the 90th-percentile output (output_len stays the mean); see input_len_p90. "
+    "Capacity and speed stay at the means.",
     "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB). "
     "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_new_tokens; unset: the model's context).",
     "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",

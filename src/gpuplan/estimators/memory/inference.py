@@ -27,6 +27,7 @@ from gpuplan.estimators.memory.base import (
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, family_of
 from gpuplan.specs.precision import storage_format
+from gpuplan.specs.request_lengths import tail_sequence_len
 from gpuplan.specs.workload import Workload
 
 # --- inference --------------------------------------------------------------------------------
@@ -186,8 +187,9 @@ def _serving(
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
     blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
     # one sequence in whole blocks (vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory:
-    # needed_memory = max_memory_usage_bytes at max_model_len, cdiv(len, block_size) pages a layer)
-    seq_bytes = blocks_per_seq * runtime.VLLM_BLOCK_TOKENS * per_token
+    # needed_memory = max_memory_usage_bytes at max_model_len, cdiv(len, block_size) pages a layer),
+    # max_model_len covering the tail request (tail_sequence_len)
+    seq_bytes = math.ceil(tail_sequence_len(w) / runtime.VLLM_BLOCK_TOKENS) * runtime.VLLM_BLOCK_TOKENS * per_token
     short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0
     engine = runtime.PREALLOCATING_ENGINES.get(w.engine)
     if budget <= 0 or per_token <= 0:
@@ -215,7 +217,7 @@ def _tgi_serving(
     per_seq_len = max(w.input_len + w.output_len, 1)
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
     # engine None: TGI's view is reported, but only vLLM/SGLang's startup check decides the fit here
-    seq_bytes = per_seq_len * per_token
+    seq_bytes = tail_sequence_len(w) * per_token
     short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0
     if budget <= 0 or per_token <= 0:
         return ServingCapacity(fraction, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, None)

@@ -320,8 +320,9 @@ def _eager_overhead(ops: list[Op], kernels: float, calls: float) -> float:
     return step - (gpu_linear + gpu_other)
 
 
-def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> int:
-    """Requests in flight at `rate` arrivals per second (per replica), as Little's law keeps them:
+def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> tuple[int, float | None]:
+    """(requests in flight, time to first token) at `rate` arrivals per second (per replica), as
+    Little's law keeps them:
     k = rate x L(k). A request's latency L(k) is one prompt's prefill and its decode steps at k in
     flight, both stretched by the share of the engine's time that arriving prompts' prefills take
     (rho = rate x q: continuous batching interleaves them). q, the engine time one prompt's prefill
@@ -332,7 +333,14 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> int:
     What `most` serve does not depend on the offered rate: the largest rate with
     rate x L(most) <= most, L(most) = (prefill + (out - 1) x step(most)) / (1 - rate x q),
     solves to served = most / (prefill + (out - 1) x step(most) + most x q), the same Little's-law
-    balance in closed form: about `most` over the request latency of a batch of `most`."""
+    balance in closed form: about `most` over the request latency of a batch of `most`.
+
+    Where the engine keeps up, an arriving prompt is prefilled on its own as it comes (continuous
+    batching schedules waiting prompts at the next step: vLLM's Scheduler.schedule, SGLang's
+    get_next_batch_to_run), not with the k in flight: its time to first token is one prompt's
+    prefill, stretched like the rest of its latency, prefill / (1 - rho), after the wait for the
+    decode step under way to end (half a step on average: the caller adds it). Past what the engine
+    serves the queue sets it, and None leaves the batch's own prefill."""
     out = max(c.w.output_len, 1)
     one_prefill = total_time(_inference_step(c, 1, max(c.w.input_len, 1), 0.0, "prefill"))
     most = max(most, 1)
@@ -353,14 +361,14 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> int:
         k = lo
         c.notes.append(
             f"request_rate {c.w.request_rate:g}/s: {rate * latency(k):.1f} requests in flight per replica (Little's "
-            f"law), each {latency(k):.2f} s; the estimate runs batch {k}"
+            f"law), each {latency(k):.2f} s; the estimate runs batch {k}, each prompt prefilled on arrival"
         )
-        return k
+        return k, one_prefill / (1.0 - rho)
     c.notes.append(
         f"request_rate {c.w.request_rate:g}/s is more than it serves (about {served:.2f} requests/s per replica at "
         f"batch {most}): the queue grows without bound; the estimate runs batch {most}"
     )
-    return most
+    return most, None
 
 
 def _static(c: Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
@@ -399,11 +407,17 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         cap = b  # host layers run on the CPU, whose arithmetic is not modelled: no larger batch is tried
     if w.engine == "autoawq":
         cap = b  # its fused cache is sized for one batch at load: no other batch runs (engines.py)
+    out = max(w.output_len, 1)
+    rate_ttft: float | None = None
     if w.request_rate is not None:
         # an open-loop benchmark: batch_size, when given, is its --max-concurrency
         most = min(max_batch if max_batch is not None else cap, cap)
-        b = _concurrency_at_rate(c, w.request_rate / replicas, most if "batch_size" not in w.model_fields_set else b)
+        b, rate_ttft = _concurrency_at_rate(
+            c, w.request_rate / replicas, most if "batch_size" not in w.model_fields_set else b
+        )
     tput, ttft, tpot, pre, dec = _throughput(c, b)
+    if rate_ttft is not None:  # prompts prefilled on arrival, not as one batch (_concurrency_at_rate)
+        ttft = rate_ttft + tpot / 2.0
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
     if limit > b:
@@ -421,7 +435,6 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
             top_b, top_t = cand, t
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
-    out = max(w.output_len, 1)
     single = ttft if b == 1 else total_time(_inference_step(c, 1, max(w.input_len, 1), 0.0, "prefill"))
     return InferenceTime(
         ttft_s=ttft,
