@@ -365,3 +365,32 @@ def test_ecc_off_can_turn_a_miss_into_a_fit(catalog: Catalog) -> None:
     lens = [n for n in range(4096, 131072, 2048) if
             not est(catalog, **keys, input_len=n).fits and est(catalog, **keys, input_len=n, ecc=False).fits]  # fmt: skip
     assert lens, "no prompt length between the two capacities"
+
+
+def test_peft_fsdp_keeps_the_root_unit_gathered(catalog: Catalog) -> None:
+    # PEFT's fsdp_auto_wrap_policy wraps the decoder layers and the adapters; embed_tokens and lm_head
+    # stay in the root unit, which FSDP1 does not free after forward (torch/distributed/fsdp/
+    # _runtime_utils.py _post_forward_reshard). Llama-2 7B, bf16 base, 2 GPUs: 2 x 32000 x 4096
+    # params x 2 B gathered, of which this GPU's half is already counted with the weights.
+    keys = dict(
+        model="llama-2-7b",
+        task="qlora",
+        precision="bf16",
+        master_weights="none",
+        gpu="RTX 3090",
+        num_gpus=2,
+        zero=3,
+        sharding="fsdp",
+        seq_len=512,
+        batch_size=1,
+        activation_checkpointing="full",
+    )
+    adapters = est(catalog, **keys, fsdp_wrap="adapters")
+    layer = est(catalog, **keys, fsdp_wrap="layer")
+    extra = 2 * 32000 * 4096 * 2 / 2
+    assert phase_line(adapters, "gathered root unit") == pytest.approx(extra)
+    assert "gathered root unit" not in layer.breakdown()
+    assert adapters.allocated_bytes - layer.allocated_bytes == pytest.approx(extra, rel=1e-9)
+    # with the parameters offloaded to the host nothing of the root is resident: all of it is gathered
+    off = est(catalog, **keys, fsdp_wrap="adapters", offload="optimizer+params")
+    assert phase_line(off, "gathered root unit") == pytest.approx(2 * extra)

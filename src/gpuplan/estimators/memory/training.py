@@ -265,6 +265,8 @@ def _buffers(model: ModelSpec, w: Workload, sp: _Split, st: _States) -> list[Mem
             st.model_lines[0].bytes * sp.shard(3) / max(model.total_params, 1) if w.task in ("lora", "qlora") else 0.0
         )
         buffers.append(_gathered_line(model, w, stored or sp.c, sp.mp))
+        if w.sharding == "fsdp" and w.fsdp_wrap == "adapters" and w.task in ("lora", "qlora"):
+            buffers.append(_root_unit_line(model, w, sp))
     elif sp.dp > 1 and sp.zero >= 1:
         # DeepSpeed ZeRO-1/2 reduce bucket: reduce_bucket_size = 5e8 elements (deepspeed/runtime/zero/config.py)
         bucket = min(5e8, st.n_train / sp.mp) * sp.c
@@ -352,6 +354,24 @@ def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: float) -
         "gathered parameters",
         _gathered_layers(model, bytes_per, mp, 2),
         "FSDP: the current and the prefetched layer all-gathered",
+        "model",
+    )
+
+
+def _root_unit_line(model: ModelSpec, w: Workload, sp: _Split) -> MemoryLine:
+    """The root FSDP unit unsharded for the whole step: PEFT's fsdp_auto_wrap_policy (and fsdp_qlora's
+    policy) wrap the decoder layers and the adapters only, so embed_tokens, the final norm and lm_head
+    stay in the root, and FSDP1 does not free the root's parameters after forward
+    (pytorch/pytorch:torch/distributed/fsdp/_runtime_utils.py@3ade90a6aaa939cd6238e314c321b9f920db1471
+    _post_forward_reshard: free only `not state._is_root`). Its shard is already counted with the
+    weights (unless offloaded); the rest of it is gathered, at the non-quantised parameters' bytes."""
+    rest = 4.0 if (w.task == "qlora" and not sp.pure) else sp.c
+    root = sum(g.total for g in model.groups if g.role in ("embedding", "position", "head")) * rest / sp.mp
+    held = 0.0 if w.offload == "optimizer+params" else root / sp.shard(3)
+    return MemoryLine(
+        "gathered root unit",
+        root - held,
+        "FSDP1 keeps the root unit (embeddings, final norm, head) unsharded from forward through backward",
         "model",
     )
 
