@@ -394,3 +394,14 @@ def test_peft_fsdp_keeps_the_root_unit_gathered(catalog: Catalog) -> None:
     # with the parameters offloaded to the host nothing of the root is resident: all of it is gathered
     off = est(catalog, **keys, fsdp_wrap="adapters", offload="optimizer+params")
     assert phase_line(off, "gathered root unit") == pytest.approx(2 * extra)
+
+
+def test_sharded_qlora_keeps_embeddings_in_16_bits(catalog: Catalog) -> None:
+    # PEFT's prepare_model_for_kbit_training casts embeddings, norms and head to fp32, but TRL skips it
+    # for QLoRA under FSDP / DeepSpeed ZeRO-3 (trl/trainer/sft_trainer.py: is_sharded_qlora)
+    keys = dict(model="llama-2-7b", task="qlora", precision="bf16", gpu="A100 80GB", seq_len=512, batch_size=1)
+    one = est(catalog, **keys)
+    sharded = est(catalog, **keys, num_gpus=2, zero=3, sharding="fsdp")
+    rest = 2 * 32000 * 4096 + 4096 * (2 * 32 + 1)  # embed_tokens, lm_head and the RMSNorm weights
+    nf4 = phase_line(one, "frozen base weights (nf4)") - rest * 4.0  # one GPU: fp32 after the cast
+    assert phase_line(sharded, "frozen base weights (nf4)") == pytest.approx((nf4 + rest * 2.0) / 2, rel=1e-9)

@@ -170,9 +170,7 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
     base_fmt: str = "nf4" if w.task == "qlora" else ("fp32" if c == 4.0 else w.precision)
     if w.task == "qlora" and w.weight_dtype is not None:
         base_fmt = w.weight_dtype
-    # PEFT's prepare_model_for_kbit_training casts every non-quantised parameter (embeddings,
-    # norms, head) to fp32 (peft/utils/other.py); pure 16-bit recipes (torchtune) keep them 16-bit
-    rest = 4.0 if (w.task == "qlora" and not sp.pure) else c
+    rest = _non_quantised_bytes(w, sp)
     w_shard = sp.shard(3)
     # PEFT keeps adapters in fp32 under 16-bit compute (autocast_adapter_dtype=True);
     # pure 16-bit training (torchtune) keeps them like the model
@@ -213,6 +211,16 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
         step_temp=info.step_temp_elements * n_train * ab / sp.shard(1),
         n_train=n_train,
     )
+
+
+def _non_quantised_bytes(w: Workload, sp: _Split) -> float:
+    """Bytes of each parameter the quantiser leaves alone (embeddings, norms, head) under QLoRA.
+    PEFT's prepare_model_for_kbit_training casts them to fp32 (peft/utils/other.py); pure 16-bit
+    recipes (torchtune) keep them 16-bit, and so does sharded QLoRA (ZeRO-3 / FSDP), where TRL's
+    SFTTrainer skips that cast ("one should never call ... prepare_model_for_kbit_training when doing
+    QLoRA + FSDP / DS-Zero3": huggingface/trl:trl/trainer/sft_trainer.py@58c08889) and the base loads
+    in its 16-bit quant-storage dtype."""
+    return 4.0 if (w.task == "qlora" and not sp.pure and sp.zero < 3) else sp.c
 
 
 def _optimizer_and_offload(model: ModelSpec, w: Workload, sp: _Split, st: _States, notes: list[str]) -> float:
@@ -365,7 +373,7 @@ def _root_unit_line(model: ModelSpec, w: Workload, sp: _Split) -> MemoryLine:
     (pytorch/pytorch:torch/distributed/fsdp/_runtime_utils.py@3ade90a6aaa939cd6238e314c321b9f920db1471
     _post_forward_reshard: free only `not state._is_root`). Its shard is already counted with the
     weights (unless offloaded); the rest of it is gathered, at the non-quantised parameters' bytes."""
-    rest = 4.0 if (w.task == "qlora" and not sp.pure) else sp.c
+    rest = _non_quantised_bytes(w, sp)
     root = sum(g.total for g in model.groups if g.role in ("embedding", "position", "head")) * rest / sp.mp
     held = 0.0 if w.offload == "optimizer+params" else root / sp.shard(3)
     return MemoryLine(
