@@ -365,3 +365,43 @@ def test_ecc_off_can_turn_a_miss_into_a_fit(catalog: Catalog) -> None:
     lens = [n for n in range(4096, 131072, 2048) if
             not est(catalog, **keys, input_len=n).fits and est(catalog, **keys, input_len=n, ecc=False).fits]  # fmt: skip
     assert lens, "no prompt length between the two capacities"
+
+
+def test_peft_fsdp_keeps_the_root_unit_gathered(catalog: Catalog) -> None:
+    # PEFT's fsdp_auto_wrap_policy wraps the decoder layers and the adapters; embed_tokens and lm_head
+    # stay in the root unit, which FSDP1 does not free after forward (torch/distributed/fsdp/
+    # _runtime_utils.py _post_forward_reshard). Llama-2 7B, bf16 base, 2 GPUs: 2 x 32000 x 4096
+    # params x 2 B gathered, of which this GPU's half is already counted with the weights.
+    keys = dict(
+        model="llama-2-7b",
+        task="qlora",
+        precision="bf16",
+        master_weights="none",
+        gpu="RTX 3090",
+        num_gpus=2,
+        zero=3,
+        sharding="fsdp",
+        seq_len=512,
+        batch_size=1,
+        activation_checkpointing="full",
+    )
+    adapters = est(catalog, **keys, fsdp_wrap="adapters")
+    layer = est(catalog, **keys, fsdp_wrap="layer")
+    extra = 2 * 32000 * 4096 * 2 / 2
+    assert phase_line(adapters, "gathered root unit") == pytest.approx(extra)
+    assert "gathered root unit" not in layer.breakdown()
+    assert adapters.allocated_bytes - layer.allocated_bytes == pytest.approx(extra, rel=1e-9)
+    # with the parameters offloaded to the host nothing of the root is resident: all of it is gathered
+    off = est(catalog, **keys, fsdp_wrap="adapters", offload="optimizer+params")
+    assert phase_line(off, "gathered root unit") == pytest.approx(2 * extra)
+
+
+def test_sharded_qlora_keeps_embeddings_in_16_bits(catalog: Catalog) -> None:
+    # PEFT's prepare_model_for_kbit_training casts embeddings, norms and head to fp32, but TRL skips it
+    # for QLoRA under FSDP / DeepSpeed ZeRO-3 (trl/trainer/sft_trainer.py: is_sharded_qlora)
+    keys = dict(model="llama-2-7b", task="qlora", precision="bf16", gpu="A100 80GB", seq_len=512, batch_size=1)
+    one = est(catalog, **keys)
+    sharded = est(catalog, **keys, num_gpus=2, zero=3, sharding="fsdp")
+    rest = 2 * 32000 * 4096 + 4096 * (2 * 32 + 1)  # embed_tokens, lm_head and the RMSNorm weights
+    nf4 = phase_line(one, "frozen base weights (nf4)") - rest * 4.0  # one GPU: fp32 after the cast
+    assert phase_line(sharded, "frozen base weights (nf4)") == pytest.approx((nf4 + rest * 2.0) / 2, rel=1e-9)

@@ -152,14 +152,45 @@ def test_fsdp_qlora_rows_run_train_py_lora_defaults() -> None:
 
 
 def test_fsdp_qlora_memory_on_rows_it_never_saw(validation: Validation) -> None:
-    # issue 27's target for a stack's held-out memory rows: median |error| <= 8% (measured 3.4% with
-    # train.py's LoRA defaults; 9.4% when the rows adapted o_proj too and had no dropout)
+    # issue 27's target for a stack's held-out memory rows: median |error| <= 8% (measured 5.1% with
+    # train.py's LoRA defaults and the root FSDP unit gathered for the whole step; 3.4% without that
+    # unit, when the fit rows were 12% low; 9.4% when the rows adapted o_proj too and had no dropout)
     assert validation.by_stack is not None
     cell = validation.by_stack["fsdp-qlora / memory / heldout"]
     assert cell["n"] == 9  # 8 Llama/Mistral rows and one Yi-34B row (its preset bundled since)
-    assert cell["median_abs_error"] == pytest.approx(0.034, abs=0.01)
+    assert cell["median_abs_error"] == pytest.approx(0.051, abs=0.01)
+    assert abs(cell["median_error"]) < 0.04  # no side: the -3.4% bias is -2.9%
+    fit = validation.by_stack["fsdp-qlora / memory / fit"]
+    assert fit["median_error"] == pytest.approx(-0.072, abs=0.01)  # was -12.0% without the root unit
     # benchmarks_03_2024.md@23fafdfb4af403d0808038adafbfd74de265d33a (NB under 'LoRA context length'): LoRA
     # Llama-2 7B, batch 1, 2x RTX 3090: peak reserved 10.22 GiB at 2048 tokens (AQ-007)
     row = next(r for r in validation.rows if r.id == "AQ-007")
     assert row.published == pytest.approx(10.22 * 2**30)
-    assert row.error == pytest.approx(-0.05, abs=0.01)  # was -6.1% without the dropout copies
+    # -4.9% before the root unit's 0.24 GiB (embed_tokens + lm_head of Llama-2 7B in bf16, half of it
+    # already counted as this GPU's shard); -6.1% without the dropout copies
+    assert row.error == pytest.approx(-0.024, abs=0.01)
+
+
+def test_hugging_face_stack_rows_derive_their_figures_and_say_why_they_skip(validation: Validation) -> None:
+    by_id = {r["id"]: r for r in ROWS}
+    # transformers docs perf_train_gpu_many.md@9426c8c3: 200 steps x 2 GPUs x 4 x 1024-token blocks
+    # of gpt2 in train_runtime 101.9003 s (DDP over NVLink)
+    assert float(by_id["HFDDP-001"]["value"]) == pytest.approx(200 * 2 * 4 * 1024 / 101.9003, abs=0.1)
+    # peft docs/source/accelerate/deepspeed.md@781cac46: 64 GB (80%) per H100 and 36.6 GB per 40 GB card
+    rows = {r.id: r for r in validation.rows}
+    assert rows["PEFTDS-001"].published == pytest.approx(64 * 2**30)
+    assert rows["PEFTDS-002"].published == pytest.approx(36.6 * 2**30)
+    # measured with gpuplan at this commit: both ZeRO-3 rows under-predicted by about 6 GiB
+    assert rows["PEFTDS-001"].error == pytest.approx(-0.10, abs=0.03)
+    assert rows["PEFTDS-002"].error == pytest.approx(-0.182, abs=0.03)  # -16.7% with fp32 embeddings
+    # Phil Schmid's Llama 3 70B QLoRA, FSDP with parameter offload on 4x A10G: 22 GB per GPU; +13.5%
+    # while its root unit (embeddings, head) was counted in fp32: TRL skips PEFT's kbit cast for
+    # sharded QLoRA, so they stay bf16
+    assert rows["PSFSDP-001"].published == pytest.approx(22e9)
+    assert rows["PSFSDP-001"].error == pytest.approx(-0.066, abs=0.03)
+    # GPT-2 XL under accelerate DDP on a 24 GB TITAN RTX: fp32 states alone (16 B x 1.56B) do not fit
+    assert all(rows[f"HFFSDP-00{i}"].predicted == 0.0 for i in (1, 2, 3))
+    skipped = {s.id: s.reason for s in validation.skipped}
+    qwen = [r["id"] for r in ROWS if r["id"].startswith("QWEN1-")]
+    assert len(qwen) == 12 and all("no bundled preset" in skipped[i] for i in qwen)
+    assert all(i in skipped for i in by_id if i.startswith(("UNSB-", "LFQ-")))

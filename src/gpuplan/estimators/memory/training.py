@@ -170,9 +170,7 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
     base_fmt: str = "nf4" if w.task == "qlora" else ("fp32" if c == 4.0 else w.precision)
     if w.task == "qlora" and w.weight_dtype is not None:
         base_fmt = w.weight_dtype
-    # PEFT's prepare_model_for_kbit_training casts every non-quantised parameter (embeddings,
-    # norms, head) to fp32 (peft/utils/other.py); pure 16-bit recipes (torchtune) keep them 16-bit
-    rest = 4.0 if (w.task == "qlora" and not sp.pure) else c
+    rest = _non_quantised_bytes(w, sp)
     w_shard = sp.shard(3)
     # PEFT keeps adapters in fp32 under 16-bit compute (autocast_adapter_dtype=True);
     # pure 16-bit training (torchtune) keeps them like the model
@@ -213,6 +211,16 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
         step_temp=info.step_temp_elements * n_train * ab / sp.shard(1),
         n_train=n_train,
     )
+
+
+def _non_quantised_bytes(w: Workload, sp: _Split) -> float:
+    """Bytes of each parameter the quantiser leaves alone (embeddings, norms, head) under QLoRA.
+    PEFT's prepare_model_for_kbit_training casts them to fp32 (peft/utils/other.py); pure 16-bit
+    recipes (torchtune) keep them 16-bit, and so does sharded QLoRA (ZeRO-3 / FSDP), where TRL's
+    SFTTrainer skips that cast ("one should never call ... prepare_model_for_kbit_training when doing
+    QLoRA + FSDP / DS-Zero3": huggingface/trl:trl/trainer/sft_trainer.py@58c08889) and the base loads
+    in its 16-bit quant-storage dtype."""
+    return 4.0 if (w.task == "qlora" and not sp.pure and sp.zero < 3) else sp.c
 
 
 def _optimizer_and_offload(model: ModelSpec, w: Workload, sp: _Split, st: _States, notes: list[str]) -> float:
@@ -265,6 +273,8 @@ def _buffers(model: ModelSpec, w: Workload, sp: _Split, st: _States) -> list[Mem
             st.model_lines[0].bytes * sp.shard(3) / max(model.total_params, 1) if w.task in ("lora", "qlora") else 0.0
         )
         buffers.append(_gathered_line(model, w, stored or sp.c, sp.mp))
+        if w.sharding == "fsdp" and w.fsdp_wrap == "adapters" and w.task in ("lora", "qlora"):
+            buffers.append(_root_unit_line(model, w, sp))
     elif sp.dp > 1 and sp.zero >= 1:
         # DeepSpeed ZeRO-1/2 reduce bucket: reduce_bucket_size = 5e8 elements (deepspeed/runtime/zero/config.py)
         bucket = min(5e8, st.n_train / sp.mp) * sp.c
@@ -352,6 +362,24 @@ def _gathered_line(model: ModelSpec, w: Workload, bytes_per: float, mp: float) -
         "gathered parameters",
         _gathered_layers(model, bytes_per, mp, 2),
         "FSDP: the current and the prefetched layer all-gathered",
+        "model",
+    )
+
+
+def _root_unit_line(model: ModelSpec, w: Workload, sp: _Split) -> MemoryLine:
+    """The root FSDP unit unsharded for the whole step: PEFT's fsdp_auto_wrap_policy (and fsdp_qlora's
+    policy) wrap the decoder layers and the adapters only, so embed_tokens, the final norm and lm_head
+    stay in the root, and FSDP1 does not free the root's parameters after forward
+    (pytorch/pytorch:torch/distributed/fsdp/_runtime_utils.py@3ade90a6aaa939cd6238e314c321b9f920db1471
+    _post_forward_reshard: free only `not state._is_root`). Its shard is already counted with the
+    weights (unless offloaded); the rest of it is gathered, at the non-quantised parameters' bytes."""
+    rest = _non_quantised_bytes(w, sp)
+    root = sum(g.total for g in model.groups if g.role in ("embedding", "position", "head")) * rest / sp.mp
+    held = 0.0 if w.offload == "optimizer+params" else root / sp.shard(3)
+    return MemoryLine(
+        "gathered root unit",
+        root - held,
+        "FSDP1 keeps the root unit (embeddings, final norm, head) unsharded from forward through backward",
         "model",
     )
 
