@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError, InvalidSettingError, did_you_mean
 from gpuplan.estimators.memory import MemoryEstimate
@@ -18,6 +18,9 @@ from gpuplan.specs.gpu import GIB
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload, make_workload, read_user_text
+
+if TYPE_CHECKING:
+    from gpuplan.planner.launch_plan import LaunchPlan
 
 # --- launch files ------------------------------------------------------------------------------
 
@@ -106,7 +109,8 @@ def launch(
         w = w.with_(framework=fmt)
     fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
-    lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
+    dp_only = fmt in ("accelerate", "fsdp", "deepspeed", *frameworks.names())  # formats with no TP/PP/CP
+    lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args), data_parallel=dp_only)
     if not lp.memory.fits and not force:
         _refuse(model, lp.w, lp.memory, ctx, lp.layout_label if lp.searched_none else None)
     opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
@@ -117,7 +121,20 @@ def launch(
         layout=lp.layout_label,
         workload=lp.w.model_dump(exclude_none=True),
         cluster=lp.cluster.label,
+        notes=[*lp.notes, *_json_notes(lp, fmt)],
     )
+
+
+def _json_notes(lp: LaunchPlan, fmt: str) -> list[str]:
+    """A JSON file has no comment for its header: the layout and the command go beside it (stderr)."""
+    if fmt != "deepspeed":
+        return []
+    cl = lp.cluster
+    nodes = f"--num_nodes {cl.nodes} --hostfile hostfile " if cl.nodes > 1 else ""
+    return [
+        f"layout {lp.layout_label} on {cl.label}; run: deepspeed {nodes}--num_gpus {cl.gpus_per_node} "
+        f"{lp.script} --deepspeed ds_config.json (this file)"
+    ]
 
 
 def _refuse(
