@@ -132,3 +132,86 @@ def test_a_search_that_changes_the_workload_says_so(run_cli: RunCli) -> None:
     line = next(x for x in header if "changed from the workload" in x)
     assert "zero 0 -> " in line and "as written it does not fit, 94.97 GiB short per GPU" in line
     assert line[2:] in err
+
+
+# --- F19: FSDP + QLoRA -------------------------------------------------------------------------
+
+
+def _run_words(text: str) -> list[str]:
+    """The `# run: ...` command of a config file, as shell words."""
+    line = next(x for x in text.splitlines() if x.startswith("# run: "))
+    return shlex.split(line.removeprefix("# run: "))
+
+
+def test_fsdp_qlora_stores_the_4bit_base_in_bf16_and_keeps_orig_params_off() -> None:
+    """answer.ai's 70B QLoRA on 2 x 3090 (FSDP, params offloaded): the 4-bit weights stored as
+    bfloat16 (FSDP shards float tensors only) and fsdp_use_orig_params false; accelerate reads the
+    config and transformers builds the BitsAndBytesConfig from the flag."""
+    from helpers.tool_schemas import check_accelerate_yaml
+
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    for fmt in ("accelerate", "fsdp"):
+        text = api.launch(str(EXAMPLES / "qlora-70b-2x3090.yaml"), fmt).text
+        cfg = yaml.safe_load(text)
+        assert cfg["distributed_type"] == "FSDP" and cfg["fsdp_config"]["fsdp_use_orig_params"] is False
+        check_accelerate_yaml(text)
+        words = _run_words(text)
+        assert "--bnb_4bit_quant_storage=bfloat16" in words and "--load_in_4bit" in words
+        storage = next(x for x in words if x.startswith("--bnb_4bit_quant_storage=")).split("=")[1]
+        bnb = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_storage=storage)
+        assert bnb.bnb_4bit_quant_storage == torch.bfloat16
+    # one GPU (nothing sharded): the default uint8 storage, and LoRA keeps use_orig_params on
+    one = api.launch(str(EXAMPLES / "course-qlora-8b.yaml"), "accelerate", {"gpu": "A100"}).text
+    assert "--bnb_4bit_quant_storage" not in one
+    lora = api.launch(str(EXAMPLES / "qlora-70b-2x3090.yaml"), "fsdp", {"task": "lora"}, force=True).text
+    assert yaml.safe_load(lora)["fsdp_config"]["fsdp_use_orig_params"] is True
+    assert "--bnb_4bit_quant_storage" not in lora
+
+
+# --- F13: the PEFT script's training settings ------------------------------------------------------
+
+
+def _training_arguments(words: list[str]) -> tuple[object, list[str]]:
+    """transformers' own parser over the script's flags: (TrainingArguments, the flags it left)."""
+    transformers = pytest.importorskip("transformers")
+    parser = transformers.HfArgumentParser(transformers.TrainingArguments)
+    # --use_cpu: TrainingArguments checks --bf16 against the GPU of the machine parsing it (none here)
+    args, rest = parser.parse_args_into_dataclasses([*words, "--use_cpu"], return_remaining_strings=True)
+    return args, rest
+
+
+def test_peft_script_carries_batch_accumulation_length_checkpointing_and_optimizer() -> None:
+    """The finding's torchrun LoRA (batch 2, grad_accum 4, full checkpointing) on a 4090: the flags
+    TRL's sft.py reads; transformers' TrainingArguments parser accepts them with those values."""
+    rec = api.launch(
+        "llama-3.1-8b",
+        "torchrun",
+        {"task": "lora", "gpu": "RTX 4090", "batch_size": 2, "grad_accum": 4, "activation_checkpointing": "full"},
+    )
+    words = _words(rec.text)
+    script = words[words.index("train.py") + 1 :]
+    args, rest = _training_arguments(script)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (2, 4)  # type: ignore[attr-defined]
+    assert args.gradient_checkpointing is True and args.optim == "adamw_torch_fused"  # type: ignore[attr-defined]
+    # what is left is TRL's (ModelConfig's adapter, SFTConfig's max_length)
+    assert "--max_length=2048" in rest and "--use_peft" in rest and "--lora_r=8" in rest
+    # no checkpointing is written as False: SFTConfig turns it on by default
+    off = api.launch("llama-3.2-1b", "torchrun", {"task": "lora", "gpu": "H100", "activation_checkpointing": "none"})
+    assert "--gradient_checkpointing=False" in _words(off.text)
+
+
+def test_unsloth_says_what_script_it_drives_and_passes_the_settings() -> None:
+    """The finding's Unsloth full fine-tune (batch 4 x 4096 on a 4090): the TrainingArguments flags,
+    8-bit AdamW as the estimate assumed, and a header naming the script and the Unsloth calls."""
+    rec = api.launch(
+        "llama-3.2-1b", "", {"task": "finetune", "gpu": "RTX 4090", "framework": "unsloth", "batch_size": 4,
+                             "seq_len": 4096},
+    )  # fmt: skip
+    words = _words(rec.text)
+    args, rest = _training_arguments(words[words.index("train.py") + 1 :])
+    assert (args.per_device_train_batch_size, args.optim, args.bf16) == (4, "adamw_bnb_8bit", True)  # type: ignore[attr-defined]
+    assert args.gradient_checkpointing is True and rest == ["--max_length=4096"]  # type: ignore[attr-defined]
+    assert "TRL sft.py's spelling" in rec.text and "full_finetuning=True" in rec.text
+    lora = api.launch("llama-3.1-8b", "", {"task": "lora", "gpu": "RTX 4090", "framework": "unsloth"}).text
+    assert 'get_peft_model(r=8, use_gradient_checkpointing="unsloth")' in lora

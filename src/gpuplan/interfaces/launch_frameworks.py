@@ -25,7 +25,14 @@ import re
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv, adapter_args, refuse_adapter
+from gpuplan.interfaces.launch import (
+    _header,
+    _shell_join,
+    _torchrun_argv,
+    adapter_args,
+    refuse_adapter,
+    trainer_args,
+)
 from gpuplan.interfaces.launch_torchtune import tune_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
@@ -340,10 +347,25 @@ def unsloth(lp: LaunchPlan) -> str:
             "or framework: axolotl or llama-factory for several GPUs."
         )
     head = ["# " + x for x in _header(lp)]
+    # what the script is: its flags are TRL sft.py's; Unsloth's own calls are the script's to make
+    # (unslothai/unsloth:unsloth/models/loader.py@015bdef0d94a241bcd94eec7a405b1700632180d from_pretrained's
+    # max_seq_length, load_in_4bit, full_finetuning; models/llama.py get_peft_model's use_gradient_checkpointing)
+    w = lp.w
+    load = f"FastLanguageModel.from_pretrained(max_seq_length={w.seq_len}, load_in_4bit={w.task == 'qlora'}"
+    calls = (
+        f'{load}), get_peft_model(r={w.lora_rank}, use_gradient_checkpointing="unsloth")'
+        if w.task in ("lora", "qlora")
+        else f"{load}, full_finetuning=True)"
+    )
+    head += [
+        f"# {lp.script}: flags in TRL sft.py's spelling (trl/scripts/sft.py: ModelConfig, SFTConfig); the estimate "
+        "assumes Unsloth's kernels, which the script must load itself:",
+        f"#   {calls}; plain sft.py runs without them and needs more memory",
+    ]
     # the precision in transformers TrainingArguments' spelling (--bf16 / --fp16, booleans that
     # HfArgumentParser reads; TRL's SFTConfig turns bf16 on unless told): fp16 on a card without BF16
-    prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(lp.w.precision, [])
-    argv = ["python", lp.script, *adapter_args(lp.w), *prec, *lp.script_args]
+    prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(w.precision, [])
+    argv = ["python", lp.script, *adapter_args(w), *trainer_args(w), *prec, *lp.script_args]
     return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
 
 

@@ -20,27 +20,12 @@ from typing import Any, Final
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import _check_data_parallel_only, _header
+from gpuplan.interfaces.launch import HF_OPTIM, _check_data_parallel_only, _header
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs.model import family_of
 from gpuplan.specs.workload import Workload
 
 TRAINER_FORMATS: Final = ("axolotl", "llama-factory")
-# gpuplan optimizer -> transformers' OptimizerNames (training_args.py), which both trainers take
-HF_OPTIM: Final = {
-    "adamw": "adamw_torch_fused",
-    "adamw-foreach": "adamw_torch",
-    "adam": "adamw_torch",
-    "adamw-8bit": "adamw_bnb_8bit",
-    "paged-adamw": "paged_adamw_32bit",
-    "paged-adamw-8bit": "paged_adamw_8bit",
-    "sgd": "sgd",
-    "sgd-momentum": "sgd",
-    "adafactor": "adafactor",
-    "lion": "lion_32bit",
-    "lion-8bit": "lion_8bit",
-    "paged-lion-8bit": "paged_lion_8bit",
-}
 
 
 def _check(w: Workload, fmt: str) -> None:
