@@ -215,3 +215,95 @@ def test_unsloth_says_what_script_it_drives_and_passes_the_settings() -> None:
     assert "TRL sft.py's spelling" in rec.text and "full_finetuning=True" in rec.text
     lora = api.launch("llama-3.1-8b", "", {"task": "lora", "gpu": "RTX 4090", "framework": "unsloth"}).text
     assert 'get_peft_model(r=8, use_gradient_checkpointing="unsloth")' in lora
+
+
+# --- F4 + F5: torchtune's LoRA targets and QLoRA kernel -------------------------------------------
+
+
+def test_torchtune_lora_trains_its_configs_targets_and_the_launch_writes_them() -> None:
+    """torchtune's LoRA configs adapt q_proj, v_proj, output_proj and the MLP, not the output head
+    (recipes/configs/llama3_1/8B_lora_single_device.yaml at TORCHTUNE_COMMIT): the estimate counts
+    those adapters (8B, rank 8: 32 x (65,536 + 40,960 + 65,536 + 3 x 147,456) = 19,660,800 params)
+    and the command passes them, as it passes any lora_targets the user sets."""
+    from gpuplan.estimators.lora import lora_param_count
+    from gpuplan.specs.models import load_model
+
+    keys = {"task": "lora", "gpu": "RTX 4090", "framework": "torchtune"}
+    w = api.build_workload("llama-3.1-8b", keys)
+    assert w.lora_targets == ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    assert lora_param_count(load_model("llama-3.1-8b"), w.lora_targets, 8) == 19_660_800
+    words = _words(api.launch("llama-3.1-8b", "", keys).text)
+    assert {"model.lora_attn_modules=[q_proj,v_proj,output_proj]", "model.apply_lora_to_mlp=True",
+            "model.apply_lora_to_output=False"} <= set(words)  # fmt: skip
+    for targets, attn, mlp in (
+        ("all-linear", "q_proj,k_proj,v_proj,output_proj", "True"),
+        ("q,v", "q_proj,v_proj", "False"),
+    ):
+        words = _words(api.launch("llama-3.1-8b", "", {**keys, "lora_targets": targets}).text)
+        assert f"model.lora_attn_modules=[{attn}]" in words and f"model.apply_lora_to_mlp={mlp}" in words, targets
+    with pytest.raises(InvalidSettingError, match=r"the whole MLP .* together"):
+        api.launch("llama-3.1-8b", "", {**keys, "lora_targets": "q,v,gate_proj"})
+
+
+def test_qlora_header_names_the_kernel_the_estimate_used() -> None:
+    keys = {"task": "qlora", "gpu": "RTX 4090"}
+    tune = api.launch("llama-3.1-8b", "", {**keys, "framework": "torchtune"}).text
+    assert "on a frozen 4-bit NF4 (torchao NF4Tensor) base" in tune and "bitsandbytes" not in tune
+    ax = api.launch("llama-3.1-8b", "", {**keys, "framework": "axolotl"}).text
+    assert "on a frozen 4-bit NF4 (bitsandbytes) base" in ax
+
+
+# --- F12 + F16 + F15: what a framework cannot run, refused alike in every face ----------------------
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"task": "lora", "framework": "torchtitan"}, "framework torchtitan does not run task lora"),
+        ({"task": "lora", "framework": "megatron"}, "framework megatron does not run task lora"),
+        ({"task": "qlora", "framework": "nemo"}, "framework nemo does not run task qlora"),
+        ({"task": "pretrain", "framework": "torchtune"}, "framework torchtune does not run task pretrain"),
+        ({"task": "pretrain", "framework": "torchtitan", "precision": "fp8", "fp8_recipe": "delayed"},
+         "framework torchtitan has no fp8_recipe delayed"),
+        ({"task": "pretrain", "framework": "megatron", "precision": "fp8", "fp8_recipe": "rowwise"},
+         "framework megatron has no fp8_recipe rowwise"),
+        ({"task": "finetune", "framework": "axolotl", "pp": 2}, "framework axolotl splits no tensors"),
+    ],
+)  # fmt: skip
+def test_framework_limits_are_one_line_in_estimate_fit_plan_and_launch(
+    run_cli: RunCli, keys: dict[str, object], message: str
+) -> None:
+    sets = [x for k, v in keys.items() for x in ("--set", f"{k}={v}")]
+    for cmd in ("estimate", "fit", "plan", "launch"):
+        gpu = ["--gpu", "H100", "--num-gpus", "8"] if cmd != "plan" else []
+        code, _, err = run_cli(cmd, "llama-3.1-8b", *gpu, *sets)
+        assert code == 2 and message in err and err.count("\n") == 1, (cmd, err)
+
+
+def test_what_the_frameworks_do_run_still_estimates() -> None:
+    """NeMo fine-tunes LoRA adapters natively (finetune_recipe peft_scheme 'lora'): estimate takes it;
+    gpuplan's NeMo command is full fine-tuning only, which launch says in one line."""
+    w = api.build_workload("llama-3.1-8b", {"task": "lora", "gpu": "H100", "num_gpus": 8, "framework": "nemo"})
+    assert api.estimate(w).verdict.fits is True
+    with pytest.raises(InvalidSettingError, match="The NeMo command gpuplan writes carries no adapter settings"):
+        api.launch(w, "")
+    tt = api.build_workload("llama-3.1-8b", {"task": "pretrain", "gpu": "H100", "num_gpus": 8, "framework":
+                                             "torchtitan", "precision": "fp8"})  # fmt: skip
+    assert tt.fp8_recipe == "tensorwise"
+
+
+def test_torchtitan_names_only_models_it_has() -> None:
+    """Llama-architecture models are torchtitan's llama3 (a preset flavor only for Llama 3.x's own
+    sizes and tokenizer, else the ModelArgs to register); other architectures are refused like NeMo's."""
+    keys = {"task": "pretrain", "gpu": "H100", "num_gpus": 8, "framework": "torchtitan"}
+    for model in ("gpt-j-6b", "qwen2.5-7b"):
+        with pytest.raises(InvalidSettingError, match=f"torchtitan has no model for {model} .*--format torchrun"):
+            api.launch(model, "", keys)
+    one = api.launch("llama-3.2-1b", "", keys).text
+    assert 'name = "llama3"' in one and 'flavor = "custom"' in one
+    assert "dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, vocab_size=128256, rope_theta=500000" in one
+    eight = api.launch("llama-3.1-8b", "", keys).text
+    assert 'flavor = "8B"' in eight and "register" not in eight
+    # Llama 2 70B is 70B but not Llama 3's tokenizer or RoPE base: not the "70B" flavor
+    l2 = api.launch("llama-2-70b", "", {**keys, "num_gpus": 64, "zero": 3}, force=True).text
+    assert 'flavor = "custom"' in l2 and "vocab_size=32000, rope_theta=10000" in l2

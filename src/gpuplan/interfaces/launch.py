@@ -246,7 +246,12 @@ def _header_text(lp: LaunchPlan) -> list[str]:
 def adapter_line(w: Workload) -> str:
     """The adapter the script must build (PEFT LoraConfig; a 4-bit NF4 base for QLoRA)."""
     targets = ",".join(w.lora_targets) if isinstance(w.lora_targets, list) else str(w.lora_targets)
-    base = "4-bit NF4 (bitsandbytes)" if w.task == "qlora" else w.precision
+    # the 4-bit kernel the estimate assumed: bitsandbytes, or torchao's NF4Tensor (torchtune)
+    base = (
+        f"4-bit NF4 ({'torchao NF4Tensor' if w.qlora_kernel == 'torchao' else 'bitsandbytes'})"
+        if w.task == "qlora"
+        else w.precision
+    )
     return (
         f"adapter: {w.task} r={w.lora_rank} alpha={2 * w.lora_rank} dropout={w.lora_dropout:g} targets={targets} "
         f"on a frozen {base} base"

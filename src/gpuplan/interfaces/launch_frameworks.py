@@ -36,6 +36,7 @@ from gpuplan.interfaces.launch import (
 from gpuplan.interfaces.launch_torchtune import tune_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
 
 # torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
@@ -62,13 +63,43 @@ def _toml(doc: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# gpuplan model_type -> torchtitan's train-spec name (torchtitan/models/__init__.py: llama3, llama4,
+# deepseek_v3 registered); a Llama-architecture model of any generation is torchtitan's llama3 model
+# (its TransformerModelArgs: dim, n_layers, n_heads, n_kv_heads, vocab_size, rope_theta, ffn size)
+TORCHTITAN_MODELS: Final = {"llama": "llama3", "llama4": "llama4", "deepseek_v3": "deepseek_v3"}
+LLAMA3_VOCAB: Final = 128_256  # Llama 3.x's tokenizer: torchtitan's llama3 flavors are built for it
+
+
+def check_torchtitan_model(model: ModelSpec) -> str:
+    """torchtitan's model name for `model`, or one line where it has none."""
+    name = TORCHTITAN_MODELS.get(model.model_type)
+    if name is None:
+        raise InvalidSettingError(
+            f"torchtitan has no model for {model.name} (architecture {model.model_type}; its train specs are "
+            f"{', '.join(sorted(set(TORCHTITAN_MODELS.values())))}); use --format torchrun or accelerate."
+        )
+    return name
+
+
 def _flavor(lp: LaunchPlan) -> tuple[str, str, str]:
     """torchtitan's model name and flavor for the model, and a note where it has no preset."""
     m = lp.model
+    name = check_torchtitan_model(m)
     size = f"{round(m.total_params / 1e9)}B"
-    if m.model_type == "llama" and size in TORCHTITAN_LLAMA3_FLAVORS:
-        return "llama3", size, ""
-    return m.model_type or "llama3", "custom", f"torchtitan has no preset for {m.name}: register its flavor first"
+    if name == "llama3" and size in TORCHTITAN_LLAMA3_FLAVORS and m.vocab_size == LLAMA3_VOCAB:
+        return name, size, ""
+    if name != "llama3":
+        return name, "custom", f"torchtitan has no {name} flavor for {m.name}: register its ModelArgs first"
+    theta = m.config.get("rope_theta", 10_000.0)
+    return (
+        name,
+        "custom",
+        (
+            f"torchtitan has no llama3 flavor for {m.name}: register one (TransformerModelArgs) with dim={m.hidden_size}, "
+            f"n_layers={m.num_layers}, n_heads={m.num_heads}, n_kv_heads={m.num_kv_heads}, vocab_size={m.vocab_size}, "
+            f"rope_theta={theta:g} and an FFN of {m.intermediate_size} (ffn_dim_multiplier, multiple_of)"
+        ),
+    )
 
 
 def torchtitan(lp: LaunchPlan) -> str:
@@ -320,7 +351,11 @@ def torchtune(lp: LaunchPlan) -> str:
         f"compile={w.compile}",
     ]
     if adapter:  # the lora_* model builders' arguments (torchtune/models/llama3_1/_model_builders.py)
+        attn, mlp, head_out = tune_lora_modules(lp)
         o += [
+            f"model.lora_attn_modules=[{','.join(attn)}]",
+            f"model.apply_lora_to_mlp={mlp}",
+            f"model.apply_lora_to_output={head_out}",
             f"model.lora_rank={w.lora_rank}",
             f"model.lora_alpha={2 * w.lora_rank}",
             f"model.lora_dropout={w.lora_dropout:g}",
@@ -330,6 +365,37 @@ def torchtune(lp: LaunchPlan) -> str:
     head = ["# " + x for x in _header(lp)]
     head.append(f"# {config}: torchtune's config for this model and task (`tune ls` lists them; `tune cp` to edit)")
     return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
+
+
+# the workload's (Hugging Face) module names -> torchtune's lora_attn_modules (torchtune/modules/peft/
+# _utils.py LORA_ATTN_MODULES: q_proj, k_proj, v_proj, output_proj), its MLP (w1, w2, w3, adapted
+# together by apply_lora_to_mlp) and its output head (apply_lora_to_output); written as
+# `model.lora_attn_modules=[q_proj,v_proj]` key=value overrides (docs/source/tutorials/
+# memory_optimizations.rst at launch_torchtune.TORCHTUNE_COMMIT)
+_TUNE_ATTN: Final = {"q_proj": ("q_proj",), "k_proj": ("k_proj",), "v_proj": ("v_proj",), "o_proj": ("output_proj",),
+                     "qkv_proj": ("q_proj", "k_proj", "v_proj")}  # fmt: skip
+_TUNE_MLP: Final = (("gate_proj", "up_proj", "down_proj"), ("gate_up_proj", "down_proj"))
+_TUNE_ORDER: Final = ("q_proj", "k_proj", "v_proj", "output_proj")
+
+
+def tune_lora_modules(lp: LaunchPlan) -> tuple[list[str], bool, bool]:
+    """torchtune's (lora_attn_modules, apply_lora_to_mlp, apply_lora_to_output) for the workload's
+    lora_targets, as the estimate resolved them (estimators/lora.py); one line where torchtune cannot
+    adapt that set (it adapts the MLP's projections all together)."""
+    from gpuplan.estimators.lora import lora_targets
+
+    leaves = {g.name.rsplit(".", 1)[-1] for g in lora_targets(lp.model, lp.w.lora_targets)}
+    attn = sorted({t for x in leaves & set(_TUNE_ATTN) for t in _TUNE_ATTN[x]}, key=_TUNE_ORDER.index)
+    mlp = next((set(m) for m in _TUNE_MLP if set(m) & leaves), set())
+    head_out = "lm_head" in leaves
+    rest = leaves - set(_TUNE_ATTN) - mlp - {"lm_head"}
+    if (mlp and not mlp <= leaves) or rest:
+        raise InvalidSettingError(
+            f"torchtune adapts q/k/v/output projections, the whole MLP ({'/'.join(sorted(mlp or _TUNE_MLP[0]))} "
+            f"together) and the output head; lora_targets {','.join(sorted(leaves))} is not such a set: list all "
+            "the MLP projections or none, or use --format axolotl or accelerate."
+        )
+    return attn, bool(mlp), head_out
 
 
 def _check_single_node(lp: LaunchPlan, what: str) -> None:
@@ -367,6 +433,15 @@ def unsloth(lp: LaunchPlan) -> str:
     prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(w.precision, [])
     argv = ["python", lp.script, *adapter_args(w), *trainer_args(w), *prec, *lp.script_args]
     return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
+
+
+def precheck(fmt: str, w: Workload, model: ModelSpec) -> None:
+    """What a framework's own file cannot hold, refused before anything is estimated (one line): a
+    model torchtitan has no architecture for, or torchtune no config for."""
+    if fmt == "torchtitan" and w.is_training:
+        check_torchtitan_model(model)
+    if fmt == "torchtune" and w.task in ("finetune", "lora", "qlora"):
+        tune_config(model.name, w.task if w.task != "finetune" else "full", w.num_gpus == 1)
 
 
 def render(lp: LaunchPlan, fmt: str) -> str:

@@ -86,7 +86,7 @@ def launch(
     empty `fmt` writes the workload framework's own launch (accelerate for hf-trainer, a torchtitan
     TOML, a NeMo command …)."""
     from gpuplan.interfaces.launch import FORMATS, render
-    from gpuplan.interfaces.launch_frameworks import default_format
+    from gpuplan.interfaces.launch_frameworks import default_format, precheck
     from gpuplan.planner.launch_plan import plan_launch
 
     if fmt and fmt not in FORMATS:
@@ -109,6 +109,7 @@ def launch(
         w = w.with_(framework=fmt)
     fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
+    precheck(fmt, w, model)  # a model the framework's file cannot name: one line, before any estimate
     dp_only = fmt in ("accelerate", "fsdp", "deepspeed", *frameworks.names())  # formats with no TP/PP/CP
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args), data_parallel=dp_only)
     if not lp.memory.fits and not force:
