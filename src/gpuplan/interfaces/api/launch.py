@@ -128,7 +128,7 @@ def launch(
 
 def _json_notes(lp: LaunchPlan, fmt: str) -> list[str]:
     """A JSON file has no comment for its header: the layout and the command go beside it (stderr)."""
-    if fmt != "deepspeed":
+    if fmt != "deepspeed" or not lp.w.is_training:
         return []
     cl = lp.cluster
     nodes = f"--num_nodes {cl.nodes} --hostfile hostfile " if cl.nodes > 1 else ""
