@@ -307,3 +307,34 @@ def test_torchtitan_names_only_models_it_has() -> None:
     # Llama 2 70B is 70B but not Llama 3's tokenizer or RoPE base: not the "70B" flavor
     l2 = api.launch("llama-2-70b", "", {**keys, "num_gpus": 64, "zero": 3}, force=True).text
     assert 'flavor = "custom"' in l2 and "vocab_size=32000, rope_theta=10000" in l2
+
+
+# --- F11: Megatron-LM builds the preset's model ------------------------------------------------------
+
+
+def _megatron_flags(text: str) -> tuple[list[str], dict[str, str]]:
+    words = _words(text)
+    script = words[words.index("pretrain_gpt.py") + 1 :]
+    return script, dict(zip(script, [*script[1:], ""], strict=True))
+
+
+def test_megatron_flags_carry_rope_base_norm_epsilon_qkv_bias_and_rope_scaling() -> None:
+    """Megatron-LM's defaults are --rotary-base 10000, --norm-epsilon 1e-5, no QKV bias and no RoPE
+    scaling: Qwen2.5 7B needs theta 1e6, eps 1e-6 and q/k/v biases; Llama 3.1 8B theta 500,000 and
+    llama3 scaling (factor 8); a fine-tune loads the converted checkpoint."""
+    keys = {"gpu": "H100", "num_gpus": 8, "framework": "megatron", "activation_checkpointing": "full"}
+    qwen, f = _megatron_flags(api.launch("qwen2.5-7b", "", {**keys, "task": "pretrain"}).text)
+    assert (f["--rotary-base"], f["--norm-epsilon"]) == ("1000000", "1e-06") and "--add-qkv-bias" in qwen
+    assert "--use-rope-scaling" not in qwen and "--finetune" not in qwen
+    rec = api.launch("llama-3.1-8b", "", {**keys, "task": "finetune"})
+    llama, f = _megatron_flags(rec.text)
+    assert (f["--rotary-base"], f["--use-rope-scaling"], f["--rope-scaling-factor"]) == (
+        "500000",
+        "--rope-scaling-factor",
+        "8",
+    )
+    assert "--norm-epsilon" not in llama and "--add-qkv-bias" not in llama  # 1e-5 and no bias: Megatron's own
+    assert {"--finetune", "--load=$CHECKPOINT_DIR", "--no-load-optim", "--no-load-rng"} <= set(llama)
+    assert "# fine-tune: set CHECKPOINT_DIR" in rec.text
+    _, f = _megatron_flags(api.launch("yi-34b", "", {**keys, "task": "pretrain", "num_gpus": 16, "tp": 8}).text)
+    assert f["--rotary-base"] == "5000000"

@@ -198,12 +198,20 @@ def peft_script(lp: LaunchPlan, fsdp: bool = False) -> list[str]:
     return [lp.script, *adapter_args(lp.w, fsdp or _sharded(lp)), *trainer_args(lp.w), *lp.script_args]
 
 
+def _runs_megatron(lp: LaunchPlan) -> bool:
+    """Whether the command runs Megatron-LM's pretrain_gpt.py."""
+    megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
+    return lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py")
+
+
 def _script(lp: LaunchPlan) -> list[str]:
     args = list(lp.script_args)
-    megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
-    if lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py"):
+    if _runs_megatron(lp):
         refuse_adapter(lp, f"Megatron-LM's pretrain_gpt.py (layout {lp.layout_label})")
-        return ["pretrain_gpt.py", *megatron_args(lp), *args]
+        # a fine-tune starts from the converted checkpoint: --load with --finetune (no optimizer or
+        # iteration state from it), --no-load-optim/--no-load-rng (megatron/training/arguments.py)
+        tune = ["--finetune", ShellExpr("--load=$CHECKPOINT_DIR"), "--no-load-optim", "--no-load-rng"]
+        return ["pretrain_gpt.py", *megatron_args(lp), *(tune if lp.w.task == "finetune" else []), *args]
     if lp.w.task in ("lora", "qlora"):  # a PEFT script (TRL sft.py's flags)
         return peft_script(lp)
     return [lp.script, *args]
@@ -240,6 +248,8 @@ def _header_text(lp: LaunchPlan) -> list[str]:
         )
     if w.task in ("lora", "qlora"):
         lines.append(adapter_line(w))
+    if w.task == "finetune" and w.is_training and _runs_megatron(lp):
+        lines.append("fine-tune: set CHECKPOINT_DIR to the model's checkpoint converted to Megatron's format (--load)")
     return lines + list(lp.notes) + [n for n in (lp.remote_code_note, lp.checkpoint_note) if n]
 
 
