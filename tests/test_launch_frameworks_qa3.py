@@ -281,12 +281,16 @@ def test_framework_limits_are_one_line_in_estimate_fit_plan_and_launch(
 
 
 def test_what_the_frameworks_do_run_still_estimates() -> None:
-    """NeMo fine-tunes LoRA adapters natively (finetune_recipe peft_scheme 'lora'): estimate takes it;
-    gpuplan's NeMo command is full fine-tuning only, which launch says in one line."""
+    """NeMo fine-tunes LoRA adapters natively (finetune_recipe peft_scheme 'lora', its LoRA on every
+    block linear): estimate takes it and launch writes the recipe with the adapter as peft overrides."""
     w = api.build_workload("llama-3.1-8b", {"task": "lora", "gpu": "H100", "num_gpus": 8, "framework": "nemo"})
-    assert api.estimate(w).verdict.fits is True
-    with pytest.raises(InvalidSettingError, match="The NeMo command gpuplan writes carries no adapter settings"):
-        api.launch(w, "")
+    assert api.estimate(w).verdict.fits is True and w.lora_targets == "all-linear"
+    words = _words(api.launch(w, "").text)
+    assert words[:5] == ["nemo", "llm", "finetune", "--factory", 'llama31_8b(peft_scheme="lora")']
+    assert {"peft.dim=8", "peft.alpha=16", "peft.dropout=0",
+            "peft.target_modules=[linear_qkv,linear_proj,linear_fc1,linear_fc2]"} <= set(words)  # fmt: skip
+    qv = api.launch(w.with_(lora_targets="q,v"), "").text
+    assert "peft.target_modules=[linear_qkv]" in _words(qv) and "linear_qkv is q, k and v together" in qv
     tt = api.build_workload("llama-3.1-8b", {"task": "pretrain", "gpu": "H100", "num_gpus": 8, "framework":
                                              "torchtitan", "precision": "fp8"})  # fmt: skip
     assert tt.fp8_recipe == "tensorwise"

@@ -49,9 +49,9 @@ VLLM_QUANT: Final = {
     **{f"int4-g{g}": "torchao" for g in TORCHAO_INT4_GROUPS},
 }
 # Formats that write an adapter (LoRA/QLoRA) job: a PEFT script under torchrun/accelerate/FSDP/
-# DeepSpeed, or a fine-tuning tool's own config (Megatron's pretrain_gpt.py, torchtitan and NeMo's
-# pretrain/finetune commands as written here train every weight)
-ADAPTER_FORMATS: Final = "torchrun, accelerate, fsdp, deepspeed, slurm or skypilot (with a PEFT script), axolotl, llama-factory, torchtune or unsloth"
+# DeepSpeed, or a fine-tuning tool's own config (Megatron's pretrain_gpt.py and torchtitan train every
+# weight; NeMo's finetune recipe writes LoRA, not QLoRA)
+ADAPTER_FORMATS: Final = "torchrun, accelerate, fsdp, deepspeed, slurm or skypilot (with a PEFT script), axolotl, llama-factory, torchtune, unsloth or nemo (LoRA)"
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
 

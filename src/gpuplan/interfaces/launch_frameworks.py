@@ -265,7 +265,8 @@ def nemo_factory(lp: LaunchPlan) -> tuple[str, str, list[str]]:
         raise InvalidSettingError(
             f"NeMo's {recipe} recipe has a finetune factory only; set task: finetune or use --format torchrun."
         )
-    args, notes = ([] if verb == "pretrain" else ['peft_scheme="none"']), []
+    scheme = '"lora"' if w.task == "lora" else '"none"'  # finetune_recipe(peft_scheme=...): LoRA or all weights
+    args, notes = ([] if verb == "pretrain" else [f"peft_scheme={scheme}"]), []
     if w.tp_comm_overlap:
         if perf_pre if verb == "pretrain" else perf_ft:
             args.append("performance_mode=True")
@@ -305,13 +306,39 @@ def nemo_argv(lp: LaunchPlan) -> list[str]:
         a.append("trainer.plugins=fp16_mixed")
     if w.train_tokens:
         a.append(f"trainer.max_steps={math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))}")
+    if w.task == "lora":  # the recipe's peft (llm.peft.LoRA: dim, alpha, dropout, target_modules)
+        a += [f"peft.dim={w.lora_rank}", f"peft.alpha={2 * w.lora_rank}", f"peft.dropout={w.lora_dropout:g}",
+              f"peft.target_modules=[{','.join(nemo_lora_modules(lp))}]"]  # fmt: skip
     return ["nemo", "llm", verb, "--factory", factory, *a, "-y"]
 
 
+# Hugging Face module names -> Megatron-Core's (NeMo's LoRA target_modules: linear_qkv the fused q/k/v,
+# linear_proj the output projection, linear_fc1 the fused gate/up, linear_fc2 the down projection;
+# NVIDIA/NeMo:nemo/collections/llm/peft/lora.py@8cfedd7203462cb251a914e700e5605444277561)
+_NEMO_LINEAR: Final = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv", "qkv_proj": "linear_qkv",
+                       "o_proj": "linear_proj", "gate_proj": "linear_fc1", "up_proj": "linear_fc1",
+                       "gate_up_proj": "linear_fc1", "down_proj": "linear_fc2"}  # fmt: skip
+_NEMO_ORDER: Final = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+def nemo_lora_modules(lp: LaunchPlan) -> list[str]:
+    """NeMo's LoRA target_modules for the workload's lora_targets (as the estimate resolved them);
+    one line for a module NeMo's LoRA has no name for."""
+    from gpuplan.estimators.lora import lora_targets
+
+    leaves = {g.name.rsplit(".", 1)[-1] for g in lora_targets(lp.model, lp.w.lora_targets)}
+    other = sorted(leaves - set(_NEMO_LINEAR))
+    if other:
+        raise InvalidSettingError(
+            f"NeMo's LoRA adapts linear_qkv, linear_proj, linear_fc1 and linear_fc2; lora_targets {', '.join(other)} "
+            "has no such module: set lora_targets: all-linear, or use --format axolotl or accelerate."
+        )
+    return sorted({_NEMO_LINEAR[x] for x in leaves}, key=_NEMO_ORDER.index)
+
+
 def nemo(lp: LaunchPlan) -> str:
-    # the command runs a full fine-tune (peft_scheme='none'); a LoRA run would take the recipe's own
-    # rank and alpha, and the overrides written here carry no adapter settings
-    refuse_adapter(lp, "The NeMo command gpuplan writes", "carries no adapter settings (rank, alpha, 4-bit base)")
+    # a full fine-tune (peft_scheme='none') or LoRA (peft_scheme='lora' with the adapter as peft.*
+    # overrides); QLoRA is refused when the workload is built (NeMo has no 4-bit base)
     if lp.w.zero >= 2:
         raise InvalidSettingError(
             "NeMo's Megatron strategy shards optimizer states only (distributed optimizer, zero 1); "
@@ -320,6 +347,8 @@ def nemo(lp: LaunchPlan) -> str:
     head = ["# " + x for x in _header(lp)]
     head.append("# NeMo 2 (NeMo-Run CLI): the recipe's defaults, with this layout and batch as overrides")
     head += ["# " + n for n in nemo_factory(lp)[2]]
+    if lp.w.task == "lora" and lp.w.lora_targets != "all-linear":
+        head.append("# NeMo's LoRA adapts fused layers: linear_qkv is q, k and v together, linear_fc1 gate and up")
     return "\n".join(head) + "\n" + _shell_join(nemo_argv(lp)) + "\n"
 
 
