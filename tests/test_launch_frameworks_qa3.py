@@ -342,3 +342,13 @@ def test_megatron_flags_carry_rope_base_norm_epsilon_qkv_bias_and_rope_scaling()
     assert "# fine-tune: set CHECKPOINT_DIR" in rec.text
     _, f = _megatron_flags(api.launch("yi-34b", "", {**keys, "task": "pretrain", "num_gpus": 16, "tp": 8}).text)
     assert f["--rotary-base"] == "5000000"
+
+
+def test_deepspeed_json_stderr_runs_the_peft_script_for_an_adapter_job(run_cli: RunCli) -> None:
+    """ZeRO-3 QLoRA on 2 x 3090 as a DeepSpeed JSON: stderr's command carries the adapter, the
+    4-bit storage in bf16 (ZeRO-3 shards the base) and the training flags."""
+    code, out, err = run_cli("launch", str(EXAMPLES / "qlora-70b-2x3090.yaml"), "--format", "deepspeed",
+                             "--set", "sharding=deepspeed")  # fmt: skip
+    assert code == 0 and json.loads(out)["zero_optimization"]["stage"] == 3
+    assert "run: deepspeed --num_gpus 2 train.py --use_peft --lora_r=64" in err
+    assert "--bnb_4bit_quant_storage=bfloat16" in err and "--per_device_train_batch_size=2" in err

@@ -130,11 +130,15 @@ def _json_notes(lp: LaunchPlan, fmt: str) -> list[str]:
     """A JSON file has no comment for its header: the layout and the command go beside it (stderr)."""
     if fmt != "deepspeed" or not lp.w.is_training:
         return []
+    from gpuplan.interfaces.launch import peft_script
+    from gpuplan.interfaces.quoting import shell_line
+
     cl = lp.cluster
     nodes = f"--num_nodes {cl.nodes} --hostfile hostfile " if cl.nodes > 1 else ""
+    script = shell_line(peft_script(lp)) if lp.w.task in ("lora", "qlora") else lp.script
     return [
         f"layout {lp.layout_label} on {cl.label}; run: deepspeed {nodes}--num_gpus {cl.gpus_per_node} "
-        f"{lp.script} --deepspeed ds_config.json (this file)"
+        f"{script} --deepspeed ds_config.json (this file)"
     ]
 
 
