@@ -27,6 +27,20 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _limits(fw: frameworks.Framework) -> str:
+    """The framework's scope: tasks, parallelism and fp8 recipes it runs, with their source."""
+    parts = []
+    if fw.tasks:
+        parts.append(f"Tasks: {', '.join(fw.tasks)} only.")
+    if fw.data_parallel:
+        parts.append("Data parallelism (DDP, ZeRO, FSDP) only: tp, pp and cp above 1 are refused.")
+    if fw.fp8_recipes:
+        parts.append(f"fp8 recipes: {', '.join(fw.fp8_recipes)}.")
+    if fw.scope:
+        parts.append(f"({_cell(fw.scope)})")
+    return (" " + " ".join(parts)) if parts else ""
+
+
 def render() -> str:
     fws = list(frameworks.frameworks().values())
     keys: list[str] = []
@@ -52,6 +66,7 @@ def render() -> str:
                 else "its own command (pass --format)."
             )
             + (f" At most {fw.max_gpus} GPU: more is refused." if fw.max_gpus else "")
+            + _limits(fw)
             + "\n\n| key | default | when | source |\n|---|---|---|---|\n"
             + "\n".join(rows)
         )
@@ -64,8 +79,11 @@ def render() -> str:
         "workload's own vocabulary ([workload.md](workload.md)); `when` limits a default to the layouts where the "
         "framework applies it. With no `--format`, `gpuplan launch` writes the framework's own launch file. A LoRA/QLoRA "
         "job is written only in formats that train adapters (a PEFT script under torchrun, accelerate, FSDP, DeepSpeed, "
-        "Slurm or SkyPilot; Axolotl, LLaMA-Factory, torchtune, Unsloth); Megatron-LM's pretrain_gpt.py, torchtitan and "
-        "NeMo refuse it.\n\n"
+        "Slurm or SkyPilot; Axolotl, LLaMA-Factory, torchtune, Unsloth); Megatron-LM's pretrain_gpt.py and torchtitan refuse "
+        "it (NeMo writes LoRA, not QLoRA). A framework's launch file is written for the workload's own layout, the one `gpuplan estimate` "
+        "judges: where that does not fit, `launch` refuses with the same shortfall and best fix. What a framework "
+        "cannot run (a task, tensor/pipeline/context parallelism in a data-parallel framework, an fp8 recipe) is "
+        "refused in one line when the workload is built, in every command.\n\n"
         + head
         + "\n"
         + rule

@@ -107,7 +107,7 @@ def test_keys_the_user_sets_win() -> None:
         0,
         True,
     )
-    t = _train(framework="torchtune", num_gpus=4, loss_impl="upcast", activation_checkpointing="none")
+    t = _train(framework="torchtune", task="finetune", num_gpus=4, loss_impl="upcast", activation_checkpointing="none")
     assert (t.loss_impl, t.activation_checkpointing, t.master_weights, t.zero) == ("upcast", "none", "none", 3)
     # a CLI --set overrides the file's framework default the same way
     w = api.build_workload(str(EXAMPLES / "hf-fsdp-finetune.yaml"), {"loss_impl": "fused"})
@@ -404,7 +404,7 @@ def test_unsloth_is_one_gpu_python_and_torchtune_is_tune_run(run_cli: RunCli) ->
         "--config",
         "llama3_1/8B_full",
     ]
-    with pytest.raises(InvalidSettingError, match="torchtune's recipes fine-tune"):
+    with pytest.raises(InvalidSettingError, match="framework torchtune does not run task pretrain"):
         api.launch("llama-3.1-8b", "torchtune", {"task": "pretrain", "gpu": "H100", "num_gpus": 8})
 
 

@@ -50,9 +50,9 @@ VLLM_QUANT: Final = {
     **{f"int4-g{g}": "torchao" for g in TORCHAO_INT4_GROUPS},
 }
 # Formats that write an adapter (LoRA/QLoRA) job: a PEFT script under torchrun/accelerate/FSDP/
-# DeepSpeed, or a fine-tuning tool's own config (Megatron's pretrain_gpt.py, torchtitan and NeMo's
-# pretrain/finetune commands as written here train every weight)
-ADAPTER_FORMATS: Final = "torchrun, accelerate, fsdp, deepspeed, slurm or skypilot (with a PEFT script), axolotl, llama-factory, torchtune or unsloth"
+# DeepSpeed, or a fine-tuning tool's own config (Megatron's pretrain_gpt.py and torchtitan train every
+# weight; NeMo's finetune recipe writes LoRA, not QLoRA)
+ADAPTER_FORMATS: Final = "torchrun, accelerate, fsdp, deepspeed, slurm or skypilot (with a PEFT script), axolotl, llama-factory, torchtune, unsloth or nemo (LoRA)"
 VLLM_KV: Final = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 
 
@@ -128,11 +128,15 @@ def refuse_adapter(lp: LaunchPlan, what: str, why: str = "trains every weight") 
         )
 
 
-def adapter_args(w: Workload) -> list[str]:
+def adapter_args(w: Workload, sharded: bool = False) -> list[str]:
     """The adapter as script arguments, in TRL's ModelConfig spelling (huggingface/trl
-    trl/trainer/model_config.py: --use_peft, --lora_r, --lora_alpha, --lora_dropout,
-    --lora_target_modules, --load_in_4bit, --bnb_4bit_quant_type), which trl/scripts/sft.py and
-    HfArgumentParser scripts read; lora_alpha = 2 r, a common choice the estimate does not use."""
+    trl/trainer/model_config.py@f2cd57710ae345ea6428ae95363267fcf38a3dc8: --use_peft, --lora_r,
+    --lora_alpha, --lora_dropout, --lora_target_modules, --load_in_4bit, --bnb_4bit_quant_type,
+    --bnb_4bit_quant_storage), which trl/scripts/sft.py and HfArgumentParser scripts read; lora_alpha
+    = 2 r, a common choice the estimate does not use. `sharded`: the 4-bit base is sharded (FSDP, or
+    ZeRO-3), which shards float tensors only, so the packed NF4 weights are stored in the model's
+    dtype (bitsandbytes-foundation/bitsandbytes:docs/source/fsdp_qlora.md@0.50.2, "Quantized data
+    storage"; huggingface/peft:examples/sft/run_peft_qlora_fsdp.sh@5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40)."""
     if w.task not in ("lora", "qlora"):
         return []
     a = [
@@ -145,16 +149,73 @@ def adapter_args(w: Workload) -> list[str]:
         a += ["--lora_target_modules", *(w.lora_targets if isinstance(w.lora_targets, list) else [w.lora_targets])]
     if w.task == "qlora":  # a 4-bit NF4 base (transformers BitsAndBytesConfig)
         a += ["--load_in_4bit", "--bnb_4bit_quant_type=nf4"]
+        if sharded:
+            a.append(f"--bnb_4bit_quant_storage={QUANT_STORAGE.get(w.precision, 'bfloat16')}")
     return a
+
+
+# the 4-bit storage dtype a sharded QLoRA base uses: the model's own (torch dtype names)
+QUANT_STORAGE: Final = {"fp16": "float16", "fp32": "float32", "tf32": "float32"}
+# gpuplan optimizer -> transformers' OptimizerNames (training_args.py), which TrainingArguments,
+# TRL's SFTConfig, Axolotl and LLaMA-Factory take
+HF_OPTIM: Final = {
+    "adamw": "adamw_torch_fused",
+    "adamw-foreach": "adamw_torch",
+    "adam": "adamw_torch",
+    "adamw-8bit": "adamw_bnb_8bit",
+    "paged-adamw": "paged_adamw_32bit",
+    "paged-adamw-8bit": "paged_adamw_8bit",
+    "sgd": "sgd",
+    "sgd-momentum": "sgd",
+    "adafactor": "adafactor",
+    "lion": "lion_32bit",
+    "lion-8bit": "lion_8bit",
+    "paged-lion-8bit": "paged_lion_8bit",
+}
+
+
+def trainer_args(w: Workload) -> list[str]:
+    """The batch, sequence length, checkpointing and optimizer the estimate assumed, as TRL sft.py's
+    SFTConfig flags (transformers TrainingArguments: --per_device_train_batch_size,
+    --gradient_accumulation_steps, --gradient_checkpointing, --optim; SFTConfig: --max_length, default
+    1024, and gradient_checkpointing on by default: huggingface/trl trl/trainer/sft_config.py@
+    f2cd57710ae345ea6428ae95363267fcf38a3dc8). Checkpointing in transformers is every layer or none."""
+    return [
+        f"--per_device_train_batch_size={w.batch_size}",
+        f"--gradient_accumulation_steps={w.micro_batches}",
+        f"--max_length={w.seq_len}",
+        f"--gradient_checkpointing={w.activation_checkpointing != 'none'}",
+        f"--optim={HF_OPTIM[w.optimizer]}",
+    ]
+
+
+def _sharded(lp: LaunchPlan) -> bool:
+    """Whether the base weights are sharded over several GPUs (ZeRO-3 / FSDP FULL_SHARD)."""
+    return lp.w.zero == 3 and lp.cluster.num_gpus > 1
+
+
+def peft_script(lp: LaunchPlan, fsdp: bool = False) -> list[str]:
+    """An adapter job's script and its TRL sft.py arguments: the adapter, then the training settings."""
+    return [lp.script, *adapter_args(lp.w, fsdp or _sharded(lp)), *trainer_args(lp.w), *lp.script_args]
+
+
+def _runs_megatron(lp: LaunchPlan) -> bool:
+    """Whether the command runs Megatron-LM's pretrain_gpt.py."""
+    megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
+    return lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py")
 
 
 def _script(lp: LaunchPlan) -> list[str]:
     args = list(lp.script_args)
-    megatron = _uses_megatron(lp.w) or lp.w.framework == "megatron"
-    if lp.script.endswith("pretrain_gpt.py") or (megatron and lp.script == "train.py"):
+    if _runs_megatron(lp):
         refuse_adapter(lp, f"Megatron-LM's pretrain_gpt.py (layout {lp.layout_label})")
-        return ["pretrain_gpt.py", *megatron_args(lp), *args]
-    return [lp.script, *adapter_args(lp.w), *args]
+        # a fine-tune starts from the converted checkpoint: --load with --finetune (no optimizer or
+        # iteration state from it), --no-load-optim/--no-load-rng (megatron/training/arguments.py)
+        tune = ["--finetune", ShellExpr("--load=$CHECKPOINT_DIR"), "--no-load-optim", "--no-load-rng"]
+        return ["pretrain_gpt.py", *megatron_args(lp), *(tune if lp.w.task == "finetune" else []), *args]
+    if lp.w.task in ("lora", "qlora"):  # a PEFT script (TRL sft.py's flags)
+        return peft_script(lp)
+    return [lp.script, *args]
 
 
 def _shell_join(parts: list[str]) -> str:
@@ -188,24 +249,31 @@ def _header_text(lp: LaunchPlan) -> list[str]:
         )
     if w.task in ("lora", "qlora"):
         lines.append(adapter_line(w))
+    if w.task == "finetune" and w.is_training and _runs_megatron(lp):
+        lines.append("fine-tune: set CHECKPOINT_DIR to the model's checkpoint converted to Megatron's format (--load)")
     return lines + list(lp.notes) + [n for n in (lp.remote_code_note, lp.checkpoint_note) if n]
 
 
 def adapter_line(w: Workload) -> str:
     """The adapter the script must build (PEFT LoraConfig; a 4-bit NF4 base for QLoRA)."""
     targets = ",".join(w.lora_targets) if isinstance(w.lora_targets, list) else str(w.lora_targets)
-    base = "4-bit NF4 (bitsandbytes)" if w.task == "qlora" else w.precision
+    # the 4-bit kernel the estimate assumed: bitsandbytes, or torchao's NF4Tensor (torchtune)
+    base = (
+        f"4-bit NF4 ({'torchao NF4Tensor' if w.qlora_kernel == 'torchao' else 'bitsandbytes'})"
+        if w.task == "qlora"
+        else w.precision
+    )
     return (
         f"adapter: {w.task} r={w.lora_rank} alpha={2 * w.lora_rank} dropout={w.lora_dropout:g} targets={targets} "
         f"on a frozen {base} base"
     )
 
 
-def _peft_run(lp: LaunchPlan, launcher: str) -> str:
+def _peft_run(lp: LaunchPlan, launcher: str, fsdp: bool = False) -> str:
     """For an adapter job's config file: the command that runs the PEFT script with the adapter."""
     if lp.w.task not in ("lora", "qlora"):
         return ""
-    return "# " + comment(f"run: {launcher} {shell_line([lp.script, *adapter_args(lp.w), *lp.script_args])}") + "\n"
+    return "# " + comment(f"run: {launcher} {shell_line(peft_script(lp, fsdp))}") + "\n"
 
 
 def torchrun(lp: LaunchPlan) -> str:
@@ -288,7 +356,9 @@ def _fsdp_section(lp: LaunchPlan) -> dict[str, Any]:
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
         "fsdp_sync_module_states": True,
         "fsdp_cpu_ram_efficient_loading": True,
-        "fsdp_use_orig_params": True,
+        # QLoRA: False, as the FSDP-QLoRA configs run it (huggingface/peft:examples/sft/configs/
+        # fsdp_config_qlora.yaml@5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40)
+        "fsdp_use_orig_params": w.task != "qlora",
         "fsdp_activation_checkpointing": w.activation_checkpointing != "none",
     }
     fam = family_of(m.model_type)  # its transformers layer class: the family table (specs/model/families.py)
@@ -315,7 +385,8 @@ def accelerate(lp: LaunchPlan) -> str:
     sharding: deepspeed) or FSDP (ZeRO-3, parameters and optimizer offloaded together)."""
     _check_data_parallel_only(lp, "accelerate")
     w = lp.w
-    if w.zero == 3 and w.sharding == "fsdp" and w.offload != "optimizer":  # FSDP offloads params with optimizer
+    fsdp = w.zero == 3 and w.sharding == "fsdp" and w.offload != "optimizer"  # FSDP offloads params with optimizer
+    if fsdp:
         cfg = _accelerate_base(lp, "FSDP")
         cfg["fsdp_config"] = _fsdp_section(lp)
     elif w.zero >= 1 or w.offload != "none":
@@ -335,7 +406,7 @@ def accelerate(lp: LaunchPlan) -> str:
         cfg["deepspeed_config"] = ds
     else:
         cfg = _accelerate_base(lp, "MULTI_GPU" if lp.cluster.num_gpus > 1 else "NO")
-    run = _peft_run(lp, "accelerate launch --config_file accelerate.yaml")
+    run = _peft_run(lp, "accelerate launch --config_file accelerate.yaml", fsdp)
     return "# " + "\n# ".join(_header(lp)) + "\n" + run + _yaml(cfg)
 
 
@@ -344,7 +415,7 @@ def fsdp(lp: LaunchPlan) -> str:
     _check_data_parallel_only(lp, "FSDP")
     cfg = _accelerate_base(lp, "FSDP")
     cfg["fsdp_config"] = _fsdp_section(lp)
-    run = _peft_run(lp, "accelerate launch --config_file fsdp.yaml")
+    run = _peft_run(lp, "accelerate launch --config_file fsdp.yaml", lp.cluster.num_gpus > 1)
     return "# " + "\n# ".join(_header(lp)) + "\n" + run + _yaml(cfg)
 
 

@@ -25,10 +25,18 @@ import re
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import _header, _shell_join, _torchrun_argv, adapter_args, refuse_adapter
+from gpuplan.interfaces.launch import (
+    _header,
+    _shell_join,
+    _torchrun_argv,
+    adapter_args,
+    refuse_adapter,
+    trainer_args,
+)
 from gpuplan.interfaces.launch_torchtune import tune_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs import frameworks
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
 
 # torchtitan's Llama 3 flavors (torchtitan/models/llama3/__init__.py: llama3_configs)
@@ -55,13 +63,43 @@ def _toml(doc: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# gpuplan model_type -> torchtitan's train-spec name (torchtitan/models/__init__.py: llama3, llama4,
+# deepseek_v3 registered); a Llama-architecture model of any generation is torchtitan's llama3 model
+# (its TransformerModelArgs: dim, n_layers, n_heads, n_kv_heads, vocab_size, rope_theta, ffn size)
+TORCHTITAN_MODELS: Final = {"llama": "llama3", "llama4": "llama4", "deepseek_v3": "deepseek_v3"}
+LLAMA3_VOCAB: Final = 128_256  # Llama 3.x's tokenizer: torchtitan's llama3 flavors are built for it
+
+
+def check_torchtitan_model(model: ModelSpec) -> str:
+    """torchtitan's model name for `model`, or one line where it has none."""
+    name = TORCHTITAN_MODELS.get(model.model_type)
+    if name is None:
+        raise InvalidSettingError(
+            f"torchtitan has no model for {model.name} (architecture {model.model_type}; its train specs are "
+            f"{', '.join(sorted(set(TORCHTITAN_MODELS.values())))}); use --format torchrun or accelerate."
+        )
+    return name
+
+
 def _flavor(lp: LaunchPlan) -> tuple[str, str, str]:
     """torchtitan's model name and flavor for the model, and a note where it has no preset."""
     m = lp.model
+    name = check_torchtitan_model(m)
     size = f"{round(m.total_params / 1e9)}B"
-    if m.model_type == "llama" and size in TORCHTITAN_LLAMA3_FLAVORS:
-        return "llama3", size, ""
-    return m.model_type or "llama3", "custom", f"torchtitan has no preset for {m.name}: register its flavor first"
+    if name == "llama3" and size in TORCHTITAN_LLAMA3_FLAVORS and m.vocab_size == LLAMA3_VOCAB:
+        return name, size, ""
+    if name != "llama3":
+        return name, "custom", f"torchtitan has no {name} flavor for {m.name}: register its ModelArgs first"
+    theta = m.config.get("rope_theta", 10_000.0)
+    return (
+        name,
+        "custom",
+        (
+            f"torchtitan has no llama3 flavor for {m.name}: register one (TransformerModelArgs) with dim={m.hidden_size}, "
+            f"n_layers={m.num_layers}, n_heads={m.num_heads}, n_kv_heads={m.num_kv_heads}, vocab_size={m.vocab_size}, "
+            f"rope_theta={theta:g} and an FFN of {m.intermediate_size} (ffn_dim_multiplier, multiple_of)"
+        ),
+    )
 
 
 def torchtitan(lp: LaunchPlan) -> str:
@@ -227,7 +265,8 @@ def nemo_factory(lp: LaunchPlan) -> tuple[str, str, list[str]]:
         raise InvalidSettingError(
             f"NeMo's {recipe} recipe has a finetune factory only; set task: finetune or use --format torchrun."
         )
-    args, notes = ([] if verb == "pretrain" else ['peft_scheme="none"']), []
+    scheme = '"lora"' if w.task == "lora" else '"none"'  # finetune_recipe(peft_scheme=...): LoRA or all weights
+    args, notes = ([] if verb == "pretrain" else [f"peft_scheme={scheme}"]), []
     if w.tp_comm_overlap:
         if perf_pre if verb == "pretrain" else perf_ft:
             args.append("performance_mode=True")
@@ -267,13 +306,39 @@ def nemo_argv(lp: LaunchPlan) -> list[str]:
         a.append("trainer.plugins=fp16_mixed")
     if w.train_tokens:
         a.append(f"trainer.max_steps={math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))}")
+    if w.task == "lora":  # the recipe's peft (llm.peft.LoRA: dim, alpha, dropout, target_modules)
+        a += [f"peft.dim={w.lora_rank}", f"peft.alpha={2 * w.lora_rank}", f"peft.dropout={w.lora_dropout:g}",
+              f"peft.target_modules=[{','.join(nemo_lora_modules(lp))}]"]  # fmt: skip
     return ["nemo", "llm", verb, "--factory", factory, *a, "-y"]
 
 
+# Hugging Face module names -> Megatron-Core's (NeMo's LoRA target_modules: linear_qkv the fused q/k/v,
+# linear_proj the output projection, linear_fc1 the fused gate/up, linear_fc2 the down projection;
+# NVIDIA/NeMo:nemo/collections/llm/peft/lora.py@8cfedd7203462cb251a914e700e5605444277561)
+_NEMO_LINEAR: Final = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv", "qkv_proj": "linear_qkv",
+                       "o_proj": "linear_proj", "gate_proj": "linear_fc1", "up_proj": "linear_fc1",
+                       "gate_up_proj": "linear_fc1", "down_proj": "linear_fc2"}  # fmt: skip
+_NEMO_ORDER: Final = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+def nemo_lora_modules(lp: LaunchPlan) -> list[str]:
+    """NeMo's LoRA target_modules for the workload's lora_targets (as the estimate resolved them);
+    one line for a module NeMo's LoRA has no name for."""
+    from gpuplan.estimators.lora import lora_targets
+
+    leaves = {g.name.rsplit(".", 1)[-1] for g in lora_targets(lp.model, lp.w.lora_targets)}
+    other = sorted(leaves - set(_NEMO_LINEAR))
+    if other:
+        raise InvalidSettingError(
+            f"NeMo's LoRA adapts linear_qkv, linear_proj, linear_fc1 and linear_fc2; lora_targets {', '.join(other)} "
+            "has no such module: set lora_targets: all-linear, or use --format axolotl or accelerate."
+        )
+    return sorted({_NEMO_LINEAR[x] for x in leaves}, key=_NEMO_ORDER.index)
+
+
 def nemo(lp: LaunchPlan) -> str:
-    # the command runs a full fine-tune (peft_scheme='none'); a LoRA run would take the recipe's own
-    # rank and alpha, and the overrides written here carry no adapter settings
-    refuse_adapter(lp, "The NeMo command gpuplan writes", "carries no adapter settings (rank, alpha, 4-bit base)")
+    # a full fine-tune (peft_scheme='none') or LoRA (peft_scheme='lora' with the adapter as peft.*
+    # overrides); QLoRA is refused when the workload is built (NeMo has no 4-bit base)
     if lp.w.zero >= 2:
         raise InvalidSettingError(
             "NeMo's Megatron strategy shards optimizer states only (distributed optimizer, zero 1); "
@@ -282,6 +347,8 @@ def nemo(lp: LaunchPlan) -> str:
     head = ["# " + x for x in _header(lp)]
     head.append("# NeMo 2 (NeMo-Run CLI): the recipe's defaults, with this layout and batch as overrides")
     head += ["# " + n for n in nemo_factory(lp)[2]]
+    if lp.w.task == "lora" and lp.w.lora_targets != "all-linear":
+        head.append("# NeMo's LoRA adapts fused layers: linear_qkv is q, k and v together, linear_fc1 gate and up")
     return "\n".join(head) + "\n" + _shell_join(nemo_argv(lp)) + "\n"
 
 
@@ -313,7 +380,11 @@ def torchtune(lp: LaunchPlan) -> str:
         f"compile={w.compile}",
     ]
     if adapter:  # the lora_* model builders' arguments (torchtune/models/llama3_1/_model_builders.py)
+        attn, mlp, head_out = tune_lora_modules(lp)
         o += [
+            f"model.lora_attn_modules=[{','.join(attn)}]",
+            f"model.apply_lora_to_mlp={mlp}",
+            f"model.apply_lora_to_output={head_out}",
             f"model.lora_rank={w.lora_rank}",
             f"model.lora_alpha={2 * w.lora_rank}",
             f"model.lora_dropout={w.lora_dropout:g}",
@@ -323,6 +394,37 @@ def torchtune(lp: LaunchPlan) -> str:
     head = ["# " + x for x in _header(lp)]
     head.append(f"# {config}: torchtune's config for this model and task (`tune ls` lists them; `tune cp` to edit)")
     return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
+
+
+# the workload's (Hugging Face) module names -> torchtune's lora_attn_modules (torchtune/modules/peft/
+# _utils.py LORA_ATTN_MODULES: q_proj, k_proj, v_proj, output_proj), its MLP (w1, w2, w3, adapted
+# together by apply_lora_to_mlp) and its output head (apply_lora_to_output); written as
+# `model.lora_attn_modules=[q_proj,v_proj]` key=value overrides (docs/source/tutorials/
+# memory_optimizations.rst at launch_torchtune.TORCHTUNE_COMMIT)
+_TUNE_ATTN: Final = {"q_proj": ("q_proj",), "k_proj": ("k_proj",), "v_proj": ("v_proj",), "o_proj": ("output_proj",),
+                     "qkv_proj": ("q_proj", "k_proj", "v_proj")}  # fmt: skip
+_TUNE_MLP: Final = (("gate_proj", "up_proj", "down_proj"), ("gate_up_proj", "down_proj"))
+_TUNE_ORDER: Final = ("q_proj", "k_proj", "v_proj", "output_proj")
+
+
+def tune_lora_modules(lp: LaunchPlan) -> tuple[list[str], bool, bool]:
+    """torchtune's (lora_attn_modules, apply_lora_to_mlp, apply_lora_to_output) for the workload's
+    lora_targets, as the estimate resolved them (estimators/lora.py); one line where torchtune cannot
+    adapt that set (it adapts the MLP's projections all together)."""
+    from gpuplan.estimators.lora import lora_targets
+
+    leaves = {g.name.rsplit(".", 1)[-1] for g in lora_targets(lp.model, lp.w.lora_targets)}
+    attn = sorted({t for x in leaves & set(_TUNE_ATTN) for t in _TUNE_ATTN[x]}, key=_TUNE_ORDER.index)
+    mlp = next((set(m) for m in _TUNE_MLP if set(m) & leaves), set())
+    head_out = "lm_head" in leaves
+    rest = leaves - set(_TUNE_ATTN) - mlp - {"lm_head"}
+    if (mlp and not mlp <= leaves) or rest:
+        raise InvalidSettingError(
+            f"torchtune adapts q/k/v/output projections, the whole MLP ({'/'.join(sorted(mlp or _TUNE_MLP[0]))} "
+            f"together) and the output head; lora_targets {','.join(sorted(leaves))} is not such a set: list all "
+            "the MLP projections or none, or use --format axolotl or accelerate."
+        )
+    return attn, bool(mlp), head_out
 
 
 def _check_single_node(lp: LaunchPlan, what: str) -> None:
@@ -340,11 +442,35 @@ def unsloth(lp: LaunchPlan) -> str:
             "or framework: axolotl or llama-factory for several GPUs."
         )
     head = ["# " + x for x in _header(lp)]
+    # what the script is: its flags are TRL sft.py's; Unsloth's own calls are the script's to make
+    # (unslothai/unsloth:unsloth/models/loader.py@015bdef0d94a241bcd94eec7a405b1700632180d from_pretrained's
+    # max_seq_length, load_in_4bit, full_finetuning; models/llama.py get_peft_model's use_gradient_checkpointing)
+    w = lp.w
+    load = f"FastLanguageModel.from_pretrained(max_seq_length={w.seq_len}, load_in_4bit={w.task == 'qlora'}"
+    calls = (
+        f'{load}), get_peft_model(r={w.lora_rank}, use_gradient_checkpointing="unsloth")'
+        if w.task in ("lora", "qlora")
+        else f"{load}, full_finetuning=True)"
+    )
+    head += [
+        f"# {lp.script}: flags in TRL sft.py's spelling (trl/scripts/sft.py: ModelConfig, SFTConfig); the estimate "
+        "assumes Unsloth's kernels, which the script must load itself:",
+        f"#   {calls}; plain sft.py runs without them and needs more memory",
+    ]
     # the precision in transformers TrainingArguments' spelling (--bf16 / --fp16, booleans that
     # HfArgumentParser reads; TRL's SFTConfig turns bf16 on unless told): fp16 on a card without BF16
-    prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(lp.w.precision, [])
-    argv = ["python", lp.script, *adapter_args(lp.w), *prec, *lp.script_args]
+    prec = {"bf16": ["--bf16"], "fp16": ["--fp16", "--bf16=False"]}.get(w.precision, [])
+    argv = ["python", lp.script, *adapter_args(w), *trainer_args(w), *prec, *lp.script_args]
     return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
+
+
+def precheck(fmt: str, w: Workload, model: ModelSpec) -> None:
+    """What a framework's own file cannot hold, refused before anything is estimated (one line): a
+    model torchtitan has no architecture for, or torchtune no config for."""
+    if fmt == "torchtitan" and w.is_training:
+        check_torchtitan_model(model)
+    if fmt == "torchtune" and w.task in ("finetune", "lora", "qlora"):
+        tune_config(model.name, w.task if w.task != "finetune" else "full", w.num_gpus == 1)
 
 
 def render(lp: LaunchPlan, fmt: str) -> str:

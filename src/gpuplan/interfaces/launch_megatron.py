@@ -74,6 +74,32 @@ def _megatron_shape_args(m: ModelSpec) -> list[str]:
     return a
 
 
+# Megatron-LM's own defaults for what a Llama-style config sets (megatron/training/arguments.py:
+# --rotary-base 10000, --norm-epsilon 1e-5, no QKV bias under --disable-bias-linear, no RoPE scaling)
+MEGATRON_ROTARY_BASE: Final = 10_000
+MEGATRON_NORM_EPS: Final = 1e-5
+
+
+def _rope_norm_bias_args(m: ModelSpec) -> list[str]:
+    """The RoPE base, norm epsilon, q/k/v biases and Llama 3's RoPE scaling from the model's config
+    (rope_theta, rms_norm_eps, the q/k/v bias tensors, rope_scaling.rope_type "llama3"), as
+    Megatron-LM spells them (--rotary-base, --norm-epsilon, --add-qkv-bias, --use-rope-scaling with
+    --rope-scaling-factor; megatron/training/arguments.py); its defaults would build another model."""
+    cfg, a = m.config, []
+    theta = cfg.get("rope_theta", MEGATRON_ROTARY_BASE)
+    if isinstance(theta, int | float) and not isinstance(theta, bool) and theta != MEGATRON_ROTARY_BASE:
+        a.append(f"--rotary-base {round(theta)}")  # an int argument
+    eps = cfg.get("rms_norm_eps", MEGATRON_NORM_EPS)
+    if isinstance(eps, float) and eps != MEGATRON_NORM_EPS:
+        a.append(f"--norm-epsilon {eps:g}")
+    if any(g.name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias")) for g in m.groups):
+        a.append("--add-qkv-bias")  # Qwen2: biases on q, k and v only (the rest stay off)
+    scaling = cfg.get("rope_scaling")
+    if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) == "llama3":
+        a += ["--use-rope-scaling", f"--rope-scaling-factor {float(scaling.get('factor', 8.0)):g}"]
+    return a
+
+
 def _mla_args(cfg: Mapping[str, Any]) -> list[str]:
     """DeepSeek-V2/V3 multi-latent attention (Megatron-Core MLATransformerConfig, as its DeepSeek-V3
     example sets it: low-rank q and kv, nope / rope / value head sizes, and the q_a / kv_a norms
@@ -173,6 +199,7 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
         a += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"]
         if not m.tie_word_embeddings:
             a.append("--untie-embeddings-and-output-weights")
+        a += _rope_norm_bias_args(m)
     # the attention kernel the estimate assumed (megatron/core/transformer/enums.py AttnBackend):
     # flash-attn, Transformer Engine's cuDNN fused attention, or the unfused softmax
     a.append(f"--attention-backend {MEGATRON_ATTENTION[w.attention_impl]}")

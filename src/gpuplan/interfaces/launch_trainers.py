@@ -6,7 +6,8 @@ Keys are the tools' own: Axolotl's config as its Llama 3 examples spell it
 (axolotl-ai-cloud/axolotl:examples/llama-3/lora-8b.yml and qlora-fsdp-70b.yaml@9f824ef76af48eff9f69f3a93ede03a6a2b4313a /
 ba1be71d70582bc0abf67ad604abb6739567f504; deepspeed_configs/zero{1,2,3}*.json ship with it) and
 LLaMA-Factory's argument dataclasses (hiyouga/LLaMA-Factory:src/llamafactory/hparams/model_args.py@
-cc22c045a7ffef31a3da6a32f189fd100d7c38b2: flash_attn, enable_liger_kernel, disable_gradient_checkpointing;
+cc22c045a7ffef31a3da6a32f189fd100d7c38b2 and ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30 (0.9.6.dev0):
+flash_attn, enable_liger_kernel, disable_gradient_checkpointing, quantization_bit, quantization_type;
 finetuning_args.py: stage, finetuning_type, lora_rank, lora_dropout, lora_target; the examples'
 deepspeed: examples/deepspeed/ds_z{0,2,3}[_offload]_config.json) plus transformers' TrainingArguments.
 """
@@ -19,27 +20,12 @@ from typing import Any, Final
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import _check_data_parallel_only, _header
+from gpuplan.interfaces.launch import HF_OPTIM, _check_data_parallel_only, _header
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs.model import family_of
 from gpuplan.specs.workload import Workload
 
 TRAINER_FORMATS: Final = ("axolotl", "llama-factory")
-# gpuplan optimizer -> transformers' OptimizerNames (training_args.py), which both trainers take
-HF_OPTIM: Final = {
-    "adamw": "adamw_torch_fused",
-    "adamw-foreach": "adamw_torch",
-    "adam": "adamw_torch",
-    "adamw-8bit": "adamw_bnb_8bit",
-    "paged-adamw": "paged_adamw_32bit",
-    "paged-adamw-8bit": "paged_adamw_8bit",
-    "sgd": "sgd",
-    "sgd-momentum": "sgd",
-    "adafactor": "adafactor",
-    "lion": "lion_32bit",
-    "lion-8bit": "lion_8bit",
-    "paged-lion-8bit": "paged_lion_8bit",
-}
 
 
 def _check(w: Workload, fmt: str) -> None:
@@ -137,7 +123,11 @@ def llama_factory(lp: LaunchPlan) -> str:
         cfg |= {"lora_rank": w.lora_rank, "lora_dropout": w.lora_dropout}
         cfg["lora_target"] = ",".join(targets) if isinstance(targets, list) else "all"
     if w.task == "qlora":
-        cfg |= {"quantization_bit": 4, "quantization_method": "bitsandbytes"}
+        # bitsandbytes NF4 on the fly; quantization_method is left at its default, which is bitsandbytes
+        # in every release but spelled "bitsandbytes" before and "bnb" since hiyouga/LLaMA-Factory@c3c0efba
+        # (src/llamafactory/extras/constants.py QuantizationMethod.BNB; model/model_utils/quantization.py
+        # quantises only when quantization_method == QuantizationMethod.BNB, and a YAML string is not coerced)
+        cfg |= {"quantization_bit": 4, "quantization_type": "nf4"}
     if w.zero >= 1:
         offload = "_offload" if w.offload != "none" and w.zero in (2, 3) else ""
         cfg["deepspeed"] = f"examples/deepspeed/ds_z{w.zero if w.zero != 1 else 2}{offload}_config.json"

@@ -119,9 +119,13 @@ def plan_launch(
     script: str = "train.py",
     script_args: tuple[str, ...] = (),
     search: bool = True,
+    data_parallel: bool = False,
 ) -> LaunchPlan:
-    """The launch plan: the workload's own layout when it sets one, else the best searched layout
-    (training on a cluster or several GPUs) or the fewest GPUs that hold an inference job."""
+    """The launch plan: the workload's own layout when it sets one or names a framework (the layout
+    `gpuplan estimate` judges, so both refuse alike), else the best searched layout (training on a
+    cluster or several GPUs; `data_parallel`: for a format that splits no tensors, pipelines or
+    sequences), with a note naming each setting it changed; or the fewest GPUs that hold an
+    inference job."""
     if w.gpu is None and cluster is None:
         raise InvalidSettingError("A launch file needs a GPU: set gpu: NAME (and num_gpus) or cluster: NODESxGPUS:GPU.")
     if cluster is None:
@@ -131,14 +135,20 @@ def plan_launch(
     # a framework's layout defaults (torchtitan's FSDP2, NeMo's distributed optimizer) fix the
     # layout as the user's keys do: the search's ZeRO stages are not all ones the framework runs
     fw_keys = set(frameworks.fill(w.framework, w.model_dump(exclude_unset=True))) if w.framework else set()
-    fixed = bool(layout_keys & (w.model_fields_set | fw_keys))
+    # a framework's file is written for the workload as estimated: a layout it does not fit is refused
+    # with estimate's best fix, in every framework alike (a search would pick stages some cannot run)
+    fixed = bool(layout_keys & (w.model_fields_set | fw_keys)) or w.framework is not None
     label = ""
     searched_none = False
     notes: list[str] = []
     if w.is_training and search and not fixed and cluster.num_gpus > 1:
-        found = _search(model, w, cluster, fw_keys)
+        asked = w.with_(gpu=cluster.gpu.name, num_gpus=cluster.num_gpus)
+        pinned = w.with_(**{k: 1 for k in ("tp", "pp", "cp", "ep") if k not in w.model_fields_set})
+        found = _search(model, pinned if data_parallel else w, cluster, fw_keys)
         if found is not None:
             w, label = found
+            if label:
+                notes += changed_note(model, asked, w, cluster)
         else:  # the workload's own layout, planned so the refusal shows its shortfall and best fix
             searched_none = True
             notes.append(f"no layout the search tried fits on {cluster.num_gpus} x {cluster.gpu.name}")
@@ -177,6 +187,30 @@ def _search(model: ModelSpec, w: Workload, cluster: Cluster, fw_keys: set[str]) 
     best = [r for r in res.best if all(getattr(r.workload, k) == v for k, v in keep.items())]
     # none of the ranked layouts runs the workload's micro-batch: its own layout is planned ("" label)
     return (best[0].workload, best[0].layout.label) if best else (w, "")
+
+
+CHANGED_KEYS: Final = ("tp", "pp", "cp", "ep", "vp", "zero", "sequence_parallel", "batch_size", "grad_accum",
+                       "activation_checkpointing")  # fmt: skip
+
+
+def changed_note(model: ModelSpec, asked: Workload, got: Workload, cluster: Cluster) -> list[str]:
+    """One line naming the settings the searched layout changed from the workload as written (the
+    layout `gpuplan estimate` judges), and why; none where it changed nothing."""
+    diff = [
+        f"{k} {getattr(asked, k)} -> {getattr(got, k)}" for k in CHANGED_KEYS if getattr(asked, k) != getattr(got, k)
+    ]
+    if not diff:
+        return []
+    try:
+        mem = estimate_memory(model, asked, cluster.gpu)
+        short = (mem.per_gpu_bytes - (mem.capacity_bytes or 0)) / 2**30
+        why = "as written it fits" if mem.fits else f"as written it does not fit, {short:,.2f} GiB short per GPU"
+    except InvalidSettingError:
+        why = "as written it is not a layout gpuplan can estimate"
+    return [
+        f"changed from the workload (what `gpuplan estimate` judges): {', '.join(diff)}: the fastest layout the "
+        f"search found that fits; {why}; set these keys to keep yours"
+    ]
 
 
 def _label(w: Workload) -> str:

@@ -33,6 +33,7 @@ from gpuplan.estimators import comm, runtime
 from gpuplan.estimators.memory import MemoryEstimate, activation_lines, estimate_memory
 from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.estimators.perf import TrainingTime, estimate_training_time, training_ops, with_checkpointing
+from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
@@ -439,7 +440,11 @@ def search_layouts(
     # an adapter job (LoRA/QLoRA) runs under PEFT trainers (accelerate, FSDP, DeepSpeed, Axolotl,
     # LLaMA-Factory, torchtune), which split no tensors, pipelines, sequences or experts: data
     # parallel layouts only, unless the workload sets those keys itself
-    held = [k for k in PINNABLE if k not in w.model_fields_set] if w.task in ("lora", "qlora") else []
+    # data parallel layouts only, as for a framework that runs nothing else (frameworks.toml `parallel`)
+    dp_only = w.task in ("lora", "qlora") or (
+        w.framework is not None and frameworks.frameworks()[w.framework].data_parallel
+    )
+    held = [k for k in PINNABLE if k not in w.model_fields_set] if dp_only else []
     w = w.with_(**dict.fromkeys(held, 1)) if held else w
     pinned, tps, cps, eps = _parallel_axes(model, w, cluster, allow_cross_node_tp, rejected)
     kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, (tps, cps, eps), rejected, checkpointing)
@@ -460,7 +465,8 @@ def search_layouts(
             "held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items() if k not in held)
         )
     if held:
-        notes.append(f"{w.task}: data-parallel layouts only (PEFT trainers split no tensors, pipelines or sequences)")
+        who = f"framework {w.framework}" if w.task not in ("lora", "qlora") else w.task
+        notes.append(f"{who}: data-parallel layouts only (PEFT trainers split no tensors, pipelines or sequences)")
     if not best:
         notes.append(
             "no layout fits: add GPUs, lower the micro-batch or sequence length, or use a GPU with more memory"

@@ -5,7 +5,7 @@ Field names and order are the plan's JSON contract (docs/api.md): `to_dict()` is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.results.base import Result, band, optional
@@ -203,6 +203,9 @@ class LaunchFile(Result):
     layout: str
     workload: dict[str, Any]
     cluster: str
+    # what the user should read beside the file (the CLI prints them to stderr): a setting the
+    # written layout changed from the workload's, a JSON file's layout and run command
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)

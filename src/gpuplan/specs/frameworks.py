@@ -45,6 +45,10 @@ class Framework:
     note: str
     defaults: tuple[Default, ...]
     max_gpus: int | None = None  # a framework that trains on one GPU only (Unsloth)
+    data_parallel: bool = False  # `parallel = "data"`: no tensor, pipeline or context parallelism
+    tasks: tuple[str, ...] | None = None  # the training tasks it runs (None: all of them)
+    fp8_recipes: tuple[str, ...] | None = None  # the fp8 scaling recipes it has (None: any)
+    scope: str = ""  # where `tasks`, `parallel` and `fp8_recipes` are documented
 
 
 def _int(v: Any, fallback: int) -> int:
@@ -79,7 +83,12 @@ def _parse(doc: Mapping[str, Any]) -> dict[str, Framework]:
         defaults = tuple(
             Default(key, d["value"], d["source"], d.get("when", "")) for key, d in sec.get("defaults", {}).items()
         )
-        out[name] = Framework(name, sec["title"], sec["launch"], sec.get("note", ""), defaults, sec.get("max_gpus"))
+        tasks, recipes = sec.get("tasks"), sec.get("fp8_recipes")
+        out[name] = Framework(
+            name, sec["title"], sec["launch"], sec.get("note", ""), defaults, sec.get("max_gpus"),
+            sec.get("parallel") == "data", tuple(tasks) if tasks else None, tuple(recipes) if recipes else None,
+            sec.get("scope", ""),
+        )  # fmt: skip
     return out
 
 
@@ -120,4 +129,32 @@ def check_gpus(name: str, num_gpus: int) -> None:
         raise ValueError(
             f"framework {name} trains on {fw.max_gpus} GPU at most ({fw.title}); num_gpus is {num_gpus}: set "
             f"num_gpus: {fw.max_gpus}, or framework: axolotl, llama-factory or hf-trainer for several GPUs"
+        )
+
+
+def running(task: str) -> list[str]:
+    """The frameworks that run training task `task`."""
+    return [f.name for f in frameworks().values() if f.tasks is None or task in f.tasks]
+
+
+def check(name: str, task: str, split: Mapping[str, int], fp8_recipe: str | None) -> None:
+    """What the framework cannot run is refused when the workload is built, in every face
+    (ValueError: one line): a task it has no recipe for, tensor/pipeline/context parallelism in a
+    data-parallel-only framework, an fp8 recipe it lacks (`fp8_recipe` None: not fp8 training)."""
+    fw = frameworks()[name]
+    if fw.tasks is not None and task not in fw.tasks:
+        raise ValueError(
+            f"framework {name} does not run task {task} (it runs {', '.join(fw.tasks)}); for {task} use framework: "
+            f"{', '.join(n for n in running(task) if n != name)}"
+        )
+    over = [f"{k} {v}" for k, v in split.items() if v > 1]
+    if fw.data_parallel and over:
+        raise ValueError(
+            f"framework {name} splits no tensors, pipelines or sequences (data parallelism with ZeRO/FSDP only); "
+            f"this workload sets {', '.join(over)}: set them to 1, or framework: megatron, nemo or torchtitan"
+        )
+    if fp8_recipe is not None and fw.fp8_recipes is not None and fp8_recipe not in fw.fp8_recipes:
+        raise ValueError(
+            f"framework {name} has no fp8_recipe {fp8_recipe} (its fp8 recipes: {', '.join(fw.fp8_recipes)}); "
+            f"set fp8_recipe: {fw.fp8_recipes[0]}, or another framework"
         )

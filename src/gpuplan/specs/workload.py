@@ -241,8 +241,10 @@ class Workload(BaseModel):
         )
         w: Workload = handler({**data, **filled} if filled else data)  # no framework, an unknown one, not training
         w.model_fields_set.difference_update(filled)
-        if w.framework is not None and w.is_training:
-            frameworks.check_gpus(w.framework, w.num_gpus)  # Unsloth: one GPU
+        if w.framework is not None and w.is_training:  # Unsloth: one GPU; tasks, parallelism, fp8 recipes
+            frameworks.check_gpus(w.framework, w.num_gpus)
+            recipe = w.fp8_recipe if w.precision == "fp8" else None
+            frameworks.check(w.framework, w.task, {"tp": w.tp, "pp": w.pp, "cp": w.cp}, recipe)
         return w
 
     # --- inference engines: transformers' cache, llama.cpp / Ollama offload (estimators/engines.py) ---

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError, InvalidSettingError, did_you_mean
 from gpuplan.estimators.memory import MemoryEstimate
@@ -18,6 +18,9 @@ from gpuplan.specs.gpu import GIB
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload, make_workload, read_user_text
+
+if TYPE_CHECKING:
+    from gpuplan.planner.launch_plan import LaunchPlan
 
 # --- launch files ------------------------------------------------------------------------------
 
@@ -83,7 +86,7 @@ def launch(
     empty `fmt` writes the workload framework's own launch (accelerate for hf-trainer, a torchtitan
     TOML, a NeMo command …)."""
     from gpuplan.interfaces.launch import FORMATS, render
-    from gpuplan.interfaces.launch_frameworks import default_format
+    from gpuplan.interfaces.launch_frameworks import default_format, precheck
     from gpuplan.planner.launch_plan import plan_launch
 
     if fmt and fmt not in FORMATS:
@@ -106,7 +109,9 @@ def launch(
         w = w.with_(framework=fmt)
     fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
-    lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
+    precheck(fmt, w, model)  # a model the framework's file cannot name: one line, before any estimate
+    dp_only = fmt in ("accelerate", "fsdp", "deepspeed", *frameworks.names())  # formats with no TP/PP/CP
+    lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args), data_parallel=dp_only)
     if not lp.memory.fits and not force:
         _refuse(model, lp.w, lp.memory, ctx, lp.layout_label if lp.searched_none else None)
     opts = {"partition": partition, "gres": gres, "time_limit": time_limit} if fmt == "slurm" else {}
@@ -117,7 +122,24 @@ def launch(
         layout=lp.layout_label,
         workload=lp.w.model_dump(exclude_none=True),
         cluster=lp.cluster.label,
+        notes=[*lp.notes, *_json_notes(lp, fmt)],
     )
+
+
+def _json_notes(lp: LaunchPlan, fmt: str) -> list[str]:
+    """A JSON file has no comment for its header: the layout and the command go beside it (stderr)."""
+    if fmt != "deepspeed" or not lp.w.is_training:
+        return []
+    from gpuplan.interfaces.launch import peft_script
+    from gpuplan.interfaces.quoting import shell_line
+
+    cl = lp.cluster
+    nodes = f"--num_nodes {cl.nodes} --hostfile hostfile " if cl.nodes > 1 else ""
+    script = shell_line(peft_script(lp)) if lp.w.task in ("lora", "qlora") else lp.script
+    return [
+        f"layout {lp.layout_label} on {cl.label}; run: deepspeed {nodes}--num_gpus {cl.gpus_per_node} "
+        f"{script} --deepspeed ds_config.json (this file)"
+    ]
 
 
 def _refuse(

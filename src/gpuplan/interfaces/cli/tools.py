@@ -187,6 +187,8 @@ def launch(
     if as_json:
         emit_json(rec)
         return
+    for note in rec.notes:  # a changed setting, a JSON file's layout: beside the file, not in it
+        sys.stderr.write(f"gpuplan: {note}\n")
     if out is not None:
         try:
             out.write_text(rec.text, encoding="utf-8")
