@@ -17,7 +17,7 @@ from gpuplan.estimators.memory import (
 )
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
-from gpuplan.specs.precision import FP4_TENSOR_FORMATS, compute_peak, fp4_peak
+from gpuplan.specs.precision import FP4_TENSOR_FORMATS, compute_peak, fp4_peak, training_precision_gap
 from gpuplan.specs.workload import Workload
 
 # Engines whose decode runs under CUDA graphs with fused kernels (vLLM, TensorRT-LLM, SGLang,
@@ -191,11 +191,9 @@ class Ctx:
 
 def make_ctx(model: ModelSpec, w: Workload, gpu: GPU) -> Ctx:
     prec: str = w.precision
-    if w.is_training and prec == "fp8" and not gpu.supports("fp8"):
-        raise InvalidSettingError(
-            f"fp8 training needs FP8 tensor cores; {gpu.name} has none (FP8 needs compute capability 8.9+). "
-            "Use precision: bf16 (or fp16 where there is no bf16)."
-        )
+    gap = training_precision_gap(prec, gpu) if w.is_training else None
+    if gap:
+        raise InvalidSettingError(gap)
     notes: list[str] = []
     if prec == "bf16" and not gpu.supports("bf16") and gpu.supports("fp16"):
         # no BF16 tensor cores (pre-Ampere): people run fp16 (with loss scaling when training)

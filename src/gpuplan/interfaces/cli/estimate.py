@@ -231,7 +231,8 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
     for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
     t.add_column("headroom", justify="right")
-    t.add_column("GPUs needed", justify="right")
+    # the fewest GPUs by sharding alone (ZeRO-3 / TP / PP): `plan` may need fewer with checkpointing
+    t.add_column("GPUs needed (sharding alone)", justify="right")
     for r in rec.gpus:
         need = "—" if r.min_gpus is None else str(r.min_gpus)
         if r.min_gpus_layout:
@@ -251,6 +252,8 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
             need,
         )
     c.print(t)
+    if rec.cannot_run:
+        c.print(f"Cannot run it ({escape(rec.cannot_run_why)}): {escape(', '.join(rec.cannot_run))}.")
 
 
 def _count_layout(layout: Mapping[str, Any]) -> str:

@@ -112,7 +112,10 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
             + ("" if targets else "; set max_tpot_ms (or max_ttft_ms) to price the largest batch within it")
             + "."
         )
-    unfit = [o for o in rec.options if not o.fits]
+    cannot = {o.gpu: o.why for o in rec.options if o.bottleneck == "unsupported precision"}
+    for why in dict.fromkeys(cannot.values()):  # the card cannot run the job at all, whatever its memory
+        c.print(f"Cannot run: {escape(why)}")
+    unfit = [o for o in rec.options if not o.fits and o.gpu not in cannot]
     if unfit:
         names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
         if names and rec.have is not None:
