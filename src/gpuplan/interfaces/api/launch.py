@@ -104,8 +104,14 @@ def launch(
     if fmt in frameworks.names() and w.framework is None and w.is_training:
         # a framework's own file (--format unsloth) plans with that framework's defaults, as framework: does
         w = w.with_(framework=fmt)
-    fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
+    if w.is_training:
+        fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
+    else:  # serving: the engine's own format (vllm), or a refusal naming the engine's own command
+        from gpuplan.interfaces.launch_engines import serving_format
+        from gpuplan.planner.launch_plan import model_id
+
+        fmt = serving_format(w, fmt, model_id(model, w.model))
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
     if not lp.memory.fits and not force:
         _refuse(model, lp.w, lp.memory, ctx, lp.layout_label if lp.searched_none else None)
