@@ -342,6 +342,31 @@ def test_request_rate_past_capacity_says_so(catalog: Catalog, m8b: ModelSpec) ->
         check_keys_apply(make_workload({"model": "llama-3.1-8b", "task": "lora", "request_rate": 2}))
 
 
+@pytest.mark.parametrize(("rate", "k", "batch_k_rate"), [(2.0, 4, 555), (8.0, 20, 2062)])
+def test_request_rate_delivers_the_arrivals_tokens(
+    catalog: Catalog, m8b: ModelSpec, rate: float, k: int, batch_k_rate: float
+) -> None:
+    """QA F14: in steady state an open loop delivers rate x output_len tokens/s (2 x 250 = 500,
+    8 x 250 = 2,000), not batch k's saturated rate (555, 2,062: k is Little's law rounded up), and
+    $/Mtok is priced at what is delivered (the GPU-hour is paid busy or not)."""
+    h100 = catalog.get("H100")
+    w = _w(input_len=1000, output_len=250, request_rate=rate)
+    t = estimate_inference_time(m8b, w, h100)
+    at_k = estimate_inference_time(m8b, w.with_(batch_size=k, request_rate=None), h100)
+    assert t.batch == k and at_k.output_tokens_per_s == pytest.approx(batch_k_rate, rel=0.005)
+    assert t.output_tokens_per_s == pytest.approx(rate * 250, rel=1e-9) and t.offered_tokens_per_s == rate * 250
+    assert t.tpot_s == pytest.approx(at_k.tpot_s, rel=1e-9)  # batch k stays the latency basis
+    job = {"model": "llama-3.1-8b", "gpu": "H100", "input_len": 1000, "output_len": 250, "request_rate": rate}
+    e = gpuplan.estimate(job)
+    assert e.time is not None and e.cost is not None and e.time.output_tokens_per_s_high == rate * 250
+    assert e.cost.usd_per_gpu_hour is not None and e.cost.usd_per_million_tokens is not None
+    by_hand = e.cost.usd_per_gpu_hour / 3600 / (rate * 250) * 1e6  # one GPU's hour over what it delivers
+    assert e.cost.usd_per_million_tokens == pytest.approx(by_hand, rel=1e-3)
+    # past capacity the engine delivers what batch `most` serves, below the arrivals
+    over = estimate_inference_time(m8b, w.with_(request_rate=100), h100, max_batch=329)
+    assert over.output_tokens_per_s < 100 * 250 and over.offered_tokens_per_s == 25_000
+
+
 def _served(notes: tuple[str, ...]) -> float:
     note = next(n for n in notes if "more than it serves" in n)
     return float(note.split("about ")[1].split(" requests/s")[0])

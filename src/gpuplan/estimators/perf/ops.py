@@ -148,7 +148,9 @@ class InferenceTime:
     ttft_s: float  # prefill of the whole batch (static batching: every sequence's first token)
     ttft_single_s: float  # prefill of one request (continuous batching admits requests one by one)
     tpot_s: float  # mean decode step over the output
-    output_tokens_per_s: float  # static batch of `batch_size` per replica, all GPUs together
+    # static batch of `batch_size` per replica, all GPUs together; under request_rate, what is delivered:
+    # min(rate x output_len, that batch's rate)
+    output_tokens_per_s: float
     request_latency_s: float
     batch: int  # sequences per data-parallel replica (all of them when num_gpus = tp x pp)
     max_batch: int  # most sequences the KV budget (or the engine) allows, per replica
@@ -160,6 +162,8 @@ class InferenceTime:
     decode_ops: tuple[Op, ...]
     notes: tuple[str, ...] = ()
     replicas: int = 1  # data-parallel replicas (num_gpus / (tp x pp)), each serving `batch` sequences
+    # under request_rate: the arrivals' output tokens/s (rate x output_len), which caps what is delivered
+    offered_tokens_per_s: float | None = None
 
     @property
     def running_ops(self) -> tuple[Op, ...]:

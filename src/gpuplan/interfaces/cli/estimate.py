@@ -301,7 +301,7 @@ def _rate(v: float) -> str:
     return f"{v:,.0f}"
 
 
-def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> None:
+def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool, rate: float | None = None) -> None:
     """The speed rows of the time table: a training step, or latency and throughput of inference."""
     from gpuplan.results import TrainingSpeed
 
@@ -320,7 +320,9 @@ def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> N
             tab.add_row(f"prefill of the batch ({t.batch} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("time per output token", with_range(t, "tpot_s", fmt_dur))
         per = f" per replica x {t.replicas}" if t.replicas > 1 else ""
-        tab.add_row(f"output tokens/s at batch {t.batch}{per}", with_range(t, "output_tokens_per_s", _rate))
+        # under request_rate, what the arrivals deliver (at most batch k's rate, which times the latency)
+        what = f"delivered at request_rate {rate:g}/s (batch {t.batch})" if rate else f"at batch {t.batch}"
+        tab.add_row(f"output tokens/s {what}{per}", with_range(t, "output_tokens_per_s", _rate))
         if t.best_batch != t.batch:
             tab.add_row(
                 f"best within the KV cache (batch {t.best_batch}{per})",
@@ -341,7 +343,7 @@ def _print_time(c: Console, rec: Estimate) -> None:
     tab.add_column("figure")
     tab.add_column("value (validation range)", justify="right")
     images = rec.throughput_unit == "images/s"
-    _time_rows(tab, t, images)
+    _time_rows(tab, t, images, rec.workload.get("request_rate"))
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
         "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"
