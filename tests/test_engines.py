@@ -206,8 +206,9 @@ def test_tgi_kv_budget_is_the_card_less_wiggle_room_weights_warmup_and_context(
 def test_tgi_prefill_activation_peak_is_one_max_batch_prefill(catalog: Catalog, m8b: ModelSpec) -> None:
     a10g = catalog.get("A10G")
     tgi = estimate_memory(m8b, _w(engine="tgi", batch_size=32, input_len=1000), a10g)
-    vllm = estimate_memory(m8b, _w(engine="vllm", batch_size=32, input_len=1000), a10g)
-    assert _line(tgi, "prefill activations") == pytest.approx(_line(vllm, "prefill activations") * 8315 / 32000)
+    # transformers prefills the whole batch at once (vLLM's pool view shows its profile run instead)
+    whole = estimate_memory(m8b, _w(engine="transformers", batch_size=32, input_len=1000), a10g)
+    assert _line(tgi, "prefill activations") == pytest.approx(_line(whole, "prefill activations") * 8315 / 32000)
 
 
 def _launch(ops: tuple[Op, ...]) -> Op:

@@ -118,13 +118,17 @@ def _bisect(lo_ok: int, hi: int, ok: Any) -> int:
 
 
 def largest_batch(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 1 << 16) -> int:
-    """The largest per-GPU batch that fits (0 if not even 1 does)."""
+    """The largest per-GPU batch that fits (0 if not even 1 does); a paged-KV engine's (vLLM,
+    SGLang): the sequences its pool holds at once, since more queue rather than miss."""
 
     def ok(b: int) -> bool:
         return _fits(_estimate(model, w.with_(batch_size=b), gpu))
 
     if not ok(1):
         return 0
+    one = _estimate(model, w.with_(batch_size=1), gpu)
+    if one is not None and one.serving is not None and one.serving.engine is not None:
+        return one.serving.max_sequences
     return _bisect(1, limit, ok)
 
 
