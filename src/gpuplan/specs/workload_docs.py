@@ -94,6 +94,6 @@ KEY_DOCS: Final[dict[str, str]] = {
     "host_memory_bandwidth": "GB/s the CPU layers of a partial offload read at; unset: 89.6 (dual-channel DDR5-5600 peak).",
     "request_rate": "Serving benchmark: arrivals per second (Poisson, as --request-rate); batch_size then caps in-flight requests.",
     "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB). "
-    "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_new_tokens; unset: the model's context).",
+    "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_seq_len; unset: its default 2048).",
     "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",
 }
