@@ -448,3 +448,27 @@ def test_llama_cpp_layer_split_runs_the_output_layer_once_a_step(catalog: Catalo
     hops = sum(o.time_s for o in eight.decode_ops if o.name == "pipeline send/recv")
     assert hops > 0
     assert eight.tpot_s == pytest.approx(one.tpot_s + hops, rel=1e-6)
+
+
+def test_ngl_counts_the_output_layer_first_as_current_llama_cpp_does() -> None:
+    """QA F6, checked against the source: current llama.cpp (src/llama-model.cpp load_tensors,
+    i_gpu_start = max(n_layer_all + 1 - n_gpu_layers, 0), the output layer at index n_layer_all) puts
+    the output layer on the GPU first, then the last N - 1 repeating layers; builds up to
+    ggml-org/llama.cpp@00342301 (i_gpu_start = max(n_layer - n_gpu_layers, 0)) offloaded it last.
+    Qwen2.5-14B has 48 layers: -ngl 37 holds the output and 36 layers, -ngl 48 leaves one layer on
+    the CPU, -ngl 49 (n_layer + 1) holds everything."""
+    m = load_model("qwen2.5-14b")
+    assert m.num_layers == 48
+
+    def split(ngl: int) -> engines.Offload | None:
+        w = make_workload({"model": "qwen2.5-14b", "task": "inference", "engine": "llama.cpp",
+                           "weight_dtype": "q4_k_m", "gpu_layers": ngl})  # fmt: skip
+        return engines.offload_of(m, w)
+
+    o37, o48 = split(37), split(48)
+    assert o37 is not None and (o37.head_on_gpu, o37.gpu_blocks, o37.cpu_layers) == (True, 36, 12)
+    assert o37.gpu_share == pytest.approx(36 / 48)
+    assert o48 is not None and (o48.gpu_blocks, o48.cpu_layers) == (47, 1)
+    assert split(49) is None
+    zero = split(0)
+    assert zero is not None and (zero.head_on_gpu, zero.gpu_blocks) == (False, 0)

@@ -202,12 +202,16 @@ def kv_tokens_per_sequence(w: Workload, model: ModelSpec, gpu: GPU | None) -> tu
 
 @dataclass(frozen=True)
 class Offload:
-    """llama.cpp's -ngl split (src/llama-model.cpp, load_tensors: i_gpu_start = max(n_layer + 1 -
-    n_gpu_layers, 0) with the output layer placed as layer n_layer, so -ngl counts it and it goes to
+    """llama.cpp's -ngl split as current builds make it (src/llama-model.cpp load_tensors:
+    i_gpu_start = max(n_layer_all + 1 - n_gpu_layers, 0), act_gpu_layers = min(n_gpu_layers,
+    n_layer_all + 1), the output layer placed as layer n_layer_all, so -ngl counts it and it goes to
     the GPU first; the input layer always on the CPU: "there is very little benefit to offloading
     the input layer"). With -ngl N >= 1: the output layer and N - 1 repeating layers, with their KV
     cache, on the GPU; the other layers and the token embeddings in host memory. Ollama's num_gpu
-    counts the same way (its 33/33 layers for Llama 3.1 8B's 32 and the output)."""
+    counts the same way (its 33/33 layers for Llama 3.1 8B's 32 and the output).
+    Older builds offloaded the output layer last: ggml-org/llama.cpp@00342301d01add50835550e8a916f12097d94517
+    has i_gpu_start = max(n_layer - n_gpu_layers, 0), so -ngl N put the last N repeating layers on the
+    GPU and the output layer only when N > n_layer; on such a build -ngl N here reads as -ngl N + 1."""
 
     gpu_layers: int  # N as given: counts the output layer
     layers: int  # the model's repeating layers
