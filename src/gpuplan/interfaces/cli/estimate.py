@@ -62,7 +62,10 @@ def print_verdict(c: Console, v: Verdict) -> None:
     """The answer first: fits or not, by how much, what binds, and the verified fixes."""
     from rich.markup import escape
 
-    if v.fits is None or v.gpu is None:
+    if v.fits is None or v.gpu is None:  # the answer first even so: what it needs to give one
+        c.print(
+            "No GPU given: pass --gpu NAME for a verdict, time and cost (`gpuplan fit` lists every GPU that holds it)."
+        )
         return
     where = f"{v.num_gpus}× {v.gpu}"
     if v.fits:
@@ -223,10 +226,32 @@ def fit(
         _print_fit(console(), rec)
 
 
+def _fit_table_answer(rec: FitTable) -> str:
+    """One line above fit's table: the smallest card that holds the job at its GPU count (rows come
+    fewest GPUs first, then least memory), else the fewest GPUs by sharding alone."""
+    from rich.markup import escape
+
+    fits = [r for r in rec.gpus if r.fits]
+    n = rec.num_gpus
+    if fits:
+        r = fits[0]
+        return f"[green]✓ Fits[/green] on {n}× {escape(r.gpu)} ({gib(r.per_gpu_bytes)} per GPU), the smallest that holds it; {len(fits)} of {len(rec.gpus)} GPU types do."
+    more = [r for r in rec.gpus if r.min_gpus is not None]
+    if not more:
+        return f"[red]✗ Fits no catalog GPU[/red] at {n} or with sharding up to 1024 GPUs: see `gpuplan estimate --gpu NAME` for fixes."
+    r = more[0]
+    how = _count_layout(r.min_gpus_layout)
+    return (
+        f"[red]✗ Fits no single GPU type at {n}[/red]; fewest by sharding alone: {r.min_gpus}× {escape(r.gpu)}{how} "
+        "(`gpuplan plan` also tries checkpointing and may need fewer)."
+    )
+
+
 def _print_fit_table(c: Console, rec: FitTable) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    c.print(_fit_table_answer(rec))  # the answer first, then the table
     t = Table(title=f"{escape(_workload_title(rec.model, rec.workload))} · {rec.num_gpus} GPU(s)")
     for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
@@ -398,7 +423,8 @@ def estimate(
     title = escape(_workload_title(rec.model, rec.workload, rec.throughput_unit))
     title += f" on {rec.gpu} × {rec.num_gpus}" if rec.gpu else ""
     c.print(_breakdown_table(mem, title))
-    c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
+    if rec.gpu:  # without one, the first line said what to pass
+        c.print(_verdict(mem, rec.gpu, rec.num_gpus))
     _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.verdict.fits is False:
         c.print("Time, cost and energy are left out: the job would not run (apply a fix above).")
