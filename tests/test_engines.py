@@ -359,7 +359,7 @@ def test_request_rate_delivers_the_arrivals_tokens(
     assert t.tpot_s == pytest.approx(at_k.tpot_s, rel=1e-9)  # batch k stays the latency basis
     job = {"model": "llama-3.1-8b", "gpu": "H100", "input_len": 1000, "output_len": 250, "request_rate": rate}
     e = gpuplan.estimate(job)
-    assert e.time is not None and e.cost is not None and e.time.output_tokens_per_s_high == rate * 250
+    assert isinstance(e.time, InferenceSpeed) and e.cost is not None and e.time.output_tokens_per_s_high == rate * 250
     assert e.cost.usd_per_gpu_hour is not None and e.cost.usd_per_million_tokens is not None
     by_hand = e.cost.usd_per_gpu_hour / 3600 / (rate * 250) * 1e6  # one GPU's hour over what it delivers
     assert e.cost.usd_per_million_tokens == pytest.approx(by_hand, rel=1e-3)

@@ -177,12 +177,14 @@ def test_fp8_training_on_a_card_without_fp8_is_refused_before_memory(catalog: Ca
 def test_plan_and_fit_name_the_missing_fp8_units() -> None:
     job: dict[str, Any] = {"model": "llama-3.1-8b", "task": "pretrain", "precision": "fp8"}
     p = gpuplan.plan(job, gpus=["A100", "H100"])
+    assert isinstance(p, gpuplan.Plan)
     a100 = [o for o in p.options if o.gpu == "A100 SXM4 80GB"]
     assert len(a100) == 4 and all(not o.fits and o.bottleneck == "unsupported precision" for o in a100)
-    assert a100[0].verdict.limit == "precision"
+    assert isinstance(a100[0], gpuplan.PlanOption) and a100[0].verdict.limit == "precision"
     assert a100[0].why == "fp8 training needs FP8 tensor cores; A100 SXM4 80GB has none"
     assert any(o.fits for o in p.options if o.gpu == "H100 SXM5 80GB")
     t = gpuplan.fit(job)
+    assert isinstance(t, gpuplan.FitTable)
     assert {"A100 SXM4 80GB", "V100 SXM2 32GB", "GeForce RTX 3090"} <= set(t.cannot_run)
     assert "H100 SXM5 80GB" not in t.cannot_run and "H100 SXM5 80GB" in {row.gpu for row in t.gpus}
     assert not {row.gpu for row in t.gpus} & set(t.cannot_run)

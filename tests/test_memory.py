@@ -337,6 +337,7 @@ def test_datacenter_gddr_cards_ship_with_ecc_and_show_less(
     assert on.capacity_bytes == default.capacity_bytes
     assert off.capacity_bytes == pytest.approx(full_gib * GIB * 0.985, rel=1e-12)
     # vLLM's pool fills gpu_memory_utilization 0.9 of what the card shows, so ECC moves its bytes too
+    assert default.capacity_bytes is not None and off.capacity_bytes is not None
     assert default.per_gpu_bytes == pytest.approx(0.9 * default.capacity_bytes, rel=1e-9)
     assert off.per_gpu_bytes == pytest.approx(0.9 * off.capacity_bytes, rel=1e-9)
     grown = est(catalog, model="llama-3.2-1b", task="inference", gpu=gpu, engine="transformers")

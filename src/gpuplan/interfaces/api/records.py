@@ -206,8 +206,9 @@ def inference_speed(
             basis=f"from the TPOT range: 10th-90th percentile of {decode.n} validation errors for {decode.kind}",
             median_abs_error=decode.median_abs,
         )
-    if t.offered_tokens_per_s is not None:  # an open loop delivers no more than arrives
-        rate = (min(rate[0], t.offered_tokens_per_s), min(rate[1], t.offered_tokens_per_s))
+    offered = t.offered_tokens_per_s
+    if offered is not None and rate[0] is not None and rate[1] is not None:  # an open loop delivers what arrives
+        rate = (min(rate[0], offered), min(rate[1], offered))
         spread = replace(spread, low=rate[0], high=rate[1]) if spread is not None else None
     return InferenceSpeed(
         ttft_s=t.ttft_single_s,
