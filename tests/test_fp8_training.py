@@ -168,6 +168,8 @@ def test_fp8_training_on_a_card_without_fp8_is_refused_before_memory(catalog: Ca
     # on an H100 the same job does not fit; every verified fix runs fp8 on a card that has it
     r = gpuplan.estimate(job, gpu="H100")
     assert not r.verdict.fits and len(r.verdict.fixes) >= 3
+    # fp8 training keeps 16-bit weights (cast per GEMM): the row says bf16, 8.03B x 2 B
+    assert r.memory.breakdown["weights (bf16)"] == 8_030_261_248 * 2
     for f in r.verdict.fixes:
         assert "precision" not in f.changes and catalog.get(f.gpu).supports("fp8"), f.gpu
         applied = gpuplan.estimate({**job, "gpu": "H100", **f.changes})  # each fix runs as it says
