@@ -1,4 +1,5 @@
-"""engine: autoawq (estimators/engines.py, AutoAWQ v0.1.6's fused runtime): its fused cache of
+"""engine: autoawq (estimators/engines.py, AutoAWQ v0.1.6's fused runtime; the cache's default from
+the current release): its fused cache of
 num_ctx tokens allocated up front, its eager prompt attention's 10 bytes per score, its decode
 overlapped with the host's issue, its FasterTransformer decode attention per query head, and the
 keys only it reads; against figures worked out here from the model's shapes."""
@@ -41,8 +42,9 @@ def test_autoawq_loads_awq_weights_and_allocates_its_window_up_front(catalog: Ca
     e = estimate_memory(mistral, w, card)
     # 8 sequences x 2048 tokens x 32 layers x (K + V) x 8 KV heads x 128 x 2 bytes, whatever the prompt
     assert _line(e, "KV cache") == pytest.approx(8 * 2048 * 32 * 2 * 8 * 128 * 2, rel=1e-9)
-    # unset: the model's context (from_quantized max_new_tokens=None -> max_position_embeddings)
-    assert engines.autoawq_cache_tokens(_w(), mistral) == mistral.max_position_embeddings
+    # unset: current AutoAWQ's from_quantized(max_seq_len=2048) (casper-hansen/AutoAWQ@00c3dfa
+    # awq/models/auto.py), not v0.1.6's max_position_embeddings (32,768 for Mistral)
+    assert engines.autoawq_cache_tokens(_w(), mistral) == 2048 != mistral.max_position_embeddings
 
 
 def test_autoawq_prompt_attention_keeps_ten_bytes_per_score(catalog: Catalog, mistral: ModelSpec) -> None:
@@ -85,3 +87,18 @@ def test_autoawq_keys_need_the_autoawq_engine() -> None:
     check_keys_apply(_w(num_ctx=2048, awq_version="gemv"))  # no refusal
     with pytest.raises(InvalidSettingError):
         make_workload({"model": "mistral-7b", "engine": "autoawq", "awq_version": "marlin"})
+
+
+def test_autoawq_default_cache_and_fixes_follow_the_current_release() -> None:
+    """QA F9: Llama 3.1 8B AWQ, batch 8 on an A100: the unset cache is 8 x 2,048 tokens x 128 KiB =
+    2 GiB (not 8 x 131,072 = 128 GiB, which v0.1.6 semantics gave), so it fits; asked for the whole
+    context it does not, and the fixes offer num_ctx, never an fp8 KV cache AutoAWQ does not have."""
+    import gpuplan
+
+    job = {"model": "llama-3.1-8b", "gpu": "A100", "engine": "autoawq", "weight_dtype": "awq", "batch_size": 8}
+    r = gpuplan.estimate(job)
+    assert r.verdict.fits and r.memory.breakdown["KV cache"] == pytest.approx(8 * 2048 * 131072, rel=1e-9)
+    big = gpuplan.estimate({**job, "num_ctx": 131072})
+    changes = [f.changes for f in big.verdict.fixes]
+    assert not big.verdict.fits and {"num_ctx": 256} in changes  # 128 + 128 tokens: the job's own length
+    assert all("kv_dtype" not in c for c in changes)

@@ -155,3 +155,38 @@ def test_torchao_int4_decode_streams_below_int8(catalog: Catalog) -> None:
 
     assert tok_s("int4-g32") == pytest.approx(196.80, rel=0.10)
     assert tok_s("int4-g32") / tok_s("int8") == pytest.approx(196.80 / 155.58, rel=0.06)
+
+
+def test_fp8_training_on_a_card_without_fp8_is_refused_before_memory(catalog: Catalog) -> None:
+    # QA F10: a 141.75 GiB fp8 pretrain on one A100 used to get a memory verdict ("62.95 GiB short")
+    # and fixes that all kept fp8 on the A100; the card's units, not its memory, rule it out
+    job: dict[str, Any] = {"model": "llama-3.1-8b", "task": "pretrain", "precision": "fp8"}
+    with pytest.raises(InvalidSettingError, match=r"fp8 training needs FP8 tensor cores; A100 SXM4 80GB has none"):
+        gpuplan.estimate(job, gpu="A100")
+    with pytest.raises(InvalidSettingError, match=r"A100 SXM4 80GB has none"):
+        gpuplan.fit(job, gpu="A100", num_gpus=8, zero=3)  # would fit in memory (33 GiB per GPU)
+    # on an H100 the same job does not fit; every verified fix runs fp8 on a card that has it
+    r = gpuplan.estimate(job, gpu="H100")
+    assert not r.verdict.fits and len(r.verdict.fixes) >= 3
+    # fp8 training keeps 16-bit weights (cast per GEMM): the row says bf16, 8.03B x 2 B
+    assert r.memory.breakdown["weights (bf16)"] == 8_030_261_248 * 2
+    for f in r.verdict.fixes:
+        assert "precision" not in f.changes and catalog.get(f.gpu).supports("fp8"), f.gpu
+        applied = gpuplan.estimate({**job, "gpu": "H100", **f.changes})  # each fix runs as it says
+        assert applied.verdict.fits and applied.time is not None, f.label
+
+
+def test_plan_and_fit_name_the_missing_fp8_units() -> None:
+    job: dict[str, Any] = {"model": "llama-3.1-8b", "task": "pretrain", "precision": "fp8"}
+    p = gpuplan.plan(job, gpus=["A100", "H100"])
+    assert isinstance(p, gpuplan.Plan)
+    a100 = [o for o in p.options if o.gpu == "A100 SXM4 80GB"]
+    assert len(a100) == 4 and all(not o.fits and o.bottleneck == "unsupported precision" for o in a100)
+    assert isinstance(a100[0], gpuplan.PlanOption) and a100[0].verdict.limit == "precision"
+    assert a100[0].why == "fp8 training needs FP8 tensor cores; A100 SXM4 80GB has none"
+    assert any(o.fits for o in p.options if o.gpu == "H100 SXM5 80GB")
+    t = gpuplan.fit(job)
+    assert isinstance(t, gpuplan.FitTable)
+    assert {"A100 SXM4 80GB", "V100 SXM2 32GB", "GeForce RTX 3090"} <= set(t.cannot_run)
+    assert "H100 SXM5 80GB" not in t.cannot_run and "H100 SXM5 80GB" in {row.gpu for row in t.gpus}
+    assert not {row.gpu for row in t.gpus} & set(t.cannot_run)

@@ -37,8 +37,15 @@ def test_t4_fits_its_bytes_but_vllm_has_no_kv_cache_so_it_does_not_fit() -> None
     r = _est(gpu="T4")
     v, m = r.verdict, r.memory
     assert m.serving is not None and m.serving.engine == "vLLM"
-    # the peak (15.53 GiB) is within the 15.76 GiB the T4 gives: the bytes alone would say "fits"
-    assert m.headroom_bytes is not None and m.headroom_bytes / 2**30 == pytest.approx(0.23, abs=0.01)
+    # vLLM's start-up view: weights, profile run and CUDA context (no pool: the budget is below zero) are
+    # within the 15.76 GiB the T4 gives, so the bytes alone would say "fits"; one sequence's KV does not
+    cap0 = m.capacity_bytes
+    assert (
+        cap0 is not None and m.headroom_bytes is not None and m.headroom_bytes / 2**30 == pytest.approx(0.79, abs=0.01)
+    )
+    # headroom = the (1 - 0.9) vLLM leaves + the (negative) budget = 0.1 x cap + one sequence - its shortfall
+    by_hand = 0.1 * cap0 + m.serving.sequence_kv_bytes - m.serving.kv_short_bytes
+    assert m.headroom_bytes == pytest.approx(by_hand, rel=1e-9) and m.breakdown.get("KV cache (pool)", 0.0) == 0.0
     assert v.fits is False and m.fits is False and v.limit == KV_LIMIT and v.headroom_bytes is None
     # short_by = one sequence's KV (768 tokens x 128 KiB, whole 16-token blocks) less the budget,
     # which is negative here (0.79 GiB below zero): 0.88 GiB
@@ -91,8 +98,11 @@ def test_gpu_memory_utilization_is_the_fix_where_it_suffices() -> None:
 def test_fits_with_room_where_the_kv_budget_holds_the_batch() -> None:
     r = _est(gpu="L4")
     v, s = r.verdict, r.memory.serving
-    assert v.fits is True and v.limit == "memory at prefill" and v.short_by_bytes is None and v.fixes == []
-    assert v.headroom_bytes is not None and v.headroom_bytes / 2**30 == pytest.approx(8.11, abs=0.01)
+    assert v.fits is True and v.limit == "memory at start-up" and v.short_by_bytes is None and v.fixes == []
+    # the pool fills gpu_memory_utilization 0.9 of the card: 10% of its 23.64 GiB usable stays free
+    assert v.headroom_bytes is not None and v.headroom_bytes / 2**30 == pytest.approx(2.36, abs=0.01)
+    assert r.memory.capacity_bytes is not None
+    assert v.headroom_bytes == pytest.approx(0.1 * r.memory.capacity_bytes, rel=1e-9)
     assert s is not None and s.kv_short_bytes == 0 and s.max_sequences == 67 >= 8
     assert v.notes == [] and _speed(r).batch == 8
 
@@ -155,13 +165,15 @@ def test_the_cli_says_it_once(run_cli: RunCli) -> None:
 
 
 def test_the_t4_as_it_ships_lacks_the_bytes_too() -> None:
-    """With ECC on, as the T4 ships, it shows 15,360 MiB: 14.77 GiB usable, below the 15.53 GiB
-    peak, so the bytes alone miss (ECC off: 0.23 GiB to spare, and only the KV cache misses)."""
+    """With ECC on, as the T4 ships, it shows 15,360 MiB: 14.77 GiB usable, below the weights, the
+    profile run and the CUDA context vLLM needs before any KV cache, so the bytes alone miss (ECC off:
+    0.79 GiB to spare, and only the KV cache misses)."""
     r = gpuplan.estimate(CHAT, gpu="T4")
     assert isinstance(r, Estimate)
     m = r.memory
     assert m.capacity_bytes is not None and m.capacity_bytes / 2**30 == pytest.approx(15360 / 1024 * 0.985, rel=1e-9)
-    assert m.headroom_bytes is not None and m.headroom_bytes / 2**30 == pytest.approx(0.23 - 0.985, abs=0.01)
+    # the start-up view (weights, profile run, context) is 0.19 GiB over what the card gives
+    assert m.headroom_bytes is not None and m.headroom_bytes / 2**30 == pytest.approx(-0.19, abs=0.01)
     assert r.verdict.fits is False
 
 
@@ -180,3 +192,26 @@ def test_serving_line_only_for_engines_that_size_a_kv_budget(run_cli: RunCli, en
     assert code == 0, err
     lines = [x for x in out.splitlines() if x.startswith("serving (")]
     assert (lines[0].startswith(shown) and len(lines) == 1) if shown else lines == []
+
+
+def test_paged_engine_verdict_is_start_up_feasibility_not_the_batch() -> None:
+    """QA F17: vLLM's memory is gpu_memory_utilization x the card, fixed at start-up; its 1.20 GiB pool
+    (7,872 tokens) holds 3 sequences of 2,048 + 512, and 16 requests queue exactly as 8 do. The verdict
+    does not flip with batch_size, the KV row is the pool, and no fix offers a smaller batch."""
+    eight = gpuplan.estimate("examples/serve-70b.yaml")
+    sixteen = gpuplan.estimate("examples/serve-70b.yaml", batch_size=16)
+    for r in (eight, sixteen):
+        m, s = r.memory, r.memory.serving
+        assert r.verdict.fits is True and r.verdict.fixes == [] and s is not None and m.capacity_bytes is not None
+        assert s.max_sequences == 3 and s.max_tokens == 7872
+        assert m.breakdown["KV cache (pool)"] == s.kv_budget_bytes
+        assert s.kv_budget_bytes / 2**30 == pytest.approx(1.20, abs=0.005)
+        assert m.per_gpu_bytes == pytest.approx(0.95 * m.capacity_bytes, rel=1e-9)  # 74.86 of 78.80 GiB
+        assert _speed(r).batch == 3 and any("holds 3 of the" in n for n in r.verdict.notes)
+    assert eight.memory.per_gpu_bytes == sixteen.memory.per_gpu_bytes
+    assert _speed(eight).output_tokens_per_s == _speed(sixteen).output_tokens_per_s
+    f = gpuplan.fit("examples/serve-70b.yaml", batch_size=16)
+    assert isinstance(f, gpuplan.FitResult) and f.verdict.fits and f.largest_batch == 3
+    # TGI (engine None in the serving view) keeps the per-batch view: its fit still moves with the batch
+    tgi = gpuplan.estimate(CHAT, engine="tgi", gpu="L4", **ECC_OFF)
+    assert "KV cache" in tgi.memory.breakdown and "KV cache (pool)" not in tgi.memory.breakdown

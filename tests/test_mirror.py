@@ -128,6 +128,7 @@ TESTED_BY: dict[str, str] = {
     "interfaces/charts": "test_perf.py",
     "interfaces/lab": "test_lab.py test_security_data_loss.py test_lab_slurm.py",
     "interfaces/launch": "test_launch.py test_security_scripts.py",
+    "interfaces/launch_engines": "test_launch_engines.py",
     "interfaces/launch_frameworks": "test_frameworks.py",
     "interfaces/launch_torchtune": "test_frameworks.py",
     "interfaces/launch_megatron": "test_launch.py",

@@ -106,9 +106,12 @@ GGML_CUDA_OFFLOAD_MIN_BATCH: Final = 32
 # run it. Read at casper-hansen/AutoAWQ@5c7e368 (2023-11-05, "New benchmarks in README", v0.1.6:
 # the commit that published the README's benchmark tables and the benchmark.py that made them).
 # Its fused attention (awq/modules/fused/attn.py, QuantAttentionFused) keeps a WindowedCache of
-# batch x max_seq_len tokens, allocated at load (torch.zeros) and rolled when exceeded; max_seq_len
-# is from_quantized's max_new_tokens, else the model's max_position_embeddings (models/base.py),
-# else 2048.
+# batch x max_seq_len tokens, allocated at load (torch.zeros) and rolled when exceeded. v0.1.6 sized
+# it from from_quantized's max_new_tokens, else the model's max_position_embeddings; current AutoAWQ
+# defaults from_quantized(max_seq_len=2048) and reads max_new_tokens only as a deprecated alias
+# (casper-hansen/AutoAWQ@00c3dfa8d7a84229150733129fe8fba84cbfdff4 awq/models/auto.py), so an unset
+# num_ctx is 2048 tokens, as a user of a current release gets. The validation rows, measured on
+# v0.1.6, each set num_ctx to what that run allocated (data/validation/stacks.csv).
 AUTOAWQ_DEFAULT_CACHE_TOKENS: Final = 2048
 # The cache's batch is fixed at load (from_quantized batch_size; another batch raises "Batch size
 # is incorrectly set"): no continuous batching, so the estimate runs the batch given and no larger.
@@ -159,11 +162,10 @@ def autoawq_kernel(w: Workload) -> tuple[float, float, float] | None:
 
 
 def autoawq_cache_tokens(w: Workload, model: ModelSpec) -> int:
-    """Tokens of AutoAWQ's fused cache per sequence: num_ctx (its max_new_tokens) as set, else the
-    model's max_position_embeddings, else 2048 (models/base.py at v0.1.6)."""
-    if w.num_ctx is not None:
-        return w.num_ctx
-    return model.max_position_embeddings or AUTOAWQ_DEFAULT_CACHE_TOKENS
+    """Tokens of AutoAWQ's fused cache per sequence: num_ctx (from_quantized's max_seq_len) as set,
+    else its current default, 2048 (AUTOAWQ_DEFAULT_CACHE_TOKENS). `model` is kept for the callers."""
+    del model
+    return w.num_ctx if w.num_ctx is not None else AUTOAWQ_DEFAULT_CACHE_TOKENS
 
 
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
@@ -200,12 +202,16 @@ def kv_tokens_per_sequence(w: Workload, model: ModelSpec, gpu: GPU | None) -> tu
 
 @dataclass(frozen=True)
 class Offload:
-    """llama.cpp's -ngl split (src/llama-model.cpp, load_tensors: i_gpu_start = max(n_layer + 1 -
-    n_gpu_layers, 0) with the output layer placed as layer n_layer, so -ngl counts it and it goes to
+    """llama.cpp's -ngl split as current builds make it (src/llama-model.cpp load_tensors:
+    i_gpu_start = max(n_layer_all + 1 - n_gpu_layers, 0), act_gpu_layers = min(n_gpu_layers,
+    n_layer_all + 1), the output layer placed as layer n_layer_all, so -ngl counts it and it goes to
     the GPU first; the input layer always on the CPU: "there is very little benefit to offloading
     the input layer"). With -ngl N >= 1: the output layer and N - 1 repeating layers, with their KV
     cache, on the GPU; the other layers and the token embeddings in host memory. Ollama's num_gpu
-    counts the same way (its 33/33 layers for Llama 3.1 8B's 32 and the output)."""
+    counts the same way (its 33/33 layers for Llama 3.1 8B's 32 and the output).
+    Older builds offloaded the output layer last: ggml-org/llama.cpp@00342301d01add50835550e8a916f12097d94517
+    has i_gpu_start = max(n_layer - n_gpu_layers, 0), so -ngl N put the last N repeating layers on the
+    GPU and the output layer only when N > n_layer; on such a build -ngl N here reads as -ngl N + 1."""
 
     gpu_layers: int  # N as given: counts the output layer
     layers: int  # the model's repeating layers

@@ -116,13 +116,17 @@ def _bisect(lo_ok: int, hi: int, ok: Any) -> int:
 
 
 def largest_batch(model: ModelSpec, w: Workload, gpu: GPU, limit: int = 1 << 16) -> int:
-    """The largest per-GPU batch that fits (0 if not even 1 does)."""
+    """The largest per-GPU batch that fits (0 if not even 1 does); a paged-KV engine's (vLLM,
+    SGLang): the sequences its pool holds at once, since more queue rather than miss."""
 
     def ok(b: int) -> bool:
         return _fits(_estimate(model, w.with_(batch_size=b), gpu))
 
     if not ok(1):
         return 0
+    one = _estimate(model, w.with_(batch_size=1), gpu)
+    if one is not None and one.serving is not None and one.serving.engine is not None:
+        return one.serving.max_sequences
     return _bisect(1, limit, ok)
 
 
@@ -238,7 +242,12 @@ def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     if w.engine in runtime.PREALLOCATING_ENGINES and w.gpu_memory_utilization < RAISED_GPU_MEMORY_UTILIZATION:
         u = RAISED_GPU_MEMORY_UTILIZATION
         c.append((f"gpu_memory_utilization {u:g}", {"gpu_memory_utilization": u}, "less room for CUDA graphs"))
-    if w.effective_kv_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+    if w.engine == "autoawq":
+        # AutoAWQ's fused WindowedCache is fp16 (no fp8 KV); its size is from_quantized's max_seq_len (num_ctx)
+        need = w.input_len + w.output_len
+        if w.num_ctx is None or w.num_ctx > need:
+            c.append((f"a {need:,}-token fused cache", {"num_ctx": need}, "max_seq_len set to the job's length"))
+    elif w.effective_kv_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         c.append(("fp8 KV cache", {"kv_dtype": "fp8"}, "small quality loss"))
     for wf, cost in (("int8", "near-lossless"), ("awq", "4-bit: small quality loss"), ("q4_k_m", "4-bit GGUF")):
         if wf != w.effective_weight_dtype:

@@ -33,6 +33,7 @@ from gpuplan.planner.screening import Candidates, memory, shared_estimates
 from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.precision import training_precision_gap
 from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
@@ -156,6 +157,9 @@ def evaluate(
 ) -> Option:
     """One option: the first layout on n GPUs that fits, timed and priced. `candidates`: the
     plan's layouts validated once for every GPU (planner/screening.py)."""
+    gap = training_precision_gap(w.precision, gpu) if w.is_training else None
+    if gap:  # the card cannot run the precision at all: that, not memory, rules it out
+        return Option(gpu, n, {}, False, None, "unsupported precision", gap.split(" (", 1)[0])
     cands = candidates if candidates is not None else Candidates(w)
     chosen: dict[str, Any] | None = None
     mem: MemoryEstimate | None = None

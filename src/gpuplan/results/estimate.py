@@ -6,7 +6,7 @@ Units are SI: bytes, seconds, tokens per second, USD, kWh.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.results.base import Result, band, optional
@@ -363,3 +363,5 @@ class FitTable(Result):
     num_gpus: int
     workload: dict[str, Any]
     gpus: list[FitRow]
+    cannot_run: list[str] = field(default_factory=list)  # catalog GPUs that cannot run the job's precision
+    cannot_run_why: str = ""  # why, in words ("no FP8 tensor cores ...")

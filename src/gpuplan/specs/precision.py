@@ -237,6 +237,18 @@ _WHY_MISSING: Final = {
 }
 
 
+def training_precision_gap(precision: str, gpu: GPU) -> str | None:
+    """Why `gpu` cannot train at `precision` (one line with the fix), None when it can. FP8 training
+    needs FP8 tensor cores (Transformer Engine / torchao float8: compute capability 8.9+); every
+    other precision falls back to a unit the card has (compute_peak)."""
+    if precision != "fp8" or gpu.supports("fp8"):
+        return None
+    return (
+        f"fp8 training needs FP8 tensor cores; {gpu.name} has none (FP8 needs compute capability 8.9+). "
+        "Use precision: bf16 (or fp16 where there is no bf16), or a GPU with FP8 (H100, H200, L40S, B200)."
+    )
+
+
 def fp4_peak(gpu: GPU) -> ComputePeak | None:
     """The dense FP4 tensor-core peak (Blackwell: NVIDIA's B200 and RTX 50 tables), None without one.
     Not a `precision` a workload asks for: what an NVFP4 checkpoint's matmuls run at."""

@@ -90,7 +90,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "framework": "Training stack whose defaults fill the keys you leave unset (docs/frameworks.md); your keys win.",
     # --- inference engines (estimators/engines.py) ---
     "cache_implementation": "transformers generate's KV cache: dynamic (unset) or static (preallocated, decode compiled).",
-    "gpu_layers": "llama.cpp -ngl / Ollama num_gpu: the output layer + N-1 layers on the GPU, the rest on the CPU; 0: CPU only.",
+    "gpu_layers": "llama.cpp -ngl / Ollama num_gpu: the output layer + N-1 layers on the GPU (current llama.cpp; builds up to "
+    "late 2025 put the output layer last: there -ngl N is N+1 here), the rest on the CPU; 0: CPU only.",
     "host_memory_bandwidth": "GB/s the CPU layers of a partial offload read at; unset: 89.6 (dual-channel DDR5-5600 peak).",
     "request_rate": "Serving benchmark: arrivals per second (Poisson, as --request-rate); batch_size then caps in-flight requests.",
     "input_len_p90": "Variable-length requests: the 90th-percentile prompt (input_len stays the mean); with output_len_p90 "
@@ -98,6 +99,6 @@ KEY_DOCS: Final[dict[str, str]] = {
     "output_len_p90": "Variable-length requests: the 90th-percentile output (output_len stays the mean); see input_len_p90. "
     "Capacity and speed stay at the means.",
     "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB). "
-    "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_new_tokens; unset: the model's context).",
+    "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_seq_len; unset: its default 2048).",
     "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",
 }

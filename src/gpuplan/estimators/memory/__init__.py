@@ -31,6 +31,7 @@ from gpuplan.estimators.memory.inference import inference_memory
 from gpuplan.estimators.memory.training import cnn_training_memory, training_memory
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.precision import training_precision_gap
 from gpuplan.specs.workload import Workload
 
 __all__ = [
@@ -55,6 +56,9 @@ def estimate_memory(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Me
         raise InvalidSettingError(
             f"task {w.task!r} is a graphics workload; its memory is per stream or user (see `gpuplan plan`)."
         )
+    gap = training_precision_gap(w.precision, gpu) if w.is_training and gpu is not None else None
+    if gap:  # checked before memory: no memory verdict (or fix) for a precision the card cannot run
+        raise InvalidSettingError(gap)
     if w.is_training:
         if model.kind == "cnn":
             return cnn_training_memory(model, w, gpu)

@@ -149,6 +149,10 @@ class MemoryEstimate:
         states that do not fit spill to host RAM, at a time cost the step estimate counts), and a
         preallocating engine's KV budget holds one sequence (kv_short_bytes)."""
         cap = self.capacity_bytes
+        if cap is not None and self.serving is not None and self.serving.engine is not None:
+            # a paged-KV engine's start-up check decides: the weights, the profile run and one sequence's KV
+            # within gpu_memory_utilization of the card (a larger batch queues; QA F17)
+            return self.kv_short_bytes <= 0 and self.on_card_bytes <= cap
         return None if cap is None else self.on_card_bytes <= cap and self.kv_short_bytes <= 0
 
     @property
@@ -408,14 +412,17 @@ def finish(
     trainable: int,
     notes: list[str],
     serving: ServingCapacity | None = None,
+    runtime_rows: list[MemoryLine] | None = None,
 ) -> MemoryEstimate:
+    """The estimate from each phase's lines: the largest phase plus the runtime's lines (allocator
+    slack, CUDA context, NCCL; `runtime_rows`: an engine's own, which sizes its pool to the rest)."""
     totals = {name: sum(x.bytes for x in lines) for name, lines in phases.items()}
     peak_phase = max(totals, key=lambda k: totals[k])
     at_peak = [x for x in phases[peak_phase] if x.bytes > 0 or x.kind == "model"]
     allocated = sum(x.bytes for x in at_peak if x.kind != "paged")
-    rt = runtime_lines(allocated, w.num_gpus, gpu, w.cuda_lazy_loading)
+    rt = runtime_rows if runtime_rows is not None else runtime_lines(allocated, w.num_gpus, gpu, w.cuda_lazy_loading)
     lines = at_peak + rt
-    reserved = allocated + rt[0].bytes
+    reserved = allocated + (rt[0].bytes if runtime_rows is None else 0.0)
     per_gpu = sum(x.bytes for x in lines)
     overhead = per_gpu - totals[peak_phase]
     peak_names = {x.name for x in at_peak}

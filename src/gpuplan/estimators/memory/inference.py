@@ -166,7 +166,65 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         and w.engine not in ("ollama", "autoawq")
     ):
         serving = _serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
+    if serving is not None and serving.engine is not None:
+        # a paged-KV engine that preallocates (vLLM, SGLang): its memory is fixed at start-up, whatever the
+        # batch; more sequences than the pool holds queue (QA F17)
+        pool = _pool_lines(model, w, gpu, line, serving, work_per_token)
+        return finish(model, w, gpu, {"start-up": pool[:-1]}, host, 0, notes, serving, runtime_rows=pool[-1:])
     return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, host, 0, notes, serving)
+
+
+def _profile_bytes(model: ModelSpec, w: Workload, gpu: GPU, work_per_token: float) -> float:
+    """vLLM's start-up profile run: one layer's working set for max_num_batched_tokens tokens, plus
+    the sampler's logits for max_num_seqs sequences (runtime.VLLM_PROFILE_TOKENS, VLLM_SAMPLER_BYTES_PER_LOGIT)."""
+    seqs = runtime.vllm_max_num_seqs(gpu)
+    sampler = seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
+    return work_per_token * runtime.VLLM_PROFILE_TOKENS + sampler
+
+
+def _non_torch_bytes(w: Workload) -> float:
+    return runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
+
+
+def _pool_lines(
+    model: ModelSpec, w: Workload, gpu: GPU | None, weights: MemoryLine, s: ServingCapacity, work_per_token: float
+) -> list[MemoryLine]:
+    """A preallocating engine's memory as it sizes it at start-up (vllm/v1/worker/gpu_worker.py
+    determine_available_memory: requested = total x gpu_memory_utilization; KV = requested - weights
+    - the profile run's peak - non-torch memory): the weights, the KV pool, the profile run and the
+    non-torch memory, which sum to gpu_memory_utilization x the card when the pool holds a sequence.
+    The last line is the runtime's (finish's `runtime_rows`)."""
+    assert gpu is not None
+    seq = w.input_len + w.output_len
+    held = (
+        f"{s.max_tokens:,} tokens: {s.max_sequences:,} concurrent sequences of {w.input_len:,}+{w.output_len:,}"
+        if s.kv_short_bytes <= 0
+        else f"{s.kv_short_bytes / 2**30:.2f} GiB short of one {seq:,}-token sequence: the engine does not start"
+    )
+    return [
+        weights,
+        MemoryLine(
+            "KV cache (pool)",
+            s.kv_budget_bytes,
+            f"{s.engine} preallocates what gpu_memory_utilization {s.gpu_memory_utilization:g} leaves after the rest: "
+            f"{held} ({s.kv_bytes_per_token / 1024:.1f} KiB/token, {w.effective_kv_dtype}); more queue",
+            "activation",
+        ),
+        MemoryLine(
+            "profile-run activations",
+            _profile_bytes(model, w, gpu, work_per_token),
+            f"start-up profile run: one layer's working set for {runtime.VLLM_PROFILE_TOKENS:,} tokens "
+            f"(max_num_batched_tokens; prefill is chunked to it) + the sampler's logits for "
+            f"{runtime.vllm_max_num_seqs(gpu)} sequences (max_num_seqs)",
+            "activation",
+        ),
+        MemoryLine(
+            "CUDA context and NCCL" if w.num_gpus > 1 else "CUDA context",
+            _non_torch_bytes(w),
+            "non-torch memory the engine subtracts at start-up: ~400 MB with lazy loading (pytorch/pytorch#109888)",
+            "runtime",
+        ),
+    ]
 
 
 def _serving(
@@ -176,10 +234,8 @@ def _serving(
     total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
     if w.engine == "tgi":
         return _tgi_serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
-    profile = work_per_token * runtime.VLLM_PROFILE_TOKENS
-    seqs = runtime.vllm_max_num_seqs(gpu)
-    profile += seqs * model.vocab_size * runtime.VLLM_SAMPLER_BYTES_PER_LOGIT / w.tp
-    non_torch = runtime.CUDA_CONTEXT_BYTES + (runtime.NCCL_BYTES if w.num_gpus > 1 else 0.0)
+    profile = _profile_bytes(model, w, gpu, work_per_token)
+    non_torch = _non_torch_bytes(w)
     total = runtime.usable_memory_bytes(gpu, w.ecc)
     budget = total * w.gpu_memory_utilization - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)

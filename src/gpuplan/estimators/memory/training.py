@@ -126,7 +126,8 @@ def _full_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
     w_shard = sp.shard(3)
     lines = [
         MemoryLine(
-            f"weights ({w.precision if c == 2 else 'fp32'})",
+            # fp8 training keeps 16-bit weights and casts them per GEMM (Transformer Engine, torchao.float8)
+            f"weights ({('bf16' if w.precision == 'fp8' else w.precision) if c == 2 else 'fp32'})",
             total * c / w_shard,
             f"{total / 1e9:.3g}B params x {c:g} B" + (f" / {w_shard:g} (ZeRO-3 / FSDP shards)" if z >= 3 else ""),
             "model",

@@ -436,11 +436,20 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
     single = ttft if b == 1 else total_time(_inference_step(c, 1, max(w.input_len, 1), 0.0, "prefill"))
+    # in steady state an open loop delivers what arrives, rate x output_len, at most what batch b serves:
+    # the batch-b figure (Little's-law k rounded up) is only the latency basis (QA F14)
+    offered = w.request_rate * out if w.request_rate is not None else None
+    delivered = tput * replicas if offered is None else min(offered, tput * replicas)
+    if offered is not None and delivered < tput * replicas:
+        c.notes.append(
+            f"delivers the arrivals' {offered:,.0f} output tokens/s (request_rate {w.request_rate:g}/s x "
+            f"{out:,} tokens); batch {b} would serve {tput * replicas:,.0f}"
+        )
     return InferenceTime(
         ttft_s=ttft,
         ttft_single_s=single,
         tpot_s=tpot,
-        output_tokens_per_s=tput * replicas,
+        output_tokens_per_s=delivered,
         request_latency_s=ttft + (out - 1) * tpot,
         batch=b,
         max_batch=limit,
@@ -452,4 +461,5 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         decode_ops=tuple(dec),
         notes=tuple(c.notes),
         replicas=replicas,
+        offered_tokens_per_s=offered,
     )

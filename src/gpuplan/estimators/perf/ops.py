@@ -17,7 +17,7 @@ from gpuplan.estimators.memory import (
 )
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
-from gpuplan.specs.precision import FP4_TENSOR_FORMATS, compute_peak, fp4_peak
+from gpuplan.specs.precision import FP4_TENSOR_FORMATS, compute_peak, fp4_peak, training_precision_gap
 from gpuplan.specs.workload import Workload
 
 # Engines whose decode runs under CUDA graphs with fused kernels (vLLM, TensorRT-LLM, SGLang,
@@ -148,7 +148,9 @@ class InferenceTime:
     ttft_s: float  # prefill of the whole batch (static batching: every sequence's first token)
     ttft_single_s: float  # prefill of one request (continuous batching admits requests one by one)
     tpot_s: float  # mean decode step over the output
-    output_tokens_per_s: float  # static batch of `batch_size` per replica, all GPUs together
+    # static batch of `batch_size` per replica, all GPUs together; under request_rate, what is delivered:
+    # min(rate x output_len, that batch's rate)
+    output_tokens_per_s: float
     request_latency_s: float
     batch: int  # sequences per data-parallel replica (all of them when num_gpus = tp x pp)
     max_batch: int  # most sequences the KV budget (or the engine) allows, per replica
@@ -160,6 +162,8 @@ class InferenceTime:
     decode_ops: tuple[Op, ...]
     notes: tuple[str, ...] = ()
     replicas: int = 1  # data-parallel replicas (num_gpus / (tp x pp)), each serving `batch` sequences
+    # under request_rate: the arrivals' output tokens/s (rate x output_len), which caps what is delivered
+    offered_tokens_per_s: float | None = None
 
     @property
     def running_ops(self) -> tuple[Op, ...]:
@@ -191,11 +195,9 @@ class Ctx:
 
 def make_ctx(model: ModelSpec, w: Workload, gpu: GPU) -> Ctx:
     prec: str = w.precision
-    if w.is_training and prec == "fp8" and not gpu.supports("fp8"):
-        raise InvalidSettingError(
-            f"fp8 training needs FP8 tensor cores; {gpu.name} has none (FP8 needs compute capability 8.9+). "
-            "Use precision: bf16 (or fp16 where there is no bf16)."
-        )
+    gap = training_precision_gap(prec, gpu) if w.is_training else None
+    if gap:
+        raise InvalidSettingError(gap)
     notes: list[str] = []
     if prec == "bf16" and not gpu.supports("bf16") and gpu.supports("fp16"):
         # no BF16 tensor cores (pre-Ampere): people run fp16 (with loss scaling when training)

@@ -36,6 +36,7 @@ from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
+from gpuplan.specs.precision import training_precision_gap
 from gpuplan.specs.workload import Workload
 
 if TYPE_CHECKING:  # a graphics job's plan type: results/plan.py loads where one is planned
@@ -179,8 +180,16 @@ def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
 
     rows = []
     cands = Candidates(w)  # each GPU count's workload validated once for the whole catalog
+    cannot: list[str] = []
+    runnable = []
+    for g in catalog(ctx):
+        gap = training_precision_gap(w.precision, g) if w.is_training else None
+        if gap:  # no memory row for a card that cannot run the job's precision at all
+            cannot.append(g.name)
+        else:
+            runnable.append(g)
     with shared_estimates():  # and a training job's memory estimated once per count, not per GPU type
-        found = [(g, memory(model, w, g)) for g in catalog(ctx)]
+        found = [(g, memory(model, w, g)) for g in runnable]
         needs: list[GpuCount | None] = [
             None if e.fits else smallest_gpu_count(model, w, g, candidates=cands) for g, e in found
         ]
@@ -206,4 +215,12 @@ def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
             )
         )
     rows.sort(key=lambda r: (r.min_gpus is None, r.min_gpus or 0, r.memory_bytes))
-    return FitTable(model=model.name, num_gpus=w.num_gpus, workload=w.model_dump(exclude_none=True), gpus=rows)
+    why = f"{w.precision} training needs {w.precision.upper()} tensor cores; these have none" if cannot else ""
+    return FitTable(
+        model=model.name,
+        num_gpus=w.num_gpus,
+        workload=w.model_dump(exclude_none=True),
+        gpus=rows,
+        cannot_run=cannot,
+        cannot_run_why=why,
+    )

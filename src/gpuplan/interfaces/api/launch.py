@@ -107,8 +107,14 @@ def launch(
     if fmt in frameworks.names() and w.framework is None and w.is_training:
         # a framework's own file (--format unsloth) plans with that framework's defaults, as framework: does
         w = w.with_(framework=fmt)
-    fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
+    if w.is_training:
+        fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
+    else:  # serving: the engine's own format (vllm), or a refusal naming the engine's own command
+        from gpuplan.interfaces.launch_engines import serving_format
+        from gpuplan.planner.launch_plan import model_id
+
+        fmt = serving_format(w, fmt, model_id(model, w.model))
     precheck(fmt, w, model)  # a model the framework's file cannot name: one line, before any estimate
     dp_only = fmt in ("accelerate", "fsdp", "deepspeed", *frameworks.names())  # formats with no TP/PP/CP
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args), data_parallel=dp_only)

@@ -264,6 +264,8 @@ def option_result(o: Option, model_kind: str = "decoder") -> PlanOption:
         o.fits, o.gpu.name, o.num_gpus, per_gpu if per_gpu is not None else 0.0, m.capacity_bytes if m else None,
         m.headroom_bytes if m else None, m.peak_phase if m else None, kv=kv,
     )  # fmt: skip
+    if o.bottleneck == "unsupported precision":  # what binds is the card's units, not its memory
+        verdict = replace(verdict, limit="precision", notes=[o.why])
     return PlanOption(
         verdict=verdict,
         gpu=o.gpu.name,

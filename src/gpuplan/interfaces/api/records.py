@@ -4,6 +4,7 @@ cost and energy (results/estimate.py's types)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuplan.errors import InvalidSettingError
@@ -205,6 +206,10 @@ def inference_speed(
             basis=f"from the TPOT range: 10th-90th percentile of {decode.n} validation errors for {decode.kind}",
             median_abs_error=decode.median_abs,
         )
+    offered = t.offered_tokens_per_s
+    if offered is not None and rate[0] is not None and rate[1] is not None:  # an open loop delivers what arrives
+        rate = (min(rate[0], offered), min(rate[1], offered))
+        spread = replace(spread, low=rate[0], high=rate[1]) if spread is not None else None
     return InferenceSpeed(
         ttft_s=t.ttft_single_s,
         ttft_s_low=ttft[0],

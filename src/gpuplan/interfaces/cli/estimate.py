@@ -62,7 +62,10 @@ def print_verdict(c: Console, v: Verdict) -> None:
     """The answer first: fits or not, by how much, what binds, and the verified fixes."""
     from rich.markup import escape
 
-    if v.fits is None or v.gpu is None:
+    if v.fits is None or v.gpu is None:  # the answer first even so: what it needs to give one
+        c.print(
+            "No GPU given: pass --gpu NAME for a verdict, time and cost (`gpuplan fit` lists every GPU that holds it)."
+        )
         return
     where = f"{v.num_gpus}× {v.gpu}"
     if v.fits:
@@ -223,15 +226,38 @@ def fit(
         _print_fit(console(), rec)
 
 
+def _fit_table_answer(rec: FitTable) -> str:
+    """One line above fit's table: the smallest card that holds the job at its GPU count (rows come
+    fewest GPUs first, then least memory), else the fewest GPUs by sharding alone."""
+    from rich.markup import escape
+
+    fits = [r for r in rec.gpus if r.fits]
+    n = rec.num_gpus
+    if fits:
+        r = fits[0]
+        return f"[green]✓ Fits[/green] on {n}× {escape(r.gpu)} ({gib(r.per_gpu_bytes)} per GPU), the smallest that holds it; {len(fits)} of {len(rec.gpus)} GPU types do."
+    more = [r for r in rec.gpus if r.min_gpus is not None]
+    if not more:
+        return f"[red]✗ Fits no catalog GPU[/red] at {n} or with sharding up to 1024 GPUs: see `gpuplan estimate --gpu NAME` for fixes."
+    r = more[0]
+    how = _count_layout(r.min_gpus_layout)
+    return (
+        f"[red]✗ Fits no single GPU type at {n}[/red]; fewest by sharding alone: {r.min_gpus}× {escape(r.gpu)}{how} "
+        "(`gpuplan plan` also tries checkpointing and may need fewer)."
+    )
+
+
 def _print_fit_table(c: Console, rec: FitTable) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    c.print(_fit_table_answer(rec))  # the answer first, then the table
     t = Table(title=f"{escape(_workload_title(rec.model, rec.workload))} · {rec.num_gpus} GPU(s)")
     for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
     t.add_column("headroom", justify="right")
-    t.add_column("GPUs needed", justify="right")
+    # the fewest GPUs by sharding alone (ZeRO-3 / TP / PP): `plan` may need fewer with checkpointing
+    t.add_column("GPUs needed (sharding alone)", justify="right")
     for r in rec.gpus:
         need = "—" if r.min_gpus is None else str(r.min_gpus)
         if r.min_gpus_layout:
@@ -251,6 +277,8 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
             need,
         )
     c.print(t)
+    if rec.cannot_run:
+        c.print(f"Cannot run it ({escape(rec.cannot_run_why)}): {escape(', '.join(rec.cannot_run))}.")
 
 
 def _count_layout(layout: Mapping[str, Any]) -> str:
@@ -298,7 +326,7 @@ def _rate(v: float) -> str:
     return f"{v:,.0f}"
 
 
-def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> None:
+def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool, rate: float | None = None) -> None:
     """The speed rows of the time table: a training step, or latency and throughput of inference."""
     from gpuplan.results import TrainingSpeed
 
@@ -317,7 +345,9 @@ def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool) -> N
             tab.add_row(f"prefill of the batch ({t.batch} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("time per output token", with_range(t, "tpot_s", fmt_dur))
         per = f" per replica x {t.replicas}" if t.replicas > 1 else ""
-        tab.add_row(f"output tokens/s at batch {t.batch}{per}", with_range(t, "output_tokens_per_s", _rate))
+        # under request_rate, what the arrivals deliver (at most batch k's rate, which times the latency)
+        what = f"delivered at request_rate {rate:g}/s (batch {t.batch})" if rate else f"at batch {t.batch}"
+        tab.add_row(f"output tokens/s {what}{per}", with_range(t, "output_tokens_per_s", _rate))
         if t.best_batch != t.batch:
             tab.add_row(
                 f"best within the KV cache (batch {t.best_batch}{per})",
@@ -338,7 +368,7 @@ def _print_time(c: Console, rec: Estimate) -> None:
     tab.add_column("figure")
     tab.add_column("value (validation range)", justify="right")
     images = rec.throughput_unit == "images/s"
-    _time_rows(tab, t, images)
+    _time_rows(tab, t, images, rec.workload.get("request_rate"))
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
         "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"
@@ -393,7 +423,8 @@ def estimate(
     title = escape(_workload_title(rec.model, rec.workload, rec.throughput_unit))
     title += f" on {rec.gpu} × {rec.num_gpus}" if rec.gpu else ""
     c.print(_breakdown_table(mem, title))
-    c.print(_verdict(mem, rec.gpu or "", rec.num_gpus))
+    if rec.gpu:  # without one, the first line said what to pass
+        c.print(_verdict(mem, rec.gpu, rec.num_gpus))
     _print_memory_detail(c, mem, rec.workload.get("engine"))
     if rec.verdict.fits is False:
         c.print("Time, cost and energy are left out: the job would not run (apply a fix above).")

@@ -86,6 +86,8 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
     }[mode]
     if mode == "training" and w.get("tokens"):
         job += f", {w['tokens']:,.3g} " + ("images" if unit == "images/s" else "tokens")
+    if rec.have is None:
+        c.print(_plan_answer(rec))  # the answer first, then the table
     if rec.have is not None:
         owned = ", ".join(f"{n}× {g}" for g, n in rec.have.items())
         if rec.owned_verdicts:  # nothing owned holds it: the verdict on each, answer first
@@ -112,7 +114,10 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
             + ("" if targets else "; set max_tpot_ms (or max_ttft_ms) to price the largest batch within it")
             + "."
         )
-    unfit = [o for o in rec.options if not o.fits]
+    cannot = {o.gpu: o.why for o in rec.options if o.bottleneck == "unsupported precision"}
+    for why in dict.fromkeys(cannot.values()):  # the card cannot run the job at all, whatever its memory
+        c.print(f"Cannot run: {escape(why)}")
+    unfit = [o for o in rec.options if not o.fits and o.gpu not in cannot]
     if unfit:
         names = sorted({o.gpu for o in unfit if not any(x.gpu == o.gpu and x.fits for x in rec.options)})
         if names and rec.have is not None:
@@ -128,6 +133,29 @@ def _print_llm_plan(c: Console, rec: Plan) -> None:
         f"{rec.considered} options considered (GPU types × 1, 2, 4, 8); ranges are the 10th–90th percentile "
         "of validation errors for that kind of figure (gpuplan validate)."
     )
+
+
+def _plan_answer(rec: Plan) -> str:
+    """One line above plan's table: the winner by the objective and what limits it, else why none."""
+    from rich.markup import escape
+
+    b = rec.best
+    if b is None:
+        fit = next((o for o in rec.options if o.fits), None)
+        if fit is not None:
+            return f"[yellow]No option meets every target[/yellow]; the best that fits: {fit.num_gpus}× {escape(fit.gpu)} (see misses)."
+        cannot = [o for o in rec.options if o.bottleneck == "unsupported precision"]
+        if cannot and len(cannot) == len(rec.options):  # the cards' units, not their memory, rule it out
+            return f"[red]✗ Cannot run:[/red] {escape(cannot[0].why)}."
+        return "[red]✗ Fits none of the options below[/red] (up to 8 of each GPU type)."
+    if b.serving is not None and b.serving.usd_per_million_tokens is not None:
+        price = f" at {fmt_usd(b.serving.usd_per_million_tokens)}/Mtok"
+    elif b.usd_per_million_tokens is not None:
+        price = f" at {fmt_usd(b.usd_per_million_tokens)}/Mtok"
+    else:
+        price = "" if b.cost_usd is None else f" at {fmt_usd(b.cost_usd)}"
+    limit = f", limited by {escape(b.bottleneck)}" if b.bottleneck else ""
+    return f"[green]Best by {escape(rec.objective)}:[/green] {b.num_gpus}× {escape(b.gpu)}{price}{limit}."
 
 
 def _mark(rec: Plan, gpu: str) -> str:
