@@ -365,3 +365,27 @@ def test_ecc_off_can_turn_a_miss_into_a_fit(catalog: Catalog) -> None:
     lens = [n for n in range(4096, 131072, 2048) if
             not est(catalog, **keys, input_len=n).fits and est(catalog, **keys, input_len=n, ecc=False).fits]  # fmt: skip
     assert lens, "no prompt length between the two capacities"
+
+
+# --- encoder-decoder KV cache (T5): decoder self-attention + cross-attention -----------------
+
+
+def test_t5_kv_cache_counts_output_self_and_input_cross(catalog: Catalog) -> None:
+    # t5-base: 12 decoder layers x 2 (K, V) x 768 x 2 B = 36 KiB per decoder token in self-attention
+    # and 36 KiB per encoder token in cross-attention; the prompt is not in the self-attention cache
+    e = est(catalog, model="t5-base", task="inference", gpu="A100 80GB", engine="transformers",
+            batch_size=8, input_len=100, output_len=1000)  # fmt: skip
+    assert e.breakdown()["KV cache"] == 8 * (1000 + 100) * 36_864  # 324,403,200 B (the decode peak)
+    note = next(x.note for x in e.lines if x.name == "KV cache")
+    assert "1000 decoder tokens x 36.0 KiB self-attention + 100 encoder tokens x 36.0 KiB cross-attention" in note
+
+
+def test_t0_3b_kv_cache_after_prefill_is_cross_attention_only(catalog: Catalog) -> None:
+    # t0-3b: 24 decoder layers x 2 x 2048 x 2 B = 192 KiB per token; after the encoder pass only the
+    # cross-attention K/V of the 512 input tokens are cached: 8 x 512 x 196,608 B = 768 MiB
+    e = est(catalog, model="t0-3b", task="inference", gpu="A100 80GB", engine="transformers",
+            batch_size=8, input_len=512, output_len=64)  # fmt: skip
+    assert e.breakdown()["KV cache"] == 8 * 512 * 196_608
+    assert "after the prefill: 8 x 512 encoder tokens x 192.0 KiB cross-attention" in next(
+        x.note for x in e.lines if x.name == "KV cache"
+    )

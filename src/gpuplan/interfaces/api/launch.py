@@ -9,7 +9,12 @@ from typing import Any
 from gpuplan.errors import GpuplanError, InvalidSettingError, did_you_mean
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.interfaces.api.catalog import catalog, context
-from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
+from gpuplan.interfaces.api.workloads import (
+    NO_ENCODER_DECODER_ENGINES,
+    build_workload,
+    engine_for_model,
+    resolve_cluster,
+)
 from gpuplan.results import LaunchFile
 from gpuplan.safeio import clip, load_json
 from gpuplan.specs import frameworks
@@ -106,6 +111,9 @@ def launch(
         w = w.with_(framework=fmt)
     fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     model = load_model(w.model)
+    if fmt in NO_ENCODER_DECODER_ENGINES and model.kind == "encoder-decoder":
+        w = w.with_(engine=fmt)  # --format vllm is that engine's launch: refused for a T5 below
+    w = engine_for_model(w, model)
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args))
     if not lp.memory.fits and not force:
         _refuse(model, lp.w, lp.memory, ctx, lp.layout_label if lp.searched_none else None)
