@@ -774,3 +774,15 @@ def test_encoder_decoder_decode_reads_the_decoder_only(catalog: Catalog) -> None
     assert not any("encoder" in o.name for o in it.decode_ops)
     flops = sum(o.flops for o in it.prefill_ops if o.name.startswith("linear decoder."))
     assert flops == pytest.approx(2 * decoder, rel=1e-9)  # one start token
+
+
+def test_t5_decode_attention_reads_self_and_cross_kv(catalog: Catalog) -> None:
+    # t0-3b, one sequence of 512 in / 64 out: a mean decode step reads each of the 24 decoder layers'
+    # self-attention K/V over (64 + 1) / 2 = 32.5 decoder tokens and its cross-attention K/V over the
+    # 512 encoder tokens, 2 x 2048 elements x 2 B each: (32.5 + 512) x 24 x 8192 B = 107,053,056 B
+    w = make_workload({"model": "t0-3b", "task": "inference", "gpu": "A100 80GB", "engine": "transformers",
+                       "batch_size": 1, "input_len": 512, "output_len": 64})  # fmt: skip
+    i = estimate_inference_time(load_model("t0-3b"), w, catalog.get("A100 80GB"))
+    attention = [o for o in i.decode_ops if o.name == "attention"]
+    assert len(attention) == 1  # the encoder does not run in decode
+    assert attention[0].bytes == pytest.approx((32.5 + 512) * 24 * 8192, rel=1e-12)
