@@ -116,6 +116,19 @@ def test_lora_targets_all_linear_and_unknown(catalog: Catalog) -> None:
         lora_param_count(m, ["nonexistent"], 8)
 
 
+def test_lora_targets_torchtune_names_and_partial_unknown() -> None:
+    m = load_model("llama-3.1-8b")  # 32 layers, d 4096, 8 KV heads of 128, ff 14336
+    q = o = 8 * (4096 + 4096) * 32  # rank 8: r x (in + out) per matrix (Hu et al. 2021)
+    v = 8 * (4096 + 1024) * 32
+    # torchtune's output_proj is o_proj: 2,097,152 + 1,310,720 + 2,097,152 = 5,505,024
+    assert lora_param_count(m, ["q_proj", "v_proj", "output_proj"], 8) == q + v + o == 5_505_024
+    mlp = 3 * 8 * (4096 + 14336) * 32  # w1/w2/w3 = gate/down/up
+    assert lora_param_count(m, ["w1", "w2", "w3"], 8) == mlp == 14_155_776
+    # one unknown name beside known ones is refused (not dropped), naming it and the model's linears
+    with pytest.raises(GpuplanError, match=r"\['proj_out'\] match no linear layer.*o_proj, q_proj, up_proj, v_proj"):
+        lora_param_count(m, ["q_proj", "v_proj", "proj_out"], 8)
+
+
 # --- activations ------------------------------------------------------------------------------
 
 
