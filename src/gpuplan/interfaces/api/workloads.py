@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.safeio import YamlSyntaxError, clip_repr, load_yaml
+from gpuplan.safeio import YamlSyntaxError, clip, clip_repr, load_yaml
 from gpuplan.specs.cluster import Cluster, parse_cluster
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
@@ -38,8 +38,11 @@ def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
         if "=" not in item:
             raise InvalidSettingError(f"--set needs KEY=VALUE. Got {clip_repr(item)}.")
         key, value = item.split("=", 1)
+        if not value.strip():  # `--set attention_impl=` would silently mean the default
+            name = clip(key.strip(), 60)
+            raise InvalidSettingError(f"--set {name}= has no value: give one ({name}=VALUE) or leave it out.")
         try:  # the bounded loader: an alias bomb, deep nesting or a 5,000-digit integer is one line
-            out[key.strip()] = load_yaml(value, f"--set {key.strip()}") if value.strip() else None
+            out[key.strip()] = load_yaml(value, f"--set {key.strip()}")
         except YamlSyntaxError:  # not YAML at all: the text as it is
             out[key.strip()] = value
     return out
