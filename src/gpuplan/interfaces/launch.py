@@ -173,7 +173,7 @@ FIT_WARNING: Final = "WARNING: does not fit"
 def _header_text(lp: LaunchPlan) -> list[str]:
     w = lp.w
     m, cap = lp.memory, lp.memory.capacity_bytes
-    # only `launch --force` writes a job that does not fit: the file says so on its first line
+    # only `launch --force` writes a job that does not fit: the file says so below its title line
     warn = []
     if not m.fits and cap is not None:
         why = (
@@ -183,8 +183,8 @@ def _header_text(lp: LaunchPlan) -> list[str]:
         )
         warn = [f"{FIT_WARNING} ({why}); written because of --force, it would not run"]
     lines = [
-        *warn,
         f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
+        *warn,
         f"layout: {lp.layout_label}",
     ]
     if lp.training:
