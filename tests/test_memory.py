@@ -127,6 +127,10 @@ def test_lora_targets_torchtune_names_and_partial_unknown() -> None:
     # one unknown name beside known ones is refused (not dropped), naming it and the model's linears
     with pytest.raises(GpuplanError, match=r"\['proj_out'\] match no linear layer.*o_proj, q_proj, up_proj, v_proj"):
         lora_param_count(m, ["q_proj", "v_proj", "proj_out"], 8)
+    # a tied head (Gemma's lm_head is the embedding) is a known name with no weight of its own:
+    # accepted, adding nothing; q_proj alone is 8 x (2048 + 2048) x 18 layers = 589,824
+    gemma = load_model("gemma-2b")
+    assert lora_param_count(gemma, ["q_proj", "lm_head"], 8) == 8 * (2048 + 2048) * 18 == 589_824
 
 
 # --- activations ------------------------------------------------------------------------------

@@ -48,8 +48,10 @@ def lora_targets(model: ModelSpec, targets: str | list[str]) -> list[ParamGroup]
     else:
         names = default_targets(model.model_type) if targets == "default" else _resolve(linears, tuple(targets))
         chosen = [g for g in linears if _leaf(g.name) in names or g.name in names]
-        found = {_leaf(g.name) for g in chosen} | {g.name for g in chosen}
-        # a name the user gave that adapts nothing is refused, not dropped beside the ones that match
+        # a name the user gave that is no linear layer is refused, not dropped beside the ones that
+        # match (a tied head, lm_head on Gemma, is one: it holds no weight of its own to adapt)
+        every = [g.name.split(" (", 1)[0] for g in model.linear_layers()]  # "lm_head (tied to ...)"
+        found = {_leaf(n) for n in every} | set(every)
         unknown = [n for n in names if n not in found] if targets != "default" else []
         if not chosen or unknown:
             known = sorted({_leaf(g.name) for g in linears})
