@@ -233,6 +233,11 @@ def test_validate_json_contract(run_cli: RunCli) -> None:
         (("estimate", "missing.yaml"), "No workload file"),
         (("validate", "--file", "missing.csv"), "No measurement file"),
         (("fit", "llama-3.1-8b", "--set", "tp=5", "--gpu", "H100"), "tp"),
+        # an empty value is refused, not read as the default
+        (
+            ("estimate", "llama-3.1-8b", "--gpu", "H100", "--set", "attention_impl="),
+            "--set attention_impl= has no value",
+        ),
     ],
 )
 def test_memory_commands_bad_input(run_cli: RunCli, args: tuple[str, ...], match: str) -> None:

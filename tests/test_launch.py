@@ -536,3 +536,20 @@ def test_a_local_config_json_launches_with_its_folder_as_the_model(run_cli: RunC
     other.write_text('{"a": 1}', encoding="utf-8")
     code, _, err = run_cli("launch", str(other), "--format", "slurm")
     assert code == 2 and "not a `gpuplan plan --json` document" in err and err.count("\n") == 1
+
+
+def test_forced_launch_of_a_job_that_does_not_fit_warns_in_the_file_and_on_stderr(run_cli: RunCli) -> None:
+    """QA3 F27.3: 8B full finetune on one RTX 4090 (141.7 GiB needed, 23.6 GiB usable): --force
+    writes it, with a warning below the header's title line and one stderr line."""
+    args = ("launch", "llama-3.1-8b", "--task", "finetune", "--gpu", "4090", "--set", "datacenter=false")
+    code, out, err = run_cli(*args, "--format", "torchrun", "--force")
+    first = out.splitlines()[1]  # below the title line
+    assert code == 0 and first.startswith("# WARNING: does not fit (")
+    needed, usable = (float(x.split(" GiB")[0]) for x in first.split("(")[1].split(", ")[:2])
+    assert needed == pytest.approx(141.7, abs=0.5) and usable == pytest.approx(23.6, abs=0.2)
+    assert err.count("\n") == 1 and err.startswith("gpuplan: WARNING: does not fit (")
+    # a job that fits carries no warning
+    code, out, err = run_cli(
+        *args[:3], "qlora", *args[4:], "--set", "activation_checkpointing=full", "--format", "torchrun"
+    )
+    assert code == 0 and "WARNING" not in out and "WARNING" not in err

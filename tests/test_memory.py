@@ -116,6 +116,23 @@ def test_lora_targets_all_linear_and_unknown(catalog: Catalog) -> None:
         lora_param_count(m, ["nonexistent"], 8)
 
 
+def test_lora_targets_torchtune_names_and_partial_unknown() -> None:
+    m = load_model("llama-3.1-8b")  # 32 layers, d 4096, 8 KV heads of 128, ff 14336
+    q = o = 8 * (4096 + 4096) * 32  # rank 8: r x (in + out) per matrix (Hu et al. 2021)
+    v = 8 * (4096 + 1024) * 32
+    # torchtune's output_proj is o_proj: 2,097,152 + 1,310,720 + 2,097,152 = 5,505,024
+    assert lora_param_count(m, ["q_proj", "v_proj", "output_proj"], 8) == q + v + o == 5_505_024
+    mlp = 3 * 8 * (4096 + 14336) * 32  # w1/w2/w3 = gate/down/up
+    assert lora_param_count(m, ["w1", "w2", "w3"], 8) == mlp == 14_155_776
+    # one unknown name beside known ones is refused (not dropped), naming it and the model's linears
+    with pytest.raises(GpuplanError, match=r"\['proj_out'\] match no linear layer.*o_proj, q_proj, up_proj, v_proj"):
+        lora_param_count(m, ["q_proj", "v_proj", "proj_out"], 8)
+    # a tied head (Gemma's lm_head is the embedding) is a known name with no weight of its own:
+    # accepted, adding nothing; q_proj alone is 8 x (2048 + 2048) x 18 layers = 589,824
+    gemma = load_model("gemma-2b")
+    assert lora_param_count(gemma, ["q_proj", "lm_head"], 8) == 8 * (2048 + 2048) * 18 == 589_824
+
+
 # --- activations ------------------------------------------------------------------------------
 
 
@@ -413,3 +430,27 @@ def test_sharded_qlora_keeps_embeddings_in_16_bits(catalog: Catalog) -> None:
     rest = 2 * 32000 * 4096 + 4096 * (2 * 32 + 1)  # embed_tokens, lm_head and the RMSNorm weights
     nf4 = phase_line(one, "frozen base weights (nf4)") - rest * 4.0  # one GPU: fp32 after the cast
     assert phase_line(sharded, "frozen base weights (nf4)") == pytest.approx((nf4 + rest * 2.0) / 2, rel=1e-9)
+
+
+# --- encoder-decoder KV cache (T5): decoder self-attention + cross-attention -----------------
+
+
+def test_t5_kv_cache_counts_output_self_and_input_cross(catalog: Catalog) -> None:
+    # t5-base: 12 decoder layers x 2 (K, V) x 768 x 2 B = 36 KiB per decoder token in self-attention
+    # and 36 KiB per encoder token in cross-attention; the prompt is not in the self-attention cache
+    e = est(catalog, model="t5-base", task="inference", gpu="A100 80GB", engine="transformers",
+            batch_size=8, input_len=100, output_len=1000)  # fmt: skip
+    assert e.breakdown()["KV cache"] == 8 * (1000 + 100) * 36_864  # 324,403,200 B (the decode peak)
+    note = next(x.note for x in e.lines if x.name == "KV cache")
+    assert "1000 decoder tokens x 36.0 KiB self-attention + 100 encoder tokens x 36.0 KiB cross-attention" in note
+
+
+def test_t0_3b_kv_cache_after_prefill_is_cross_attention_only(catalog: Catalog) -> None:
+    # t0-3b: 24 decoder layers x 2 x 2048 x 2 B = 192 KiB per token; after the encoder pass only the
+    # cross-attention K/V of the 512 input tokens are cached: 8 x 512 x 196,608 B = 768 MiB
+    e = est(catalog, model="t0-3b", task="inference", gpu="A100 80GB", engine="transformers",
+            batch_size=8, input_len=512, output_len=64)  # fmt: skip
+    assert e.breakdown()["KV cache"] == 8 * 512 * 196_608
+    assert "after the prefill: 8 x 512 encoder tokens x 192.0 KiB cross-attention" in next(
+        x.note for x in e.lines if x.name == "KV cache"
+    )

@@ -250,6 +250,11 @@ def test_encoder_decoder_t5() -> None:
     # decoder self-attention cache: 12 layers x 2 x 768 x 2 B; cross-attention per input token
     assert t5.kv_bytes_per_token() == 12 * 2 * 768 * 2
     assert t5.cross_kv_bytes_per_input_token() == 12 * 2 * 768 * 2
+    # 512 input + 64 output tokens: 64 decoder tokens in self-attention + 512 encoder tokens in
+    # cross-attention (not 576 + 512: the prompt goes to the encoder, not the decoder's cache)
+    assert t5.kv_cache_bytes(512 + 64, 2.0, input_len=512) == (64 + 512) * 36_864
+    t0 = load_model("t0-3b")  # 24 decoder layers x 2 x 2048 x 2 B = 192 KiB per token, both caches
+    assert t0.kv_cache_bytes(1000 + 10, 2.0, input_len=1000) == (10 + 1000) * 196_608
 
 
 def test_resnet50_cnn_path() -> None:

@@ -774,3 +774,32 @@ def test_encoder_decoder_decode_reads_the_decoder_only(catalog: Catalog) -> None
     assert not any("encoder" in o.name for o in it.decode_ops)
     flops = sum(o.flops for o in it.prefill_ops if o.name.startswith("linear decoder."))
     assert flops == pytest.approx(2 * decoder, rel=1e-9)  # one start token
+
+
+def test_t5_decode_attention_reads_self_and_cross_kv(catalog: Catalog) -> None:
+    # t0-3b, one sequence of 512 in / 64 out: a mean decode step reads each of the 24 decoder layers'
+    # self-attention K/V over (64 + 1) / 2 = 32.5 decoder tokens and its cross-attention K/V over the
+    # 512 encoder tokens, 2 x 2048 elements x 2 B each: (32.5 + 512) x 24 x 8192 B = 107,053,056 B
+    w = make_workload({"model": "t0-3b", "task": "inference", "gpu": "A100 80GB", "engine": "transformers",
+                       "batch_size": 1, "input_len": 512, "output_len": 64})  # fmt: skip
+    i = estimate_inference_time(load_model("t0-3b"), w, catalog.get("A100 80GB"))
+    attention = [o for o in i.decode_ops if o.name == "attention"]
+    assert len(attention) == 1  # the encoder does not run in decode
+    assert attention[0].bytes == pytest.approx((32.5 + 512) * 24 * 8192, rel=1e-12)
+
+
+def test_fa3_off_hopper_says_it_runs_fa2(catalog: Catalog) -> None:
+    # FlashAttention-3 is Hopper-only: on an A100 attention_impl fa3 is timed exactly as flash (FA2)
+    # and a note says so; on an H100 fa3 is faster and no such note appears
+    m = load_model("llama-3.1-8b")
+    keys = {"model": "llama-3.1-8b", "task": "pretrain", "num_gpus": 8, "zero": 3, "seq_len": 8192,
+            "activation_checkpointing": "full"}  # fmt: skip
+    a100, h100 = catalog.get("A100 80GB"), catalog.get("H100")
+    fa3 = estimate_training_time(m, make_workload({**keys, "attention_impl": "fa3"}), a100)
+    fa2 = estimate_training_time(m, make_workload(keys), a100)
+    assert fa3.step_time_s == fa2.step_time_s
+    assert any("FlashAttention-3 runs on Hopper (sm90) only" in n and "A100" in n for n in fa3.notes)
+    assert not any("FlashAttention-3 runs on Hopper" in n for n in fa2.notes)
+    hop = estimate_training_time(m, make_workload({**keys, "attention_impl": "fa3"}), h100)
+    assert hop.step_time_s < estimate_training_time(m, make_workload(keys), h100).step_time_s
+    assert not any("FlashAttention-3 runs on Hopper" in n for n in hop.notes)

@@ -118,3 +118,20 @@ def test_every_workload_key_is_documented_and_the_reference_is_current() -> None
         [sys.executable, str(root / "docs" / "workload_reference.py"), "--check"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_encoder_decoder_defaults_to_transformers_and_refuses_vllm() -> None:
+    from gpuplan.interfaces.api.workloads import engine_for_model
+    from gpuplan.specs.models import load_model
+
+    t0pp = load_model("t0pp")
+    w = make_workload({"model": "t0pp", "task": "inference"})
+    assert w.engine == "vllm"  # the unset default
+    assert engine_for_model(w, t0pp).engine == "transformers"
+    for engine in ("vllm", "sglang"):
+        with pytest.raises(InvalidSettingError, match="set engine: transformers"):
+            engine_for_model(make_workload({"model": "t0pp", "task": "inference", "engine": engine}), t0pp)
+    tgi = make_workload({"model": "t0pp", "task": "inference", "engine": "tgi"})
+    assert engine_for_model(tgi, t0pp).engine == "tgi"  # TGI serves T5 (its Seq2SeqLM)
+    llama = load_model("llama-3.1-8b")
+    assert engine_for_model(make_workload({"model": "llama-3.1-8b", "task": "inference"}), llama).engine == "vllm"

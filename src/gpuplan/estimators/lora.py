@@ -30,6 +30,11 @@ _BLOCK_ROLES: Final = ("attention", "mlp", "expert")
 # ends with "." + target), so "q" alone would match no Llama module in PEFT itself
 _SHORT: Final = ("q", "k", "v", "o", "gate", "up", "down")
 
+# torchtune's module names for the same projections: lora_attn_modules takes q_proj, k_proj, v_proj,
+# output_proj (torchtune/modules/peft/_utils.py LORA_ATTN_MODULES), and its MLP's w1, w2, w3 are
+# HF's gate_proj, down_proj, up_proj (torchtune/models/convert_weights.py _FROM_HF)
+_TORCHTUNE: Final = {"output_proj": "o_proj", "w1": "gate_proj", "w2": "down_proj", "w3": "up_proj"}
+
 
 def _leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
@@ -43,10 +48,16 @@ def lora_targets(model: ModelSpec, targets: str | list[str]) -> list[ParamGroup]
     else:
         names = default_targets(model.model_type) if targets == "default" else _resolve(linears, tuple(targets))
         chosen = [g for g in linears if _leaf(g.name) in names or g.name in names]
-        if not chosen:
+        # a name the user gave that is no linear layer is refused, not dropped beside the ones that
+        # match (a tied head, lm_head on Gemma, is one: it holds no weight of its own to adapt)
+        every = [g.name.split(" (", 1)[0] for g in model.linear_layers()]  # "lm_head (tied to ...)"
+        found = {_leaf(n) for n in every} | set(every)
+        unknown = [n for n in names if n not in found] if targets != "default" else []
+        if not chosen or unknown:
             known = sorted({_leaf(g.name) for g in linears})
+            what = f"{unknown!r} match" if chosen else f"{list(names) or targets!r} match"
             raise InvalidSettingError(
-                f"The 'lora_targets' {list(names) or targets!r} match no linear layer of {model.name}. "
+                f"The 'lora_targets' {what} no linear layer of {model.name}. "
                 f"Its linear layers: {', '.join(known)} (or use 'all-linear')."
             )
     return chosen
@@ -55,13 +66,15 @@ def lora_targets(model: ModelSpec, targets: str | list[str]) -> list[ParamGroup]
 def _resolve(linears: list[ParamGroup], names: tuple[str, ...]) -> tuple[str, ...]:
     """Module names as the model has them: a name the model has is kept (T5's own q and v), a short
     one (q, k, v, o, gate, up, down, any case, W_q style too) becomes its `_proj` module where the
-    model has one (q -> q_proj)."""
+    model has one (q -> q_proj), and torchtune's names theirs (output_proj -> o_proj, w1 -> gate_proj)."""
     leaves = {_leaf(g.name) for g in linears} | {g.name for g in linears}
     out = []
     for name in names:
         short = name.lower().removeprefix("w_")
         if name not in leaves and short in _SHORT and f"{short}_proj" in leaves:
             name = f"{short}_proj"
+        elif name not in leaves and _TORCHTUNE.get(name.lower(), "") in leaves:
+            name = _TORCHTUNE[name.lower()]
         out.append(name)
     return tuple(out)
 

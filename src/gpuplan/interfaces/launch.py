@@ -229,10 +229,24 @@ def _header(lp: LaunchPlan) -> list[str]:
     return [comment(line) for line in _header_text(lp)]
 
 
+FIT_WARNING: Final = "WARNING: does not fit"
+
+
 def _header_text(lp: LaunchPlan) -> list[str]:
     w = lp.w
+    m, cap = lp.memory, lp.memory.capacity_bytes
+    # only `launch --force` writes a job that does not fit: the file says so below its title line
+    warn = []
+    if not m.fits and cap is not None:
+        why = (
+            f"{m.on_card_bytes / 2**30:.1f} GiB needed, {cap / 2**30:.1f} GiB usable per GPU"
+            if m.on_card_bytes > cap or m.serving is None
+            else f"{m.serving.limit} lacks {m.kv_short_bytes / 2**30:.2f} GiB for one sequence"
+        )
+        warn = [f"{FIT_WARNING} ({why}); written because of --force, it would not run"]
     lines = [
         f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
+        *warn,
         f"layout: {lp.layout_label}",
     ]
     if lp.training:

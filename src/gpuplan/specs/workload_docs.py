@@ -81,7 +81,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "have": "The GPUs you own ('4x RTX 3090, 1x A100 40GB'): `plan` ranks on them, then what renting adds.",
     "engine": "Inference engine: vllm, tensorrt-llm, sglang, tgi, mlc, llama.cpp, ollama (CUDA graphs), transformers (eager), "
     "autoawq (AutoAWQ's fused modules, fuse_layers=True). autoawq loads awq weights only; llama.cpp and ollama "
-    "GGUF only (fp32, fp16, bf16, q8_0, q4_0, the k-quants).",
+    "GGUF only (fp32, fp16, bf16, q8_0, q4_0, the k-quants). Encoder-decoder models (T5, T0, mT0): unset "
+    "means transformers, and vllm or sglang is refused (neither serves T5).",
     "enforce_eager": "The engine runs decode without CUDA graphs (vLLM --enforce-eager).",
     "max_tpot_ms": "Serving: the latency target per output token (ms); `plan` prices tokens at the largest batch within it.",
     "max_ttft_ms": "Serving: the target time to first token of one request (ms); `plan` marks options over it and prices within it.",

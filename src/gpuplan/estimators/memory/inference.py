@@ -139,9 +139,12 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         )
         + ")"
     )
+    pre_note = f"after the prefill: {kv_note}"
+    if model.kind == "encoder-decoder":
+        kv_note, pre_note = _cross_kv_notes(model, w, b, t_full, kv_b, kv_split)
     prefill = [
         *lines_w,
-        MemoryLine("KV cache", kv_prefill, f"after the prefill: {kv_note}", "activation"),
+        MemoryLine("KV cache", kv_prefill, pre_note, "activation"),
         MemoryLine(
             "prefill activations",
             work,
@@ -225,6 +228,21 @@ def _pool_lines(
             "runtime",
         ),
     ]
+
+
+def _cross_kv_notes(model: ModelSpec, w: Workload, b: int, t_full: int, kv_b: float, kv_split: int) -> tuple[str, str]:
+    """(decode, prefill) KV notes of an encoder-decoder: the formula `kv_cache_bytes` uses, decoder
+    self-attention over the output tokens + cross-attention over the encoder's input tokens."""
+    self_kib = model.kv_bytes_per_token(kv_b) / 1024
+    cross_kib = model.cross_kv_bytes_per_input_token(kv_b) / 1024
+    n_in, n_dec = w.input_len, max(t_full - w.input_len, 0)
+    split = f" / {kv_split} GPUs" if kv_split > 1 else ""
+    cross = f"{n_in} encoder tokens x {cross_kib:.1f} KiB cross-attention"
+    decode = (
+        f"{b} x ({n_dec} decoder tokens x {self_kib:.1f} KiB self-attention + {cross}){split} "
+        f"({w.effective_kv_dtype}; the prompt is the encoder's, not in the decoder's self-attention cache)"
+    )
+    return decode, f"after the prefill: {b} x {cross}{split} ({w.effective_kv_dtype}; no decoder token yet)"
 
 
 def _serving(

@@ -156,13 +156,23 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
             qtok = batch
         if a_stack.stack == "encoder" and phase == "decode":
             continue  # the encoder runs once, in the prefill
-        flops = 2.0 * qtok * attn_ctx * (a_stack.q + a_stack.attn_out) / tp * layers
+        # key-layer products: an encoder-decoder's decoder layer attends to its own decoder tokens
+        # and, in cross-attention, to the input's K/V (memory.inference counts the same cache)
+        key_layers = attn_ctx * layers
+        written = qtok * layers  # K/V the step writes to the cache
+        if a_stack.cross_layers and a_stack.stack == "decoder" and model.kind == "encoder-decoder":
+            self_ctx = 1.0 if phase == "prefill" else max(ctx_len - w.input_len, 1.0)
+            key_layers = self_ctx * layers + w.input_len * a_stack.cross_layers
+            if phase == "prefill":  # one start token per sequence; the cross K/V of the input written once
+                qtok = batch
+                written = batch * layers + batch * w.input_len * a_stack.cross_layers
+        flops = 2.0 * qtok * key_layers * (a_stack.q + a_stack.attn_out) / tp
         if phase == "prefill":
             nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
-            nbytes += qtok * kv_per_tok * kv_b / kv_shards(model, tp) * layers  # KV write
+            nbytes += written * kv_per_tok * kv_b / kv_shards(model, tp)  # KV write
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(new_tokens)
         else:
-            nbytes = batch * attn_ctx * kv_per_tok * kv_b / kv_shards(model, tp) * layers
+            nbytes = batch * key_layers * kv_per_tok * kv_b / kv_shards(model, tp)
             # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
             gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)

@@ -199,6 +199,13 @@ def make_ctx(model: ModelSpec, w: Workload, gpu: GPU) -> Ctx:
     if gap:
         raise InvalidSettingError(gap)
     notes: list[str] = []
+    if w.attention_impl == "fa3" and gpu.architecture not in eff.ATTN_FWD_EFF_FA3 and model.kind != "cnn":
+        # FlashAttention-3 needs Hopper (Dao-AILab/flash-attention README, "FlashAttention-3 beta":
+        # H100 / H800 GPU, sm90); elsewhere the stacks run FA2 (or cuDNN's non-Hopper kernels)
+        notes.append(
+            f"attention_impl fa3: FlashAttention-3 runs on Hopper (sm90) only; on {gpu.name} ({gpu.architecture}) "
+            "the stack falls back to FlashAttention-2, and attention is timed at FA2's rate"
+        )
     if prec == "bf16" and not gpu.supports("bf16") and gpu.supports("fp16"):
         # no BF16 tensor cores (pre-Ampere): people run fp16 (with loss scaling when training)
         prec = "fp16"

@@ -13,7 +13,7 @@ from gpuplan.estimators.perf import (
 )
 from gpuplan.interfaces.api.catalog import catalog
 from gpuplan.interfaces.api.records import op_times
-from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
+from gpuplan.interfaces.api.workloads import engine_for_model, gpu_for, resolve_cluster
 from gpuplan.specs.context import Context
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
@@ -31,6 +31,7 @@ def roofline(w: Workload, ctx: Context | None = None, model: ModelSpec | None = 
         raise InvalidSettingError(f"A roofline needs a training or inference workload. Got task {w.task!r}.")
     cat = catalog(ctx)
     model = model or load_model(w.model)
+    w = engine_for_model(w, model)
     w, cl = resolve_cluster(w, cat)
     gpu = gpu_for(w, cat)
     if gpu is None:

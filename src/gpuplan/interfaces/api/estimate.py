@@ -21,7 +21,7 @@ from gpuplan.interfaces.api.records import (
     training_speed,
     verdict_result,
 )
-from gpuplan.interfaces.api.workloads import gpu_for, resolve_cluster
+from gpuplan.interfaces.api.workloads import engine_for_model, gpu_for, resolve_cluster
 from gpuplan.results import (
     BestPrecision,
     Estimate,
@@ -73,6 +73,7 @@ def estimate(
     ctx = context(ctx)  # read once: the estimate, its price and its fixes share it
     cat = catalog(ctx)
     model = model or load_model(w.model)
+    w = engine_for_model(w, model)
     w, cl = resolve_cluster(w, cat)
     gpu = gpu_for(w, cat)
     e = estimate_memory(model, w, gpu)
@@ -139,6 +140,7 @@ def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None)
         return plan_graphics(w, catalog(ctx), model)
     cat = catalog(ctx)
     model = model or load_model(w.model)
+    w = engine_for_model(w, model)
     w, _ = resolve_cluster(w, cat)
     gpu = gpu_for(w, cat)
     return fit_table(w, ctx, model) if gpu is None else fit_one(w, model, gpu, ctx)

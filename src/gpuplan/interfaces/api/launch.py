@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.errors import GpuplanError, InvalidSettingError, did_you_mean
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.interfaces.api.catalog import catalog, context
-from gpuplan.interfaces.api.workloads import build_workload, resolve_cluster
+from gpuplan.interfaces.api.workloads import (
+    NO_ENCODER_DECODER_ENGINES,
+    build_workload,
+    engine_for_model,
+    resolve_cluster,
+)
 from gpuplan.results import LaunchFile
 from gpuplan.safeio import clip, load_json
 from gpuplan.specs import frameworks
@@ -108,6 +113,9 @@ def launch(
         # a framework's own file (--format unsloth) plans with that framework's defaults, as framework: does
         w = w.with_(framework=fmt)
     model = load_model(w.model)
+    if fmt in NO_ENCODER_DECODER_ENGINES and model.kind == "encoder-decoder":
+        w = w.with_(engine=fmt)  # --format vllm is that engine's launch: refused for a T5 below
+    w = engine_for_model(w, model)
     if w.is_training:
         fmt = fmt or default_format(w.framework)  # no format: the framework's own launch
     else:  # serving: the engine's own format (vllm), or a refusal naming the engine's own command

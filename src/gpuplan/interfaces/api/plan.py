@@ -10,7 +10,7 @@ from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import training_job
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import band, bandwidth_of, decode_band, memory_kind
-from gpuplan.interfaces.api.workloads import resolve_cluster
+from gpuplan.interfaces.api.workloads import engine_for_model, resolve_cluster
 from gpuplan.planner.dedupe import Folded, dedupe
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
 from gpuplan.results import (
@@ -56,6 +56,7 @@ def plan(
     if w.is_graphics:
         return plan_graphics(w, cat, model, top)
     model = model or load_model(w.model)
+    w = engine_for_model(w, model)
     if (cluster or w.cluster) and w.is_training:
         return plan_cluster(w, cat, model, cluster, top or 5, ctx, spot, carbon_g_per_kwh, allow_cross_node_tp)
     if isinstance(have, Path):  # a lab file: the GPUs of its nodes

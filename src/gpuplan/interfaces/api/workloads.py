@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.safeio import YamlSyntaxError, clip_repr, load_yaml
+from gpuplan.safeio import YamlSyntaxError, clip, clip_repr, load_yaml
 from gpuplan.specs.cluster import Cluster, parse_cluster
 from gpuplan.specs.gpu import GPU, Catalog
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload, check_keys_apply, make_workload, read_workload_file
 
 
@@ -37,8 +38,11 @@ def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
         if "=" not in item:
             raise InvalidSettingError(f"--set needs KEY=VALUE. Got {clip_repr(item)}.")
         key, value = item.split("=", 1)
+        if not value.strip():  # `--set attention_impl=` would silently mean the default
+            name = clip(key.strip(), 60)
+            raise InvalidSettingError(f"--set {name}= has no value: give one ({name}=VALUE) or leave it out.")
         try:  # the bounded loader: an alias bomb, deep nesting or a 5,000-digit integer is one line
-            out[key.strip()] = load_yaml(value, f"--set {key.strip()}") if value.strip() else None
+            out[key.strip()] = load_yaml(value, f"--set {key.strip()}")
         except YamlSyntaxError:  # not YAML at all: the text as it is
             out[key.strip()] = value
     return out
@@ -70,3 +74,25 @@ def resolve_cluster(w: Workload, cat: Catalog, spec: str | None = None) -> tuple
             f"num_gpus: {w.num_gpus} contradicts the cluster {text!r} ({cl.num_gpus} GPUs); drop one of them."
         )
     return w.with_(gpu=cl.gpu.name, num_gpus=cl.num_gpus, cluster=cl.label), cl
+
+
+# Serving engines with no encoder-decoder (T5) model: vLLM never shipped T5 (vllm-project/vllm#187:
+# "T5ForConditionalGeneration ... not supported"; vllm#31004: "vLLM dropped encoder-decoder
+# support") and SGLang's model registry (python/sglang/srt/models) holds no T5. TGI serves T5
+# (huggingface/text-generation-inference#59) and llama.cpp does (ggml-org/llama.cpp#8141).
+NO_ENCODER_DECODER_ENGINES = ("vllm", "sglang")
+
+
+def engine_for_model(w: Workload, model: ModelSpec) -> Workload:
+    """An encoder-decoder model's inference engine: transformers' generate when `engine` is unset
+    (the vllm default cannot load it); a serving engine without encoder-decoder models is refused."""
+    if w.task != "inference" or model.kind != "encoder-decoder":
+        return w
+    if "engine" not in w.model_fields_set:
+        return w.with_(engine="transformers")
+    if w.engine in NO_ENCODER_DECODER_ENGINES:
+        raise InvalidSettingError(
+            f"{model.name} is an encoder-decoder model, which the {w.engine} engine does not serve; "
+            "set engine: transformers (or tgi, llama.cpp)."
+        )
+    return w

@@ -184,6 +184,11 @@ def launch(
     rec = api.launch(
         workload, fmt, keys, cluster, script, (), Context.of(catalog or []), partition, gres_type, time_limit, force
     )
+    from gpuplan.interfaces.launch import FIT_WARNING
+
+    warning = next((x for x in rec.text.splitlines() if x.startswith(f"# {FIT_WARNING}")), None)
+    if warning:  # launch --force on a job that does not fit: said on stderr too, not only in the file
+        sys.stderr.write(f"gpuplan: {warning.removeprefix('# ')}\n")
     if as_json:
         emit_json(rec)
         return

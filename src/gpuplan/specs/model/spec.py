@@ -158,13 +158,20 @@ class ModelSpec:
 
     def kv_cache_bytes(self, context_len: int, bytes_per_element: float = 2.0, input_len: int = 0) -> float:
         """KV-cache bytes for one sequence of `context_len` tokens; sliding windows cap a layer's
-        cache at the window (what vLLM and transformers' sliding caches keep)."""
+        cache at the window (what vLLM and transformers' sliding caches keep).
+
+        An encoder-decoder (T5) counts `context_len` as input + output like a decoder does, but its
+        prompt goes to the encoder: each decoder layer caches self-attention K/V for the
+        context_len - input_len decoder tokens and cross-attention K/V for the input_len encoder
+        tokens (transformers' EncoderDecoderCache: a self_attention_cache and a
+        cross_attention_cache per layer)."""
+        self_len = max(context_len - input_len, 0) if self.kind == "encoder-decoder" else context_len
         total = 0.0
         for a in self.attention_layers:
             if a.cross:
                 total += a.kv_elements * input_len
             else:
-                n = context_len if a.window is None else min(context_len, a.window)
+                n = self_len if a.window is None else min(self_len, a.window)
                 total += a.kv_elements * n
         return total * bytes_per_element
 
