@@ -124,24 +124,7 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         per = engines.AUTOAWQ_SCORE_BYTES if w.engine == "autoawq" else 4.0 + c
         work += b * model.num_heads / w.tp * seq * ctx * per
     logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
-    fam = family_of(model.model_type)
-    shown = (
-        f"{n_in}+{n_out}"
-        if model.kind not in ("decoder", "encoder-decoder") or t_full == n_in + n_out
-        else f"{t_full:,}"
-    )
-    kv_note = (
-        f"{b} x {shown} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
-        + (
-            ", chunked local layers capped"
-            if fam is not None and fam.kv == "chunked"
-            else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
-        )
-        + ")"
-    )
-    pre_note = f"after the prefill: {kv_note}"
-    if model.kind == "encoder-decoder":
-        kv_note, pre_note = _cross_kv_notes(model, w, b, t_full, kv_b, kv_split)
+    kv_note, pre_note = _kv_notes(model, w, b, t_full, kv_b, kv_split)
     prefill = [
         *lines_w,
         MemoryLine("KV cache", kv_prefill, pre_note, "activation"),
@@ -175,6 +158,30 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         pool = _pool_lines(model, w, gpu, line, serving, work_per_token)
         return finish(model, w, gpu, {"start-up": pool[:-1]}, host, 0, notes, serving, runtime_rows=pool[-1:])
     return finish(model, w, gpu, {"prefill": prefill, "decode": decode}, host, 0, notes, serving)
+
+
+def _kv_notes(model: ModelSpec, w: Workload, b: int, t_full: int, kv_b: float, kv_split: int) -> tuple[str, str]:
+    """(decode, prefill) notes of the KV cache line: the tokens per sequence and bytes per token."""
+    n_in, n_out = w.input_len, w.output_len
+    fam = family_of(model.model_type)
+    shown = (
+        f"{n_in}+{n_out}"
+        if model.kind not in ("decoder", "encoder-decoder") or t_full == n_in + n_out
+        else f"{t_full:,}"
+    )
+    kv_note = (
+        f"{b} x {shown} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
+        + (
+            ", chunked local layers capped"
+            if fam is not None and fam.kv == "chunked"
+            else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
+        )
+        + ")"
+    )
+    pre_note = f"after the prefill: {kv_note}"
+    if model.kind == "encoder-decoder":
+        kv_note, pre_note = _cross_kv_notes(model, w, b, t_full, kv_b, kv_split)
+    return kv_note, pre_note
 
 
 def _profile_bytes(model: ModelSpec, w: Workload, gpu: GPU, work_per_token: float) -> float:
