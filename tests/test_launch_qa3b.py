@@ -1,0 +1,62 @@
+"""QA round 3, launch findings F21, F22, F25, F26 and F11b: the launched file runs the job the
+estimate describes (torchtune's single-device optimizer, DeepSpeed configs whose ZeRO stage and
+offload match, fp8, multi-node accelerate flags, Megatron-LM's overlap and fusion flags)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from gpuplan.errors import InvalidSettingError
+from gpuplan.interfaces import api
+from gpuplan.specs import frameworks
+
+GIB = 2**30
+
+
+def _words(text: str) -> list[str]:
+    """The shell words of a launch file's command lines (comments dropped)."""
+    lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    return shlex.split(" ".join(ln.rstrip("\\") for ln in lines))
+
+
+# --- F25: torchtune on one GPU --------------------------------------------------------------------
+
+
+def test_torchtune_one_gpu_full_finetune_estimates_and_launches_its_single_device_optimizer() -> None:
+    """llama3_1/8B_full_single_device.yaml (TORCHTUNE_COMMIT) steps PagedAdamW8bit in backward: the
+    estimate takes it (on an L40S it fits, where torch AdamW needed 63.2 GiB) and the command writes it."""
+    keys = {"task": "finetune", "gpu": "L40S", "framework": "torchtune"}
+    w = api.build_workload("llama-3.1-8b", keys)
+    assert (w.optimizer, w.optimizer_in_backward) == ("paged-adamw-8bit", True)
+    mem = api.estimate(w).memory
+    assert mem.fits and mem.per_gpu_bytes / GIB == pytest.approx(35.0, abs=1.5)
+    words = _words(api.launch("llama-3.1-8b", "", keys).text)
+    assert words[:5] == ["tune", "run", "full_finetune_single_device", "--config", "llama3_1/8B_full_single_device"]
+    assert {"optimizer._component_=bitsandbytes.optim.PagedAdamW8bit", "optimizer_in_bwd=True"} <= set(words)
+    # several GPUs, or LoRA on one: torch AdamW, no optimizer in backward (the user's choice is written)
+    multi = api.build_workload("llama-3.1-8b", {**keys, "num_gpus": 4})
+    lora = api.build_workload("llama-3.1-8b", {**keys, "task": "lora"})
+    assert (multi.optimizer, multi.optimizer_in_backward, lora.optimizer, lora.optimizer_in_backward) == (
+        "adamw", False, "adamw", False)  # fmt: skip
+    words = _words(api.launch("llama-3.1-8b", "", {**keys, "gpu": "H100", "num_gpus": 8}).text)
+    assert {"optimizer._component_=torch.optim.AdamW", "optimizer_in_bwd=False"} <= set(words)
+    assert "~optimizer.fused" not in words
+    paged = _words(api.launch("llama-3.1-8b", "", {**keys, "gpu": "H100", "num_gpus": 8,
+                                                   "optimizer": "paged-adamw-8bit"}).text)  # fmt: skip
+    assert "~optimizer.fused" in paged  # the distributed config's fused: True is torch-only
+    # torchtune steps in backward only with gradient_accumulation_steps: 1: accumulating keeps PagedAdamW8bit
+    acc = api.build_workload("llama-3.1-8b", {**keys, "grad_accum": 4})
+    assert (acc.optimizer, acc.optimizer_in_backward) == ("paged-adamw-8bit", False)
+    assert "optimizer_in_bwd=False" in _words(api.launch("llama-3.1-8b", "", {**keys, "grad_accum": 4}).text)
+    with pytest.raises(InvalidSettingError, match=r"torchtune's configs name no optimizer adafactor"):
+        api.launch("llama-3.1-8b", "", {**keys, "optimizer": "adafactor"})
+
+
+def test_the_one_gpu_condition_follows_a_cluster_and_docs_list_both_optimizers() -> None:
+    fill = frameworks.fill("torchtune", {"task": "finetune", "cluster": "1x1:A100"})
+    assert (fill["optimizer"], fill["optimizer_in_backward"]) == ("paged-adamw-8bit", True)
+    fill = frameworks.fill("torchtune", {"task": "finetune", "cluster": "2x8:H100"})
+    assert fill["optimizer"] == "adamw" and "optimizer_in_backward" not in fill
+    assert frameworks.fill("torchtune", {"task": "finetune", "optimizer": "sgd"}).get("optimizer") is None
