@@ -4,9 +4,11 @@ offload match, fp8, multi-node accelerate flags, Megatron-LM's overlap and fusio
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
+import yaml
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.interfaces import api
@@ -60,3 +62,70 @@ def test_the_one_gpu_condition_follows_a_cluster_and_docs_list_both_optimizers()
     fill = frameworks.fill("torchtune", {"task": "finetune", "cluster": "2x8:H100"})
     assert fill["optimizer"] == "adamw" and "optimizer_in_backward" not in fill
     assert frameworks.fill("torchtune", {"task": "finetune", "optimizer": "sgd"}).get("optimizer") is None
+
+
+# --- F21: DeepSpeed configs whose ZeRO stage and offload are the workload's ------------------------
+
+_DS_KEYS = {
+    "task": "finetune",
+    "gpu": "H100",
+    "num_gpus": 8,
+    "activation_checkpointing": "full",
+    "sharding": "deepspeed",
+}
+
+
+def _trainer_config(fw: str, zero: int, offload: str) -> tuple[dict[str, object], str]:
+    text = api.launch("llama-3.1-8b", "", {**_DS_KEYS, "framework": fw, "zero": zero, "offload": offload}).text
+    header = next(ln for ln in text.splitlines() if ln.startswith("# deepspeed: "))
+    return yaml.safe_load(text), header
+
+
+@pytest.mark.parametrize(
+    ("fw", "zero", "offload", "shipped"),
+    [
+        ("axolotl", 1, "none", "deepspeed_configs/zero1.json"),
+        ("axolotl", 2, "optimizer", "deepspeed_configs/zero2.json"),  # zero2.json offloads the optimizer
+        ("axolotl", 3, "none", "deepspeed_configs/zero3_bf16.json"),
+        ("axolotl", 3, "optimizer+params", "deepspeed_configs/zero3_bf16_cpuoffload_all.json"),
+        ("llama-factory", 2, "none", "examples/deepspeed/ds_z2_config.json"),
+        ("llama-factory", 2, "optimizer", "examples/deepspeed/ds_z2_offload_config.json"),
+        ("llama-factory", 3, "optimizer+params", "examples/deepspeed/ds_z3_offload_config.json"),
+    ],
+)
+def test_a_shipped_deepspeed_config_is_named_only_where_its_contents_match(
+    fw: str, zero: int, offload: str, shipped: str
+) -> None:
+    cfg, header = _trainer_config(fw, zero, offload)
+    assert cfg["deepspeed"] == shipped and header.startswith(f"# deepspeed: {shipped} ({fw} ships it: ZeRO-{zero}, ")
+
+
+@pytest.mark.parametrize(
+    ("fw", "zero", "offload"),
+    [
+        ("axolotl", 2, "none"),
+        ("axolotl", 3, "optimizer"),
+        ("llama-factory", 1, "none"),
+        ("llama-factory", 3, "optimizer"),
+    ],
+)
+def test_no_matching_shipped_config_writes_deepspeeds_own_inline(fw: str, zero: int, offload: str) -> None:
+    """The inline dict passes transformers' DeepSpeed integration (its "auto" values filled from the
+    TrainingArguments the Trainer builds) and then DeepSpeed's own config check."""
+    from helpers.tool_schemas import check_deepspeed_json
+
+    transformers = pytest.importorskip("transformers")
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    cfg, header = _trainer_config(fw, zero, offload)
+    ds = cfg["deepspeed"]
+    assert isinstance(ds, dict) and header.startswith(f"# deepspeed: inline below (ZeRO-{zero}, ")
+    z = ds["zero_optimization"]
+    assert z["stage"] == zero and "offload_param" not in z
+    assert ("offload_optimizer" in z) == (offload == "optimizer")
+    batch = cfg["micro_batch_size"] if fw == "axolotl" else cfg["per_device_train_batch_size"]
+    args = transformers.TrainingArguments(output_dir="out", per_device_train_batch_size=batch, use_cpu=True,
+                                          gradient_accumulation_steps=cfg["gradient_accumulation_steps"])  # fmt: skip
+    hf = HfTrainerDeepSpeedConfig(ds)  # type: ignore[no-untyped-call]
+    hf.trainer_config_process(args)  # type: ignore[no-untyped-call]
+    check_deepspeed_json(json.dumps(hf.config), world_size=1)
