@@ -10,6 +10,7 @@ import shlex
 import pytest
 import yaml
 
+from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
 from gpuplan.interfaces import api
 from gpuplan.specs import frameworks
@@ -129,3 +130,35 @@ def test_no_matching_shipped_config_writes_deepspeeds_own_inline(fw: str, zero: 
     hf = HfTrainerDeepSpeedConfig(ds)  # type: ignore[no-untyped-call]
     hf.trainer_config_process(args)  # type: ignore[no-untyped-call]
     check_deepspeed_json(json.dumps(hf.config), world_size=1)
+
+
+# --- F22: fp8 training is written, in the tools' own keys -------------------------------------------
+
+
+def test_fp8_is_written_as_each_tools_fp8_key_with_the_recipe_the_estimate_used() -> None:
+    """LLaMA-Factory's Fp8Arguments (fp8, fp8_backend: te = Transformer Engine delayed scaling,
+    torchao = rowwise) and Axolotl's `fp8: true` (TorchAO tensorwise), at the commits cited."""
+    keys = {**_DS_KEYS, "precision": "fp8", "zero": 3}
+    lf = yaml.safe_load(api.launch("llama-3.1-8b", "", {**keys, "framework": "llama-factory"}).text)
+    assert (lf["fp8"], lf["fp8_backend"], lf["bf16"]) == (True, "te", True)
+    lf = yaml.safe_load(api.launch("llama-3.1-8b", "", {**keys, "framework": "llama-factory",
+                                                        "fp8_recipe": "rowwise"}).text)  # fmt: skip
+    assert (lf["fp8"], lf["fp8_backend"]) == (True, "torchao")
+    ax_w = api.build_workload("llama-3.1-8b", {**keys, "framework": "axolotl"})
+    assert ax_w.fp8_recipe == "tensorwise"  # the framework's default: what `fp8: true` runs
+    ax = yaml.safe_load(api.launch("llama-3.1-8b", "", {**keys, "framework": "axolotl"}).text)
+    assert (ax["fp8"], ax["bf16"], ax["deepspeed"]) == (True, True, "deepspeed_configs/zero3_bf16.json")
+    bf16 = yaml.safe_load(api.launch("llama-3.1-8b", "", {**_DS_KEYS, "zero": 3, "framework": "axolotl"}).text)
+    assert "fp8" not in bf16
+    # a recipe the tool has no backend for is refused where the workload is built, in one line
+    with pytest.raises(ValueError, match=r"framework axolotl has no fp8_recipe delayed .* tensorwise"):
+        api.build_workload("llama-3.1-8b", {**keys, "framework": "axolotl", "fp8_recipe": "delayed"})
+    with pytest.raises(ValueError, match=r"framework llama-factory has no fp8_recipe tensorwise"):
+        api.build_workload("llama-3.1-8b", {**keys, "framework": "llama-factory", "fp8_recipe": "tensorwise"})
+
+
+def test_llama_factory_fp8_qlora_is_refused_in_one_line(run_cli: RunCli) -> None:
+    code, out, err = run_cli("launch", "llama-3.1-8b", "--task", "qlora", "--gpu", "H100", "--precision", "fp8",
+                             "--set", "framework=llama-factory")  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "LLaMA-Factory refuses fp8 training with a quantized base" in err and "precision: bf16" in err

@@ -65,7 +65,7 @@ def _deepspeed(lp: LaunchPlan, tool: str) -> tuple[str | dict[str, Any], str]:
     w = lp.w
     what = f"ZeRO-{w.zero}, {_OFFLOADED[w.offload]}"
     name = _SHIPPED_DS[tool].get((w.zero, w.offload))
-    if name is not None and ("zero3_bf16" not in name or w.precision == "bf16"):
+    if name is not None and ("zero3_bf16" not in name or w.precision in ("bf16", "fp8")):
         return name, f"deepspeed: {name} ({tool} ships it: {what})"
     cfg = deepspeed_config(lp)  # --format deepspeed's config; the Trainer fills the "auto" values
     cfg.pop("activation_checkpointing", None)  # the Trainer's gradient_checkpointing checkpoints instead
@@ -104,6 +104,9 @@ def axolotl(lp: LaunchPlan) -> str:
         "bf16": w.precision in ("bf16", "fp8"),
         "fp16": w.precision == "fp16",
         "tf32": w.precision == "tf32",
+        # TorchAO float8 training, tensorwise scaling (axolotl-ai-cloud/axolotl:docs/mixed_precision.qmd@
+        # 319e57f50550593ba6b35777a358bf43930dcab2; the schema's `fp8: bool`); the framework refuses other recipes
+        **({"fp8": True} if w.precision == "fp8" else {}),
         "gradient_checkpointing": w.activation_checkpointing != "none",
         "flash_attention": w.attention_impl != "eager",
         "torch_compile": w.compile,
@@ -135,6 +138,27 @@ def axolotl(lp: LaunchPlan) -> str:
         notes = (note,)
     run = f"accelerate launch --num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
     return _dump(lp, cfg, run, notes)
+
+
+def _llama_factory_fp8(w: Workload) -> dict[str, Any]:
+    """`fp8: true` with the fp8_backend whose scaling is the workload's fp8_recipe: te is Transformer
+    Engine's delayed scaling, torchao its rowwise Float8LinearConfig (hiyouga/LLaMA-Factory:src/llamafactory/
+    hparams/training_args.py Fp8Arguments and train/fp8_utils.py@ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30);
+    other recipes are refused with the framework, and fp8 with quantization by LLaMA-Factory's parser."""
+    if w.precision != "fp8":
+        return {}
+    if w.task == "qlora":
+        raise InvalidSettingError(
+            "LLaMA-Factory refuses fp8 training with a quantized base (hparams/parser.py: 'FP8 training is not "
+            "compatible with quantization'): use task: lora, or precision: bf16 for QLoRA."
+        )
+    backend = {"delayed": "te", "rowwise": "torchao"}.get(w.fp8_recipe)
+    if backend is None:
+        raise InvalidSettingError(
+            f"LLaMA-Factory's fp8 backends run delayed (te) or rowwise (torchao) scaling, not {w.fp8_recipe}: "
+            "set fp8_recipe: delayed or rowwise."
+        )
+    return {"fp8": True, "fp8_backend": backend}
 
 
 def llama_factory(lp: LaunchPlan) -> str:
@@ -175,6 +199,7 @@ def llama_factory(lp: LaunchPlan) -> str:
         "optim": HF_OPTIM[w.optimizer],
         "bf16": w.precision in ("bf16", "fp8"),
         "fp16": w.precision == "fp16",
+        **_llama_factory_fp8(w),
         "flash_attn": "disabled" if w.attention_impl == "eager" else "auto",
         "disable_gradient_checkpointing": w.activation_checkpointing == "none",
         "enable_liger_kernel": w.loss_impl == "fused",
