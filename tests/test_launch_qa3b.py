@@ -162,3 +162,24 @@ def test_llama_factory_fp8_qlora_is_refused_in_one_line(run_cli: RunCli) -> None
                              "--set", "framework=llama-factory")  # fmt: skip
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "LLaMA-Factory refuses fp8 training with a quantized base" in err and "precision: bf16" in err
+
+
+# --- F26: multi-node Axolotl ------------------------------------------------------------------------
+
+
+def test_multi_node_axolotl_run_line_passes_accelerates_parser_with_machines_and_rank() -> None:
+    """accelerate's own launch parser reads the run line: 16 processes in all over 2 machines, this
+    node's rank and the rank-0 address from the environment; one node gets none of those flags."""
+    launch = pytest.importorskip("accelerate.commands.launch")
+    keys = {"task": "finetune", "cluster": "2x8:H100", "framework": "axolotl", "zero": 3,
+            "activation_checkpointing": "full"}  # fmt: skip
+    text = api.launch("llama-3.1-8b", "", keys).text
+    run = next(ln for ln in text.splitlines() if ln.startswith("# run: ")).removeprefix("# run: ")
+    words = shlex.split(run.replace("$NODE_RANK", "1").replace("$MASTER_ADDR", "10.0.0.1"))
+    assert words[:2] == ["accelerate", "launch"]
+    args = launch.launch_command_parser().parse_args(words[2:])
+    assert (args.num_processes, args.num_machines, args.machine_rank) == (16, 2, 1)
+    assert (args.main_process_ip, args.main_process_port, args.module) == ("10.0.0.1", 29500, True)
+    assert args.training_script == "axolotl.cli.train" and args.training_script_args == ["config.yml"]
+    one = api.launch("llama-3.1-8b", "", {**keys, "cluster": "1x8:H100"}).text
+    assert "# run: accelerate launch --num_processes 8 -m axolotl.cli.train config.yml" in one

@@ -21,7 +21,7 @@ from typing import Any, Final
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import HF_OPTIM, _check_data_parallel_only, _header, deepspeed_config
+from gpuplan.interfaces.launch import HF_OPTIM, RDZV_PORT, _check_data_parallel_only, _header, deepspeed_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs.model import family_of
 from gpuplan.specs.workload import Workload
@@ -136,7 +136,17 @@ def axolotl(lp: LaunchPlan) -> str:
     if w.zero >= 1 and not (w.zero == 3 and w.sharding == "fsdp"):
         cfg["deepspeed"], note = _deepspeed(lp, "axolotl")
         notes = (note,)
-    run = f"accelerate launch --num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
+    # accelerate's --num_processes counts every machine's processes; several nodes also need the machine
+    # count, this node's rank and the rank-0 address (huggingface/accelerate:src/accelerate/commands/
+    # launch.py@16cb6eb80dd9aa8b4df1a63ef57863e455d53b83 --num_machines, --machine_rank, --main_process_ip/port)
+    nodes = lp.cluster.nodes
+    multi = (
+        f"--num_machines {nodes} --machine_rank $NODE_RANK --main_process_ip $MASTER_ADDR "
+        f"--main_process_port {RDZV_PORT} "
+        if nodes > 1
+        else ""
+    )
+    run = f"accelerate launch {multi}--num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
     return _dump(lp, cfg, run, notes)
 
 
