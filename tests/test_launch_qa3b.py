@@ -183,3 +183,34 @@ def test_multi_node_axolotl_run_line_passes_accelerates_parser_with_machines_and
     assert args.training_script == "axolotl.cli.train" and args.training_script_args == ["config.yml"]
     one = api.launch("llama-3.1-8b", "", {**keys, "cluster": "1x8:H100"}).text
     assert "# run: accelerate launch --num_processes 8 -m axolotl.cli.train config.yml" in one
+
+
+# --- F11b: Megatron-LM gets the overlap and fusion flags its defaults stand for ------------------------
+
+
+def _pretrain_gpt_flags(keys: dict[str, object]) -> list[str]:
+    words = _words(api.launch("llama-3.1-8b", "", keys).text)
+    return words[words.index("pretrain_gpt.py") + 1 :]
+
+
+def test_megatron_launch_passes_the_overlaps_and_fusion_its_defaults_assume() -> None:
+    """framework: megatron (distributed optimizer, compile, with tp 2 sequence parallelism) writes
+    examples/llama/train_llama3_8b_h100_fp8.sh's --overlap-grad-reduce --overlap-param-gather
+    --cross-entropy-loss-fusion (Megatron-LM@d98e8a64 arguments.py / model_parallel_config.py)."""
+    keys = {
+        "task": "pretrain",
+        "gpu": "H100",
+        "num_gpus": 8,
+        "framework": "megatron",
+        "activation_checkpointing": "full",
+    }
+    flags = _pretrain_gpt_flags(keys)
+    i = flags.index("--use-distributed-optimizer")
+    assert flags[i : i + 3] == ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    assert "--cross-entropy-loss-fusion" in flags and "--sequence-parallel" not in flags
+    tp = _pretrain_gpt_flags({**keys, "tp": 2, "tp_comm_overlap": True})
+    assert {"--sequence-parallel", "--tp-comm-overlap", "--overlap-param-gather"} <= set(tp)
+    # keys the user turns off are not written: no distributed optimizer, no param-gather overlap
+    off = _pretrain_gpt_flags({**keys, "zero": 0, "compile": False, "tp": 4})
+    assert not {"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+                "--cross-entropy-loss-fusion"} & set(off)  # fmt: skip
