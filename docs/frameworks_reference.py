@@ -50,9 +50,10 @@ def render() -> str:
     rule = "|---|---|" + "---|" * len(keys)
     summary = []
     for fw in fws:
-        by = {d.key: d for d in fw.defaults}
         cells = [
-            f"`{_shown(by[k].value)}`" + (f" ({by[k].when})" if by[k].when else "") if k in by else "—" for k in keys
+            "; ".join(f"`{_shown(d.value)}`" + (f" ({d.when})" if d.when else "") for d in fw.defaults if d.key == k)
+            or "—"
+            for k in keys
         ]
         summary.append(f"| `{fw.name}` | {fw.launch} | " + " | ".join(cells) + " |")
     sections = []

@@ -379,6 +379,8 @@ def torchtune(lp: LaunchPlan) -> str:
         f"dtype={w.precision}",
         f"compile={w.compile}",
     ]
+    if not adapter:  # the full recipes read optimizer_in_bwd (recipes/full_finetune_*.py)
+        o += _tune_optimizer(w, single)
     if adapter:  # the lora_* model builders' arguments (torchtune/models/llama3_1/_model_builders.py)
         attn, mlp, head_out = tune_lora_modules(lp)
         o += [
@@ -394,6 +396,29 @@ def torchtune(lp: LaunchPlan) -> str:
     head = ["# " + x for x in _header(lp)]
     head.append(f"# {config}: torchtune's config for this model and task (`tune ls` lists them; `tune cp` to edit)")
     return "\n".join(head) + "\n" + _shell_join(argv) + "\n"
+
+
+# gpuplan optimizer -> the class torchtune's configs name as optimizer._component_ (torch.optim, or
+# bitsandbytes.optim in the *_full_single_device configs at launch_torchtune.TORCHTUNE_COMMIT)
+_TUNE_OPTIM: Final = {"adamw": "torch.optim.AdamW", "adam": "torch.optim.Adam", "sgd": "torch.optim.SGD",
+                      "adamw-8bit": "bitsandbytes.optim.AdamW8bit", "paged-adamw": "bitsandbytes.optim.PagedAdamW",
+                      "paged-adamw-8bit": "bitsandbytes.optim.PagedAdamW8bit", "adamw-foreach": "torch.optim.AdamW",
+                      "lion": "bitsandbytes.optim.Lion", "lion-8bit": "bitsandbytes.optim.Lion8bit",
+                      "paged-lion-8bit": "bitsandbytes.optim.PagedLion8bit"}  # fmt: skip
+
+
+def _tune_optimizer(w: Workload, single: bool) -> list[str]:
+    """The optimizer and optimizer_in_bwd the estimate assumed, as overrides of the shipped config (its
+    single-device configs name PagedAdamW8bit or PagedAdamW stepped in backward, its distributed ones
+    fused torch AdamW; `~optimizer.fused` drops the `fused: True` a bitsandbytes class does not take)."""
+    component = _TUNE_OPTIM.get(w.optimizer)
+    if component is None:
+        raise InvalidSettingError(
+            f"torchtune's configs name no optimizer {w.optimizer}; use optimizer: {', '.join(_TUNE_OPTIM)}, "
+            "or --format accelerate."
+        )
+    drop = [] if single or component.startswith("torch.") else ["~optimizer.fused"]
+    return [f"optimizer._component_={component}", *drop, f"optimizer_in_bwd={w.optimizer_in_backward}"]
 
 
 # the workload's (Hugging Face) module names -> torchtune's lora_attn_modules (torchtune/modules/peft/

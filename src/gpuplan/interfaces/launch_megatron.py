@@ -177,12 +177,20 @@ def megatron_args(lp: LaunchPlan) -> list[str]:
         a.append(f"--expert-model-parallel-size {w.ep}")
     if w.etp is not None:
         a.append(f"--expert-tensor-parallel-size {w.etp}")
+    # the overlaps and fusions the estimate assumed, which Megatron-LM's bare defaults leave off
+    # (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553: megatron/training/arguments.py
+    # --overlap-grad-reduce, --overlap-param-gather (distributed optimizer only, with the grad-reduce
+    # overlap); --sequence-parallel, --tp-comm-overlap (Transformer Engine userbuffers, needs sequence
+    # parallelism) and --cross-entropy-loss-fusion are megatron/core/model_parallel_config.py fields,
+    # made flags by training/argument_utils.py; examples/llama/train_llama3_8b_h100_fp8.sh passes them)
     if w.sequence_parallel:
         a.append("--sequence-parallel")
-    if w.tp_comm_overlap:  # Transformer Engine userbuffers (megatron/training/arguments.py)
+    if w.tp_comm_overlap:
         a.append("--tp-comm-overlap")
     if w.zero >= 1:
-        a.append("--use-distributed-optimizer")
+        a += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    if w.compile:  # frameworks.toml megatron compile: the fused kernels and the fused cross-entropy
+        a.append("--cross-entropy-loss-fusion")
     a += [
         f"--num-layers {m.num_layers}",
         f"--hidden-size {m.hidden_size}",

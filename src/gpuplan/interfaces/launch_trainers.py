@@ -9,7 +9,8 @@ LLaMA-Factory's argument dataclasses (hiyouga/LLaMA-Factory:src/llamafactory/hpa
 cc22c045a7ffef31a3da6a32f189fd100d7c38b2 and ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30 (0.9.6.dev0):
 flash_attn, enable_liger_kernel, disable_gradient_checkpointing, quantization_bit, quantization_type;
 finetuning_args.py: stage, finetuning_type, lora_rank, lora_dropout, lora_target; the examples'
-deepspeed: examples/deepspeed/ds_z{0,2,3}[_offload]_config.json) plus transformers' TrainingArguments.
+deepspeed: examples/deepspeed/ds_z{2,3}[_offload]_config.json, or the DeepSpeed config inline where none
+matches) plus transformers' TrainingArguments.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Final
 import yaml
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.interfaces.launch import HF_OPTIM, _check_data_parallel_only, _header
+from gpuplan.interfaces.launch import HF_OPTIM, RDZV_PORT, _check_data_parallel_only, _header, deepspeed_config
 from gpuplan.planner.launch_plan import LaunchPlan
 from gpuplan.specs.model import family_of
 from gpuplan.specs.workload import Workload
@@ -37,12 +38,48 @@ def _check(w: Workload, fmt: str) -> None:
         )
 
 
+# (zero, offload) -> the DeepSpeed config each tool ships whose zero_optimization is exactly that stage
+# and offload; read at axolotl-ai-cloud/axolotl:deepspeed_configs/zero1.json, zero2.json@58b1d3a4f449cae41d0ef7828b64ea0ea1b27ce2
+# (zero2.json offloads the optimizer to the CPU), zero3_bf16.json@b371df79dcca2612c1f83f85bef6eefeb4dc56a2 and
+# zero3_bf16_cpuoffload_all.json@64cfd87f49a62ebcde63728b14073f50ce8d8d5b (both pin bf16: enabled: true), and
+# hiyouga/LLaMA-Factory:examples/deepspeed/ds_z{2,3}[_offload]_config.json@ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30
+# (no ZeRO-1; ds_z3_offload offloads parameters and optimizer). Any other pair is written inline: both
+# take a dict for `deepspeed` (axolotl's schema `deepspeed: str | dict`, transformers' TrainingArguments
+# `deepspeed: dict | str`, which LLaMA-Factory parses the YAML into).
+_SHIPPED_DS: Final[dict[str, dict[tuple[int, str], str]]] = {
+    "axolotl": {(1, "none"): "deepspeed_configs/zero1.json", (2, "optimizer"): "deepspeed_configs/zero2.json",
+                (3, "none"): "deepspeed_configs/zero3_bf16.json",
+                (3, "optimizer+params"): "deepspeed_configs/zero3_bf16_cpuoffload_all.json"},
+    "llama-factory": {(2, "none"): "examples/deepspeed/ds_z2_config.json",
+                      (2, "optimizer"): "examples/deepspeed/ds_z2_offload_config.json",
+                      (3, "none"): "examples/deepspeed/ds_z3_config.json",
+                      (3, "optimizer+params"): "examples/deepspeed/ds_z3_offload_config.json"},
+}  # fmt: skip
+_OFFLOADED: Final = {"none": "no offload", "optimizer": "optimizer offloaded to CPU",
+                     "optimizer+params": "optimizer and parameters offloaded to CPU"}  # fmt: skip
+
+
+def _deepspeed(lp: LaunchPlan, tool: str) -> tuple[str | dict[str, Any], str]:
+    """The `deepspeed` value for the tool's config (a shipped file whose ZeRO stage and offload are the
+    workload's, else gpuplan's own DeepSpeed config inline) and a header line saying which."""
+    w = lp.w
+    what = f"ZeRO-{w.zero}, {_OFFLOADED[w.offload]}"
+    name = _SHIPPED_DS[tool].get((w.zero, w.offload))
+    if name is not None and ("zero3_bf16" not in name or w.precision in ("bf16", "fp8")):
+        return name, f"deepspeed: {name} ({tool} ships it: {what})"
+    cfg = deepspeed_config(lp)  # --format deepspeed's config; the Trainer fills the "auto" values
+    cfg.pop("activation_checkpointing", None)  # the Trainer's gradient_checkpointing checkpoints instead
+    auto = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping")
+    cfg |= {k: "auto" for k in auto} | {"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+    return cfg, f"deepspeed: inline below ({what}; no config {tool} ships has exactly that)"
+
+
 def _steps(w: Workload) -> int | None:
     return math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len)) if w.train_tokens else None
 
 
-def _dump(lp: LaunchPlan, cfg: dict[str, Any], run: str) -> str:
-    head = "".join(f"# {x}\n" for x in _header(lp)) + f"# run: {run}\n"
+def _dump(lp: LaunchPlan, cfg: dict[str, Any], run: str, notes: tuple[str, ...] = ()) -> str:
+    head = "".join(f"# {x}\n" for x in (*_header(lp), *notes)) + f"# run: {run}\n"
     return head + yaml.safe_dump(cfg, sort_keys=False)
 
 
@@ -67,6 +104,9 @@ def axolotl(lp: LaunchPlan) -> str:
         "bf16": w.precision in ("bf16", "fp8"),
         "fp16": w.precision == "fp16",
         "tf32": w.precision == "tf32",
+        # TorchAO float8 training, tensorwise scaling (axolotl-ai-cloud/axolotl:docs/mixed_precision.qmd@
+        # 319e57f50550593ba6b35777a358bf43930dcab2; the schema's `fp8: bool`); the framework refuses other recipes
+        **({"fp8": True} if w.precision == "fp8" else {}),
         "gradient_checkpointing": w.activation_checkpointing != "none",
         "flash_attention": w.attention_impl != "eager",
         "torch_compile": w.compile,
@@ -92,13 +132,43 @@ def axolotl(lp: LaunchPlan) -> str:
                 else {"fsdp_auto_wrap_policy": "SIZE_BASED_WRAP"}
             ),
         }
-    elif w.zero >= 1:
-        name = {1: "zero1", 2: "zero2", 3: "zero3_bf16"}[w.zero]
-        if w.zero == 3 and w.offload != "none":
-            name = "zero3_bf16_cpuoffload_all" if w.offload == "optimizer+params" else "zero3_cpuoffload"
-        cfg["deepspeed"] = f"deepspeed_configs/{name}.json"
-    run = f"accelerate launch --num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
-    return _dump(lp, cfg, run)
+    notes: tuple[str, ...] = ()
+    if w.zero >= 1 and not (w.zero == 3 and w.sharding == "fsdp"):
+        cfg["deepspeed"], note = _deepspeed(lp, "axolotl")
+        notes = (note,)
+    # accelerate's --num_processes counts every machine's processes; several nodes also need the machine
+    # count, this node's rank and the rank-0 address (huggingface/accelerate:src/accelerate/commands/
+    # launch.py@16cb6eb80dd9aa8b4df1a63ef57863e455d53b83 --num_machines, --machine_rank, --main_process_ip/port)
+    nodes = lp.cluster.nodes
+    multi = (
+        f"--num_machines {nodes} --machine_rank $NODE_RANK --main_process_ip $MASTER_ADDR "
+        f"--main_process_port {RDZV_PORT} "
+        if nodes > 1
+        else ""
+    )
+    run = f"accelerate launch {multi}--num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
+    return _dump(lp, cfg, run, notes)
+
+
+def _llama_factory_fp8(w: Workload) -> dict[str, Any]:
+    """`fp8: true` with the fp8_backend whose scaling is the workload's fp8_recipe: te is Transformer
+    Engine's delayed scaling, torchao its rowwise Float8LinearConfig (hiyouga/LLaMA-Factory:src/llamafactory/
+    hparams/training_args.py Fp8Arguments and train/fp8_utils.py@ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30);
+    other recipes are refused with the framework, and fp8 with quantization by LLaMA-Factory's parser."""
+    if w.precision != "fp8":
+        return {}
+    if w.task == "qlora":
+        raise InvalidSettingError(
+            "LLaMA-Factory refuses fp8 training with a quantized base (hparams/parser.py: 'FP8 training is not "
+            "compatible with quantization'): use task: lora, or precision: bf16 for QLoRA."
+        )
+    backend = {"delayed": "te", "rowwise": "torchao"}.get(w.fp8_recipe)
+    if backend is None:
+        raise InvalidSettingError(
+            f"LLaMA-Factory's fp8 backends run delayed (te) or rowwise (torchao) scaling, not {w.fp8_recipe}: "
+            "set fp8_recipe: delayed or rowwise."
+        )
+    return {"fp8": True, "fp8_backend": backend}
 
 
 def llama_factory(lp: LaunchPlan) -> str:
@@ -128,9 +198,10 @@ def llama_factory(lp: LaunchPlan) -> str:
         # (src/llamafactory/extras/constants.py QuantizationMethod.BNB; model/model_utils/quantization.py
         # quantises only when quantization_method == QuantizationMethod.BNB, and a YAML string is not coerced)
         cfg |= {"quantization_bit": 4, "quantization_type": "nf4"}
+    notes: tuple[str, ...] = ()
     if w.zero >= 1:
-        offload = "_offload" if w.offload != "none" and w.zero in (2, 3) else ""
-        cfg["deepspeed"] = f"examples/deepspeed/ds_z{w.zero if w.zero != 1 else 2}{offload}_config.json"
+        cfg["deepspeed"], note = _deepspeed(lp, "llama-factory")
+        notes = (note,)
     cfg |= {
         "cutoff_len": w.seq_len,
         "per_device_train_batch_size": w.batch_size,
@@ -138,6 +209,7 @@ def llama_factory(lp: LaunchPlan) -> str:
         "optim": HF_OPTIM[w.optimizer],
         "bf16": w.precision in ("bf16", "fp8"),
         "fp16": w.precision == "fp16",
+        **_llama_factory_fp8(w),
         "flash_attn": "disabled" if w.attention_impl == "eager" else "auto",
         "disable_gradient_checkpointing": w.activation_checkpointing == "none",
         "enable_liger_kernel": w.loss_impl == "fused",
@@ -147,7 +219,7 @@ def llama_factory(lp: LaunchPlan) -> str:
         cfg["max_steps"] = steps
     nodes = lp.cluster.nodes
     env = "FORCE_TORCHRUN=1 " + (f"NNODES={nodes} NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR " if nodes > 1 else "")
-    return _dump(lp, cfg, f"{env}llamafactory-cli train config.yaml")
+    return _dump(lp, cfg, f"{env}llamafactory-cli train config.yaml", notes)
 
 
 def render(lp: LaunchPlan, fmt: str) -> str:

@@ -21,7 +21,7 @@ OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory", "torchtu
 # for a framework that starts its own processes from a plain `python`/CLI command).
 LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", *OWN_FORMATS, "none")
 # `when` conditions besides "a boolean key is true"
-CONDITIONS: Final = ("tp>1", "num_gpus>1", "task=pretrain")
+CONDITIONS: Final = ("tp>1", "num_gpus>1", "num_gpus=1", "task=pretrain", "task=finetune", "grad_accum=1")
 _CLUSTER: Final = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:")
 
 
@@ -32,7 +32,7 @@ class Default:
     key: str
     value: Any
     source: str
-    # "tp>1", "num_gpus>1", "task=pretrain", or a boolean key that must be true, joined by " and ";
+    # one of CONDITIONS, or a boolean key that must be true, joined by " and ";
     # "" always
     when: str = ""
 
@@ -64,24 +64,29 @@ def _holds(when: str, data: Mapping[str, Any]) -> bool:
         return all(_holds(part.strip(), data) for part in when.split(" and "))
     if not when:
         return True
-    if when == "task=pretrain":
-        return data.get("task") == "pretrain"
+    if when in ("task=pretrain", "task=finetune"):
+        return data.get("task") == when.removeprefix("task=")
+    if when == "grad_accum=1":  # one micro-batch per optimizer step (no global_batch above one batch per GPU)
+        gb, per_step = data.get("global_batch"), _int(data.get("batch_size", 1), 1) * _int(data.get("num_gpus", 1), 1)
+        return _int(data.get("grad_accum", 1), 1) == 1 and (gb is None or _int(gb, 0) <= per_step)
     if when == "tp>1":
         return _int(data.get("tp", 1), 1) > 1
-    if when == "num_gpus>1":
+    if when in ("num_gpus>1", "num_gpus=1"):
         n = data.get("num_gpus")
         m = _CLUSTER.match(data["cluster"]) if n is None and isinstance(data.get("cluster"), str) else None
         if m:  # NODESxGPUS:GPU sets num_gpus (specs/workload.py Workload._cluster_size)
             n = int(m.group(1) or 1) * int(m.group(2))
-        return _int(n, 1) > 1
+        return (_int(n, 1) > 1) == (when == "num_gpus>1")
     return data.get(when) is True
 
 
 def _parse(doc: Mapping[str, Any]) -> dict[str, Framework]:
     out: dict[str, Framework] = {}
     for name, sec in doc.items():
-        defaults = tuple(
-            Default(key, d["value"], d["source"], d.get("when", "")) for key, d in sec.get("defaults", {}).items()
+        defaults = tuple(  # a key given as an array of tables has one default per layout (`when`)
+            Default(key, d["value"], d["source"], d.get("when", ""))
+            for key, ds in sec.get("defaults", {}).items()
+            for d in (ds if isinstance(ds, list) else [ds])
         )
         tasks, recipes = sec.get("tasks"), sec.get("fp8_recipes")
         out[name] = Framework(
@@ -116,7 +121,7 @@ def fill(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(data)
     filled: dict[str, Any] = {}
     for d in fw.defaults:
-        if d.key in data or not _holds(d.when, merged):
+        if d.key in data or d.key in filled or not _holds(d.when, merged):  # the first default that holds
             continue
         filled[d.key] = merged[d.key] = d.value
     return filled
