@@ -382,3 +382,20 @@ def test_ollama_with_too_many_gpu_layers_is_offered_fewer() -> None:
     n = 40
     assert gpuplan.estimate({**keys, "gpu_layers": n}).memory.fits
     assert not gpuplan.estimate({**keys, "gpu_layers": n + 1}).memory.fits
+
+
+def test_an_offload_at_the_default_host_bandwidth_says_it_is_a_peak() -> None:
+    """QA F24: every layer on the CPU (-ngl 0) is timed at the default 89.6 GB/s, a DRAM peak; the
+    verdict says so and asks for a measured figure. The CPU part scales with the figure given: at
+    60 GB/s the token takes ~89.6/60 as long (the GPU's share is only the embeddings' rows)."""
+    keys = {"model": "qwen2.5-14b", "gpu": "RTX 3070", "engine": "llama.cpp", "weight_dtype": "q4_k_m",
+            "datacenter": False, "gpu_layers": 0}  # fmt: skip
+    peak = gpuplan.estimate(keys)
+    assert any(
+        "48 host layers are timed at 89.6 GB/s" in n and "host_memory_bandwidth" in n for n in peak.verdict.notes
+    )
+    measured = gpuplan.estimate({**keys, "host_memory_bandwidth": 60.0})
+    assert not any("host layers" in n for n in measured.verdict.notes)
+    assert isinstance(peak.time, InferenceSpeed) and isinstance(measured.time, InferenceSpeed)
+    assert peak.time.tpot_s * 1e3 == pytest.approx(96.5, abs=0.1)
+    assert measured.time.tpot_s / peak.time.tpot_s == pytest.approx(89.6 / 60.0, rel=0.02)

@@ -311,9 +311,26 @@ def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memor
     notes = context_notes(model, w)
     if gpu is None:
         return Verdict.of(memory, None, w.num_gpus, notes=notes)
-    notes += precision_notes(w, gpu)
+    notes += precision_notes(w, gpu) + host_bandwidth_notes(model, w, gpu)
     fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
     return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
+
+
+def host_bandwidth_notes(model: ModelSpec, w: Workload, gpu: GPU) -> list[str]:
+    """A partial offload timed at the default host bandwidth: a theoretical DRAM peak (specs/workload.py
+    DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS), which CPU reads do not sustain; no sourced sustained share
+    for desktop DDR5 is applied, so the user is asked for their measured figure (QA F24)."""
+    from gpuplan.estimators.engines import offload_of
+    from gpuplan.specs.workload import DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS as PEAK
+
+    off = offload_of(model, w, gpu)
+    if off is None or w.host_memory_bandwidth is not None or off.cpu_layers <= 0:
+        return []
+    return [
+        f"the {off.cpu_layers} host layers are timed at {PEAK:g} GB/s, dual-channel DDR5-5600's peak: CPU reads "
+        "sustain less, so the time per token is a floor; set host_memory_bandwidth to what STREAM or Intel MLC "
+        "measures on your machine"
+    ]
 
 
 def precision_notes(w: Workload, gpu: GPU) -> list[str]:
