@@ -501,6 +501,10 @@ def test_gguf_and_transformers_labels_name_their_engine(run_cli: Any) -> None:
     assert code == 0, err
     assert "· bf16, q4_k_m weights on GeForce RTX 3070" in out and "allocated (peak) 6.99 GiB" in out
     assert "torchtune #1348" not in out and "pytorch/pytorch#109888" not in out and "kept for ggml's" in out
+    code, out, _ = run_cli(*base, "--weight-dtype", "q4_k_m")  # too big: the offload fix, per output token
+    assert (
+        code == 0 and "gpu_layers=43 → 7.74 GiB per GPU" in out and "37.0 ms per output token" in out.replace("\n", "")
+    )
     code, out, err = run_cli(
         "estimate", "llama-3.1-8b", "--gpu", "A100", "--engine", "transformers", "--batch-size", "4"
     )

@@ -362,7 +362,7 @@ def test_llama_cpp_too_big_offers_partial_offload_first_and_a_layer_split() -> N
     assert first.per_gpu_bytes / 2**30 == pytest.approx(7.74, abs=0.01)
     assert not gpuplan.estimate({**keys, "gpu_layers": 44}).memory.fits  # the largest N that fits
     assert fixed.time is not None and isinstance(fixed.time, InferenceSpeed)
-    assert first.time_what == "time per output token" and first.time_s == pytest.approx(fixed.time.tpot_s, rel=1e-9)
+    assert first.time_what == "output token" and first.time_s == pytest.approx(fixed.time.tpot_s, rel=1e-9)
     assert first.time_s is not None and first.time_s * 1e3 == pytest.approx(
         37.0, abs=0.1
     )  # ms: the CPU's 6 layers bound each token

@@ -264,7 +264,7 @@ def energy_result(ce: CostEnergy) -> Energy:
 def _time_what(w: Workload, changes: Mapping[str, Any]) -> str:
     if w.is_training:
         return "step"
-    return "time per output token" if "gpu_layers" in changes else "request"
+    return "output token" if "gpu_layers" in changes else "request"
 
 
 def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) -> list[FixResult]:

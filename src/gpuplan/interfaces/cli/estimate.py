@@ -100,6 +100,8 @@ def print_verdict(c: Console, v: Verdict) -> None:
     c.print("  What makes it fit (each verified by the estimate; the least change first):")
     for i, f in enumerate(v.fixes, 1):
         time = "" if f.time_s is None else f", {f.time_what} {fmt_dur(f.time_s)}"
+        if f.time_s is not None and f.time_what == "output token":  # a partial offload: its decode speed
+            time = f", {fmt_dur(f.time_s)} per output token"
         price = "" if f.usd_per_hour is None else f", {fmt_usd(f.usd_per_hour)}/h"
         c.print(
             f"  {i}. {escape(f.label)}: {escape(_changes(f.changes))} → {gib(f.per_gpu_bytes)} per GPU on "
