@@ -490,3 +490,26 @@ def test_ngl_counts_the_output_layer_first_as_current_llama_cpp_does() -> None:
     assert split(49) is None
     zero = split(0)
     assert zero is not None and (zero.head_on_gpu, zero.gpu_blocks) == (False, 0)
+
+
+def test_gguf_and_transformers_labels_name_their_engine(run_cli: Any) -> None:
+    """QA F27.4: a Q4_K_M llama.cpp job's title names its weights, its peak is not called torch's,
+    and its runtime rows say the PyTorch figures are kept for ggml; a transformers job's best batch
+    is the best within memory (no KV pool). vLLM keeps its own labels."""
+    base = ["estimate", "qwen2.5-14b", "--gpu", "RTX 3070", "--set", "datacenter=false", "--engine", "llama.cpp"]
+    code, out, err = run_cli(*base, "--weight-dtype", "q4_k_m", "--set", "gpu_layers=43")
+    assert code == 0, err
+    assert "· bf16, q4_k_m weights on GeForce RTX 3070" in out and "allocated (peak) 6.99 GiB" in out
+    assert "torchtune #1348" not in out and "pytorch/pytorch#109888" not in out and "kept for ggml's" in out
+    code, out, _ = run_cli(*base, "--weight-dtype", "q4_k_m")  # too big: the offload fix, per output token
+    assert (
+        code == 0 and "gpu_layers=43 → 7.74 GiB per GPU" in out and "37.0 ms per output token" in out.replace("\n", "")
+    )
+    code, out, err = run_cli(
+        "estimate", "llama-3.1-8b", "--gpu", "A100", "--engine", "transformers", "--batch-size", "4"
+    )
+    assert code == 0, err
+    assert "best within memory (batch 1024)" in out and "KV cache (batch" not in out
+    assert "allocated (torch peak)" in out and "· bf16 on A100" in out
+    code, out, err = run_cli("estimate", "llama-3.1-8b", "--gpu", "A100", "--batch-size", "4")
+    assert code == 0 and "best within the KV cache (batch 256)" in out and "allocated (torch peak)" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.parallel import compose
 from gpuplan.estimators.perf import estimate_training_time, training_ops, with_checkpointing
 from gpuplan.interfaces import api
-from gpuplan.planner.layouts import SearchResult, search_layouts
+from gpuplan.planner.layouts import FRAMEWORK_ZERO_STAGES, SearchResult, search_layouts
 from gpuplan.specs.cluster import FABRICS, implied_cluster, parse_cluster
 from gpuplan.specs.gpu import GB, Catalog
 from gpuplan.specs.models import load_model
@@ -489,3 +490,25 @@ def test_cards_without_their_nvlink_bridge_talk_over_pcie() -> None:
     w = make_workload({**_FSDP_LORA_4090, "fsdp_wrap": "adapters"})
     bridged, bare = _dp_exposed(w, "RTX 3090"), _dp_exposed(w.with_(nvlink=False), "RTX 3090")
     assert bare / bridged == pytest.approx(45.0 / 25.2, rel=0.01)  # every gather at the slower link
+
+
+@pytest.mark.parametrize(
+    ("framework", "model", "zero"), [("torchtitan", "llama-2-70b", 3), ("nemo", "llama-3.1-70b", 1)]
+)
+def test_plan_ranks_only_layouts_the_frameworks_launch_accepts(framework: str, model: str, zero: int) -> None:
+    """QA F28: Llama 2 70B on 64 x 8 H100 (examples/pretrain-70b-cluster.yaml). torchtitan runs
+    FSDP2 (zero 3) or replication (zero 0), NeMo the distributed optimizer (zero 1): the search tries
+    only those stages, and the plan's best layout, set as the workload's keys, is launched by the
+    framework's own format without error, with that layout (NeMo 2 has no Llama 2 recipe: 3.1 70B)."""
+    from gpuplan.results import LayoutPlan
+
+    example = str(Path(__file__).parent.parent / "examples" / "pretrain-70b-cluster.yaml")
+    keys = {"framework": framework, "model": model}
+    p = api.plan(api.build_workload(example, keys), top=3)
+    assert isinstance(p, LayoutPlan) and p.layouts
+    assert all(row.keys["zero"] in FRAMEWORK_ZERO_STAGES[framework] for row in p.layouts)
+    best = p.layouts[0]
+    assert best.keys["zero"] == zero
+    assert any(f"framework {framework}: ZeRO stages" in n for n in p.notes)
+    rec = api.launch(example, "", {**keys, **best.keys})
+    assert rec.layout == best.layout

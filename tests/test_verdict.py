@@ -344,3 +344,58 @@ def test_plan_rows_take_one_range_for_rate_and_time() -> None:
         assert o.throughput_high * o.time_s_low == pytest.approx(o.throughput * o.time_s, rel=1e-9)
         rows += 1
     assert rows >= 4
+
+
+def test_llama_cpp_too_big_offers_partial_offload_first_and_a_layer_split() -> None:
+    """QA F23: Qwen2.5-14B Q4_K_M on an 8 GB RTX 3070 (9.19 GiB needed). The first fix is -ngl N with
+    the largest N that fits (43: the output layer and 42 of 48 layers), verified by the estimate
+    with exactly that change (N + 1 does not fit), timed per output token; more GPUs are llama.cpp's
+    layer split (pp), never tensor parallelism."""
+    keys = {"model": "qwen2.5-14b", "gpu": "RTX 3070", "engine": "llama.cpp", "weight_dtype": "q4_k_m",
+            "datacenter": False}  # fmt: skip
+    v = gpuplan.estimate(keys).verdict
+    assert v.fits is False and v.fixes
+    first = v.fixes[0]
+    assert first.changes == {"gpu_layers": 43} and first.label.startswith("partial offload (the output layer and 42")
+    fixed = gpuplan.estimate({**keys, "gpu_layers": 43})
+    assert fixed.memory.fits and fixed.memory.per_gpu_bytes == pytest.approx(first.per_gpu_bytes, rel=1e-6)
+    assert first.per_gpu_bytes / 2**30 == pytest.approx(7.74, abs=0.01)
+    assert not gpuplan.estimate({**keys, "gpu_layers": 44}).memory.fits  # the largest N that fits
+    assert fixed.time is not None and isinstance(fixed.time, InferenceSpeed)
+    assert first.time_what == "output token" and first.time_s == pytest.approx(fixed.time.tpot_s, rel=1e-9)
+    assert first.time_s is not None and first.time_s * 1e3 == pytest.approx(
+        37.0, abs=0.1
+    )  # ms: the CPU's 6 layers bound each token
+    split = [f for f in v.fixes if "num_gpus" in f.changes and "gpu" not in f.changes]
+    assert split and all(f.changes["pp"] == f.num_gpus and "-sm layer" in f.label for f in split)
+    assert not any("tensor parallel" in f.label or f.changes.get("tp", 1) > 1 for f in v.fixes)
+
+
+def test_ollama_with_too_many_gpu_layers_is_offered_fewer() -> None:
+    """Ollama's num_gpu set past what fits (49 = every layer of 48 and the output): the fix is the
+    largest num_gpu that fits, 40 (below llama.cpp's 43: Ollama's default num_ctx holds more KV)."""
+    keys = {"model": "qwen2.5-14b", "gpu": "RTX 3070", "engine": "ollama", "weight_dtype": "q4_k_m",
+            "datacenter": False, "gpu_layers": 49}  # fmt: skip
+    v = gpuplan.estimate(keys).verdict
+    assert v.fits is False and v.fixes[0].changes == {"gpu_layers": 40}
+    assert "Ollama's layer split" in v.fixes[1].label and v.fixes[1].changes == {"num_gpus": 2, "pp": 2}
+    n = 40
+    assert gpuplan.estimate({**keys, "gpu_layers": n}).memory.fits
+    assert not gpuplan.estimate({**keys, "gpu_layers": n + 1}).memory.fits
+
+
+def test_an_offload_at_the_default_host_bandwidth_says_it_is_a_peak() -> None:
+    """QA F24: every layer on the CPU (-ngl 0) is timed at the default 89.6 GB/s, a DRAM peak; the
+    verdict says so and asks for a measured figure. The CPU part scales with the figure given: at
+    60 GB/s the token takes ~89.6/60 as long (the GPU's share is only the embeddings' rows)."""
+    keys = {"model": "qwen2.5-14b", "gpu": "RTX 3070", "engine": "llama.cpp", "weight_dtype": "q4_k_m",
+            "datacenter": False, "gpu_layers": 0}  # fmt: skip
+    peak = gpuplan.estimate(keys)
+    assert any(
+        "48 host layers are timed at 89.6 GB/s" in n and "host_memory_bandwidth" in n for n in peak.verdict.notes
+    )
+    measured = gpuplan.estimate({**keys, "host_memory_bandwidth": 60.0})
+    assert not any("host layers" in n for n in measured.verdict.notes)
+    assert isinstance(peak.time, InferenceSpeed) and isinstance(measured.time, InferenceSpeed)
+    assert peak.time.tpot_s * 1e3 == pytest.approx(96.5, abs=0.1)
+    assert measured.time.tpot_s / peak.time.tpot_s == pytest.approx(89.6 / 60.0, rel=0.02)

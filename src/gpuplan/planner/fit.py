@@ -57,6 +57,12 @@ def tp_limit(gpu: GPU) -> int | None:
     return None if gpu.multi_node else max(GPUS_PER_NODE, gpu.nvlink_domain)
 
 
+# Engines that spread a model over GPUs by whole layers: llama.cpp's default --split-mode layer
+# (common/arg.cpp, -sm: "layer (default): split layers and KV across GPUs"), which Ollama runs
+# too; modelled as pipeline stages run in turn (pp; perf/inference.py), not tensor parallelism.
+LAYER_SPLIT_ENGINES: Final = ("llama.cpp", "ollama")
+
+
 def inference_layout(model: ModelSpec, n: int, gpu: GPU | None) -> dict[str, Any] | None:
     """Tensor parallelism over n GPUs (pipeline stages where the heads do not split), with the
     tensor-parallel group kept inside one node on one-host cards (pipeline stages across nodes)."""
@@ -77,6 +83,9 @@ def _layouts(model: ModelSpec, w: Workload, n: int, gpu: GPU | None = None) -> I
         yield {"num_gpus": n, "zero": 3 if n > 1 else w.zero, "tp": 1, "pp": 1}
         if n > 1 and w.zero < 3:
             yield {"num_gpus": n, "tp": 1, "pp": 1}
+    elif w.engine in LAYER_SPLIT_ENGINES:  # llama.cpp splits whole layers over its GPUs (-sm layer)
+        if n > 1 and model.num_layers >= n:
+            yield {"num_gpus": n, "tp": 1, "pp": n}
     else:
         layout = inference_layout(model, n, gpu)
         if layout is not None:
@@ -235,9 +244,17 @@ def _sharded_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
 RAISED_GPU_MEMORY_UTILIZATION: Final = 0.95
 
 
+def _split_how(w: Workload) -> str:
+    return "-sm layer" if w.engine == "llama.cpp" else "Ollama's layer split"
+
+
 def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     c: list[tuple[str, dict[str, Any], str]] = []
-    if w.num_gpus > 1 and w.tp * w.pp < w.num_gpus:  # replicas that each hold the whole model: shard it instead
+    if w.num_gpus > 1 and w.tp * w.pp < w.num_gpus and w.engine in LAYER_SPLIT_ENGINES:
+        c.append(
+            (f"layers split over the {w.num_gpus} GPUs ({_split_how(w)})", {"tp": 1, "pp": w.num_gpus}, "same GPUs")
+        )
+    elif w.num_gpus > 1 and w.tp * w.pp < w.num_gpus:  # replicas that each hold the whole model: shard it instead
         c.append((f"tensor parallel over the {w.num_gpus} GPUs", {"tp": w.num_gpus, "pp": 1}, "same GPUs"))
     if w.engine in runtime.PREALLOCATING_ENGINES and w.gpu_memory_utilization < RAISED_GPU_MEMORY_UTILIZATION:
         u = RAISED_GPU_MEMORY_UTILIZATION
@@ -255,7 +272,9 @@ def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     if w.batch_size > 1:
         c.append((f"batch {max(w.batch_size // 2, 1)}", {"batch_size": max(w.batch_size // 2, 1)}, "lower throughput"))
     for n in (2, 4, 8):
-        if n > w.num_gpus:
+        if n > w.num_gpus and w.engine in LAYER_SPLIT_ENGINES:
+            c.append((f"layers split over {n} GPUs ({_split_how(w)})", {"num_gpus": n, "tp": 1, "pp": n}, f"{n} GPUs"))
+        elif n > w.num_gpus:
             c.append((f"tensor parallel on {n} GPUs", {"num_gpus": n, "tp": n, "pp": 1}, f"{n} GPUs"))
     return c
 

@@ -40,6 +40,16 @@ from gpuplan.specs.workload import Workload
 
 CHECKPOINTING: Final = ("none", "selective", "full")
 ZERO_STAGES: Final = (0, 1, 2, 3)
+# The ZeRO stages a framework's launch runs (interfaces/launch_frameworks.py and launch_megatron.py):
+# torchtitan shards fully with FSDP2 or replicates (zero 1/2 refused); NeMo's and Megatron-LM's
+# Megatron strategy shards optimizer states only (the distributed optimizer: zero 1; NeMo refuses
+# zero >= 2, Megatron's args have no ZeRO-2/3). The search tries only these, so `plan` ranks what
+# the framework's launch accepts (QA F28).
+FRAMEWORK_ZERO_STAGES: Final[dict[str, tuple[int, ...]]] = {
+    "torchtitan": (0, 3),
+    "nemo": (0, 1),
+    "megatron": (0, 1),
+}
 MAX_MICRO_BATCH: Final = 64
 # virtual chunks tried where pp does not divide the layers (an uneven split): DeepSeek-V3's
 # published layouts use vp 4 on pp 8 (Megatron-Bridge deepseek_v3 recipe) and 1 on pp 16
@@ -258,12 +268,13 @@ def _enumerate(
     axes: tuple[list[int], list[int], list[int]],
     rejected: Counter[str],
     ckpts: tuple[str, ...] = CHECKPOINTING,
+    stages: tuple[int, ...] = ZERO_STAGES,
 ) -> tuple[list[_Cells], int]:
     """Every (tp, cp, ep) x (micro-batch, pipeline pair, ZeRO stage) that passes the rules, as masks
     (cheap), and the number of candidate layouts they make (counted against MAX_SEARCH_LAYOUTS
     before any profile is built)."""
     tps, cps, eps = axes
-    zeros = np.array(ZERO_STAGES, dtype=np.float64)
+    zeros = np.array(stages, dtype=np.float64)
     mbs = np.arange(1, MAX_MICRO_BATCH + 1, dtype=np.float64)
     kept: list[_Cells] = []
     weighed = 0  # candidate layouts (each shape x pipeline pair x ZeRO stage that passed the rules)
@@ -447,7 +458,9 @@ def search_layouts(
     held = [k for k in PINNABLE if k not in w.model_fields_set] if dp_only else []
     w = w.with_(**dict.fromkeys(held, 1)) if held else w
     pinned, tps, cps, eps = _parallel_axes(model, w, cluster, allow_cross_node_tp, rejected)
-    kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, (tps, cps, eps), rejected, checkpointing)
+    stages = FRAMEWORK_ZERO_STAGES.get(w.framework or "", ZERO_STAGES)
+    axes = (tps, cps, eps)
+    kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, axes, rejected, checkpointing, stages)
     if weighed > MAX_SEARCH_LAYOUTS:
         raise InvalidSettingError(
             f"The layout search for {model.name} on {cluster.label} weighs {weighed:,} candidate layouts, over its "
@@ -464,6 +477,8 @@ def search_layouts(
         notes.append(
             "held as the workload sets them: " + ", ".join(f"{k} {v}" for k, v in pinned.items() if k not in held)
         )
+    if stages != ZERO_STAGES:
+        notes.append(f"framework {w.framework}: ZeRO stages {', '.join(map(str, stages))} only (what its launch runs)")
     if held:
         who = f"framework {w.framework}" if w.task not in ("lora", "qlora") else w.task
         notes.append(f"{who}: data-parallel layouts only (PEFT trainers split no tensors, pipelines or sequences)")

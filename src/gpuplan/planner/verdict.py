@@ -25,6 +25,7 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.planner.fit import (
     GPU_COUNTS,
+    LAYER_SPLIT_ENGINES,
     GpuCount,
     inference_candidates,
     smallest_gpu_count,
@@ -55,6 +56,7 @@ CHANGE_WEIGHT: Final[dict[str, int]] = {
     "zero": 0,
     "tp": 0,
     "pp": 0,
+    "gpu_layers": 1,  # llama.cpp / Ollama partial offload: the same job on the same card, slower
     "gpu": 5,
 }
 MAX_FIXES: Final = 5
@@ -161,6 +163,29 @@ QUANTISED_WEIGHTS: Final = (("int8", "8-bit weights: near-lossless"), ("awq", "4
 # applied before more GPUs or another GPU, so those fixes need no more GPUs than the job must have
 # (QA: a 70B full fine-tune fits 8 x B200 with full checkpointing, not 32 without it).
 FREE_SAVINGS: Final = frozenset({"activation_checkpointing", "loss_impl"})
+
+
+def _offload(model: ModelSpec, w: Workload, gpu: GPU, prices: Mapping[str, Price]) -> list[Fix]:
+    """llama.cpp / Ollama partial offload: gpu_layers=N (-ngl N) with the largest N whose estimate fits
+    (memory grows with N: each layer more on the GPU adds its weights and KV cache)."""
+    if w.is_training or w.engine not in LAYER_SPLIT_ENGINES or model.kind != "decoder" or model.num_layers <= 0:
+        return []
+    top = model.num_layers if w.gpu_layers is None else min(w.gpu_layers, model.num_layers + 1) - 1
+    lo, hi, best = 0, top, None  # N = num_layers + 1 is every layer (the job as it is); bisect below it
+    while lo <= hi:
+        n = (lo + hi) // 2
+        cw = _applied(w, {"gpu_layers": n})
+        e = _estimate(model, cw, gpu) if cw is not None else None
+        if e is not None and e.fits:
+            lo, best = n + 1, (n, e)
+        else:
+            hi = n - 1
+    if best is None:
+        return []
+    n, e = best
+    where = f"the output layer and {n - 1} of {model.num_layers} layers" if n else f"none of {model.num_layers} layers"
+    label = f"partial offload ({where} on the GPU, the rest on the CPU)"
+    return [_fix(label, {"gpu_layers": n}, e, gpu, prices, "CPU-bound decode for the host's layers", w)]
 
 
 def _savings(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
@@ -275,7 +300,8 @@ def fixes(
 ) -> list[Fix]:
     """The verified changes that make `w` fit, the least change first (then the cheaper)."""
     with shared_estimates():  # a training job's memory estimated once per layout, not once per GPU type
-        found = [*_same_gpu_fixes(model, w, gpu, prices), *_more_gpus(model, w, gpu, prices)]
+        found = [*_offload(model, w, gpu, prices), *_same_gpu_fixes(model, w, gpu, prices)]
+        found += _more_gpus(model, w, gpu, prices)
         found += _other_gpu(model, w, gpu, catalog, prices)
     unique: dict[tuple[tuple[str, str], ...], Fix] = {}
     for f in found:

@@ -191,7 +191,7 @@ class FixResult(Result):
     gpu: str
     num_gpus: int
     time_s: float | None  # a training step, or one request (inference), after the change
-    time_what: str  # "step" or "request"
+    time_what: str  # "step", "request", or "output token" (a partial offload: its decode speed)
     usd_per_hour: float | None  # all its GPUs, where a price is listed
     cost: str  # what the change costs in speed, quality or money
 

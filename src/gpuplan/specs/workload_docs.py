@@ -93,7 +93,7 @@ KEY_DOCS: Final[dict[str, str]] = {
     "cache_implementation": "transformers generate's KV cache: dynamic (unset) or static (preallocated, decode compiled).",
     "gpu_layers": "llama.cpp -ngl / Ollama num_gpu: the output layer + N-1 layers on the GPU (current llama.cpp; builds up to "
     "late 2025 put the output layer last: there -ngl N is N+1 here), the rest on the CPU; 0: CPU only.",
-    "host_memory_bandwidth": "GB/s the CPU layers of a partial offload read at; unset: 89.6 (dual-channel DDR5-5600 peak).",
+    "host_memory_bandwidth": "GB/s the CPU layers of a partial offload read at; unset: 89.6, the dual-channel DDR5-5600 peak, which CPU reads do not sustain (the estimate notes it): set what STREAM or Intel MLC measures.",
     "request_rate": "Serving benchmark: arrivals per second (Poisson, as --request-rate); batch_size then caps in-flight requests.",
     "input_len_p90": "Variable-length requests: the 90th-percentile prompt (input_len stays the mean); with output_len_p90 "
     "it sizes the one request the KV cache must hold whole (vLLM's start-up check, launch's --max-model-len).",

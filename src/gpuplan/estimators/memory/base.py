@@ -381,20 +381,23 @@ def check_parallel(model: ModelSpec, w: Workload) -> None:
         raise InvalidSettingError(f"ep={w.ep} must divide the {model.num_experts} experts.")
 
 
-def runtime_lines(allocated: float, n: int, gpu: GPU | None, lazy: bool = True) -> list[MemoryLine]:
+def runtime_lines(allocated: float, n: int, gpu: GPU | None, lazy: bool = True, ggml: bool = False) -> list[MemoryLine]:
+    """The runtime's rows; `ggml`: a llama.cpp / Ollama process, for which the PyTorch-measured
+    figures are kept (no ggml measurement at hand) and the rows say so."""
     context = runtime.CUDA_CONTEXT_BYTES if lazy else runtime.CUDA_CONTEXT_EAGER_BYTES
+    slack = f"{runtime.ALLOCATOR_SLACK_FRACTION:.0%} of allocated: {runtime.ALLOCATOR_SLACK_SOURCE}"
+    ctx = runtime.CUDA_CONTEXT_SOURCE if lazy else "all kernels loaded eagerly (CUDA < 11.7): 1343 MiB measured"
+    if ggml:
+        slack = (
+            f"{runtime.ALLOCATOR_SLACK_FRACTION:.0%} of allocated: PyTorch's allocator slack, kept for ggml's CUDA pool"
+        )
+        ctx = "CUDA context as measured under PyTorch (~400 MB with lazy loading), kept for ggml's"
     lines = [
-        MemoryLine(
-            "allocator slack",
-            allocated * runtime.ALLOCATOR_SLACK_FRACTION,
-            f"{runtime.ALLOCATOR_SLACK_FRACTION:.0%} of allocated: {runtime.ALLOCATOR_SLACK_SOURCE}",
-            "runtime",
-        ),
+        MemoryLine("allocator slack", allocated * runtime.ALLOCATOR_SLACK_FRACTION, slack, "runtime"),
         MemoryLine(
             "CUDA context and kernels",
             context + runtime.cublas_workspace_bytes(gpu.cc if gpu else None),
-            (runtime.CUDA_CONTEXT_SOURCE if lazy else "all kernels loaded eagerly (CUDA < 11.7): 1343 MiB measured")
-            + "; + the cuBLAS workspace",
+            ctx + "; + the cuBLAS workspace",
             "runtime",
         ),
     ]
@@ -420,7 +423,13 @@ def finish(
     peak_phase = max(totals, key=lambda k: totals[k])
     at_peak = [x for x in phases[peak_phase] if x.bytes > 0 or x.kind == "model"]
     allocated = sum(x.bytes for x in at_peak if x.kind != "paged")
-    rt = runtime_rows if runtime_rows is not None else runtime_lines(allocated, w.num_gpus, gpu, w.cuda_lazy_loading)
+    rt = (
+        runtime_rows
+        if runtime_rows is not None
+        else runtime_lines(
+            allocated, w.num_gpus, gpu, w.cuda_lazy_loading, not w.is_training and w.engine in ("llama.cpp", "ollama")
+        )
+    )
     lines = at_peak + rt
     reserved = allocated + (rt[0].bytes if runtime_rows is None else 0.0)
     per_gpu = sum(x.bytes for x in lines)

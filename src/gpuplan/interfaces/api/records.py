@@ -3,9 +3,9 @@ cost and energy (results/estimate.py's types)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
@@ -261,6 +261,12 @@ def energy_result(ce: CostEnergy) -> Energy:
     )
 
 
+def _time_what(w: Workload, changes: Mapping[str, Any]) -> str:
+    if w.is_training:
+        return "step"
+    return "output token" if "gpu_layers" in changes else "request"
+
+
 def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) -> list[FixResult]:
     """The verified fixes of a job that does not fit (planner/verdict.py), each with the time it
     gives: a training step, or one request."""
@@ -278,7 +284,9 @@ def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) ->
             else:  # at the batch that runs at once, as the estimate of the fixed job times it
                 held, _ = running_batch(f.workload, estimate_memory(model, f.workload, fgpu))
                 run = f.workload.with_(batch_size=held) if held < f.workload.batch_size else f.workload
-                time = estimate_inference_time(model, run, fgpu).request_latency_s
+                speed = estimate_inference_time(model, run, fgpu)
+                # a partial offload is told by its decode speed: the host's layers bound each token
+                time = speed.tpot_s if "gpu_layers" in f.changes else speed.request_latency_s
         except InvalidSettingError:
             time = None
         out.append(
@@ -290,7 +298,7 @@ def fix_results(model: ModelSpec, w: Workload, gpu: GPU, ctx: Context | None) ->
                 gpu=f.gpu,
                 num_gpus=f.num_gpus,
                 time_s=time,
-                time_what="step" if f.workload.is_training else "request",
+                time_what=_time_what(f.workload, f.changes),
                 usd_per_hour=f.usd_per_hour,
                 cost=f.cost,
             )
@@ -303,9 +311,26 @@ def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memor
     notes = context_notes(model, w)
     if gpu is None:
         return Verdict.of(memory, None, w.num_gpus, notes=notes)
-    notes += precision_notes(w, gpu)
+    notes += precision_notes(w, gpu) + host_bandwidth_notes(model, w, gpu)
     fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
     return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
+
+
+def host_bandwidth_notes(model: ModelSpec, w: Workload, gpu: GPU) -> list[str]:
+    """A partial offload timed at the default host bandwidth: a theoretical DRAM peak (specs/workload.py
+    DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS), which CPU reads do not sustain; no sourced sustained share
+    for desktop DDR5 is applied, so the user is asked for their measured figure (QA F24)."""
+    from gpuplan.estimators.engines import offload_of
+    from gpuplan.specs.workload import DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS as PEAK
+
+    off = offload_of(model, w, gpu)
+    if off is None or w.host_memory_bandwidth is not None or off.cpu_layers <= 0:
+        return []
+    return [
+        f"the {off.cpu_layers} host layers are timed at {PEAK:g} GB/s, dual-channel DDR5-5600's peak: CPU reads "
+        "sustain less, so the time per token is a floor; set host_memory_bandwidth to what STREAM or Intel MLC "
+        "measures on your machine"
+    ]
 
 
 def precision_notes(w: Workload, gpu: GPU) -> list[str]:

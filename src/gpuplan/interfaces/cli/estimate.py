@@ -51,7 +51,15 @@ def _workload_title(model: str, w: dict[str, Any], throughput_unit: str = "token
         )
     else:
         what = f"{task}, batch {w.get('batch_size', 1)} × {w.get('seq_len', 2048)} tokens"
-    return f"{model} · {what} · {w.get('precision', 'bf16')}"
+    precision = w.get("precision", "bf16")
+    # the weights' own format where it is not the precision (a GGUF, AWQ or fp8-weight job): the
+    # engines' defaults as Workload.effective_weight_dtype has them (Ollama Q4_K_M, AutoAWQ AWQ)
+    weights = (
+        w.get("weight_dtype") or {"ollama": "q4_k_m", "autoawq": "awq"}.get(w.get("engine", ""))
+        if task == "inference"
+        else None
+    )
+    return f"{model} · {what} · {precision}" + (f", {weights} weights" if weights and weights != precision else "")
 
 
 def _changes(changes: dict[str, Any]) -> str:
@@ -92,6 +100,8 @@ def print_verdict(c: Console, v: Verdict) -> None:
     c.print("  What makes it fit (each verified by the estimate; the least change first):")
     for i, f in enumerate(v.fixes, 1):
         time = "" if f.time_s is None else f", {f.time_what} {fmt_dur(f.time_s)}"
+        if f.time_s is not None and f.time_what == "output token":  # a partial offload: its decode speed
+            time = f", {fmt_dur(f.time_s)} per output token"
         price = "" if f.usd_per_hour is None else f", {fmt_usd(f.usd_per_hour)}/h"
         c.print(
             f"  {i}. {escape(f.label)}: {escape(_changes(f.changes))} → {gib(f.per_gpu_bytes)} per GPU on "
@@ -152,11 +162,18 @@ def _verdict(mem: Memory, gpu: str, n: int) -> str:
 SERVING_VIEW_ENGINES: Final = frozenset({"vllm", "sglang", "tgi"})
 
 
+# engines that are not a PyTorch process: their peak is not torch.cuda.max_memory_allocated
+NON_TORCH_ENGINES: Final = frozenset({"llama.cpp", "ollama", "tensorrt-llm", "mlc"})
+# engines without a KV pool to fill: their best batch is the one that fits in memory
+NO_KV_POOL_ENGINES: Final = frozenset({"transformers", "autoawq", "llama.cpp", "ollama"})
+
+
 def _print_memory_detail(c: Console, mem: Memory, engine: Any = "vllm") -> None:
     from rich.markup import escape
 
+    peak = "peak" if engine in NON_TORCH_ENGINES else "torch peak"
     c.print(
-        f"allocated (torch peak) {gib(mem.allocated_bytes)} · reserved {gib(mem.reserved_bytes)} · "
+        f"allocated ({peak}) {gib(mem.allocated_bytes)} · reserved {gib(mem.reserved_bytes)} · "
         f"device {gib(mem.per_gpu_bytes)}"
         + (f" · host RAM {gib(mem.host_bytes)}" if mem.host_bytes else "")
         + (f" (of which {gib(mem.paged_spill_bytes)} paged out to host RAM)" if mem.paged_spill_bytes else "")
@@ -326,7 +343,9 @@ def _rate(v: float) -> str:
     return f"{v:,.0f}"
 
 
-def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool, rate: float | None = None) -> None:
+def _time_rows(
+    tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool, rate: float | None = None, engine: Any = "vllm"
+) -> None:
     """The speed rows of the time table: a training step, or latency and throughput of inference."""
     from gpuplan.results import TrainingSpeed
 
@@ -349,8 +368,9 @@ def _time_rows(tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool, rate
         what = f"delivered at request_rate {rate:g}/s (batch {t.batch})" if rate else f"at batch {t.batch}"
         tab.add_row(f"output tokens/s {what}{per}", with_range(t, "output_tokens_per_s", _rate))
         if t.best_batch != t.batch:
+            where = "within memory" if engine in NO_KV_POOL_ENGINES else "within the KV cache"
             tab.add_row(
-                f"best within the KV cache (batch {t.best_batch}{per})",
+                f"best {where} (batch {t.best_batch}{per})",
                 with_range(t, "best_output_tokens_per_s", _rate),
             )
 
@@ -368,7 +388,7 @@ def _print_time(c: Console, rec: Estimate) -> None:
     tab.add_column("figure")
     tab.add_column("value (validation range)", justify="right")
     images = rec.throughput_unit == "images/s"
-    _time_rows(tab, t, images, rec.workload.get("request_rate"))
+    _time_rows(tab, t, images, rec.workload.get("request_rate"), rec.workload.get("engine", "vllm"))
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
         "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"

@@ -362,6 +362,14 @@ def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:
     )
     for note in rec.notes:
         c.print(f"[yellow]note:[/] {escape(note)}")
-    c.print(
-        "Launch files for the best layout: gpuplan launch WORKLOAD.yaml --format torchrun|slurm|skypilot (--cluster if the file names none)"
-    )
+    fw = w.get("framework")
+    if fw and rec.layouts:  # the framework's own launch runs the workload's layout: set the best one's keys
+        keys = " ".join(f"--set {k}={v}" for k, v in rec.layouts[0].keys.items())
+        c.print(
+            f"Launch the best layout with {escape(str(fw))}'s own file: gpuplan launch WORKLOAD.yaml {escape(keys)}"
+        )
+    else:
+        c.print(
+            "Launch files for the best layout: gpuplan launch WORKLOAD.yaml --format torchrun|slurm|skypilot "
+            "(--cluster if the file names none)"
+        )
