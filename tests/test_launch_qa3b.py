@@ -214,3 +214,13 @@ def test_megatron_launch_passes_the_overlaps_and_fusion_its_defaults_assume() ->
     off = _pretrain_gpt_flags({**keys, "zero": 0, "compile": False, "tp": 4})
     assert not {"--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
                 "--cross-entropy-loss-fusion"} & set(off)  # fmt: skip
+
+
+def test_deepspeed_json_refuses_fp8() -> None:
+    """DeepSpeed's config (deepspeed/runtime/config.py, 0.19.8) has bf16 and fp16 sections and no fp8
+    one: a --format deepspeed file for an fp8 job would train in bf16, so it is refused in one line."""
+    keys = {"task": "pretrain", "gpu": "H100", "num_gpus": 8, "zero": 3, "precision": "fp8"}
+    with pytest.raises(InvalidSettingError, match=r"^--format deepspeed writes DeepSpeed's own JSON.*no fp8 one"):
+        api.launch("llama-3.2-1b", "deepspeed", keys, force=True)
+    text = api.launch("llama-3.2-1b", "deepspeed", {**keys, "precision": "bf16"}, force=True).text
+    assert json.loads(text)["bf16"] == {"enabled": True}

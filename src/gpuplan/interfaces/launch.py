@@ -332,6 +332,12 @@ def deepspeed_config(lp: LaunchPlan) -> dict[str, Any]:
 
 
 def deepspeed(lp: LaunchPlan) -> str:
+    if lp.w.precision == "fp8":  # deepspeed/runtime/config.py (0.19.8) reads bf16 and fp16 sections, no fp8
+        raise InvalidSettingError(
+            "--format deepspeed writes DeepSpeed's own JSON, which has bf16 and fp16 sections but no fp8 one: "
+            "the job would train in bf16, not the fp8 estimated; use --format accelerate (mixed_precision fp8), "
+            "framework: megatron, nemo or torchtitan, or precision: bf16."
+        )
     return json.dumps(deepspeed_config(lp), indent=2) + "\n"
 
 
