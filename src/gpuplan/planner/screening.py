@@ -29,12 +29,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from gpuplan.errors import GpuplanError, InvalidSettingError
+from gpuplan.errors import GpuplanError
 from gpuplan.estimators import runtime
-from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
+from gpuplan.estimators.memory import MemoryEstimate, check_precision_runs, estimate_memory
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
-from gpuplan.specs.precision import training_precision_gap
 from gpuplan.specs.workload import Workload
 
 # the estimates shared in this thread (or task) while a `shared_estimates()` block runs: by key,
@@ -98,9 +97,7 @@ def memory(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate:
     shared = _SHARED.get()
     if shared is None or not w.is_training:
         return estimate_memory(model, w, gpu)
-    gap = training_precision_gap(w.precision, gpu)
-    if gap:  # the card cannot run the precision at all: estimate_memory's own refusal, per card
-        raise InvalidSettingError(gap)
+    check_precision_runs(w, gpu)  # estimate_memory's own refusal, per card: the shared copy skips it
     # the one GPU figure the training memory reads (memory/base.py runtime_lines)
     workspace = runtime.cublas_workspace_bytes(gpu.cc)
     key = (id(model), workspace, _values(shared, w), frozenset(w.model_fields_set - {"gpu"}))

@@ -42,6 +42,7 @@ __all__ = [
     "MemoryLine",
     "ServingCapacity",
     "activation_lines",
+    "check_precision_runs",
     "estimate_memory",
     "inference_weights",
     "is_quantised",
@@ -50,15 +51,22 @@ __all__ = [
 ]
 
 
+def check_precision_runs(w: Workload, gpu: GPU) -> None:
+    """Refuse, in one line, a training precision the card has no units for: checked before memory,
+    so no memory verdict (or fix) is given for a job the card cannot run at all."""
+    gap = training_precision_gap(w.precision, gpu) if w.is_training else None
+    if gap:
+        raise InvalidSettingError(gap)
+
+
 def estimate_memory(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> MemoryEstimate:
     """Per-GPU peak memory of workload `w` with model `model` on `gpu` (N = w.num_gpus)."""
     if w.is_graphics:
         raise InvalidSettingError(
             f"task {w.task!r} is a graphics workload; its memory is per stream or user (see `gpuplan plan`)."
         )
-    gap = training_precision_gap(w.precision, gpu) if w.is_training and gpu is not None else None
-    if gap:  # checked before memory: no memory verdict (or fix) for a precision the card cannot run
-        raise InvalidSettingError(gap)
+    if gpu is not None:
+        check_precision_runs(w, gpu)
     if w.is_training:
         if model.kind == "cnn":
             return cnn_training_memory(model, w, gpu)
