@@ -35,7 +35,7 @@ from gpuplan.estimators.perf.ops import (
 )
 from gpuplan.estimators.perf.training import check_layout, kernels_per_layer
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.model import ModelSpec, ParamGroup
 from gpuplan.specs.precision import storage_format
 from gpuplan.specs.workload import Workload
 
@@ -71,22 +71,43 @@ def _bnb_kernel(c: Ctx) -> str | None:
     return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
 
 
+def _linear_layers(c: Ctx, ep: int, etp: int) -> list[tuple[ParamGroup, bool, float, float, bool, float]]:
+    """The step-invariant terms of each linear group on this context: (group, expert-parallel?,
+    shard in, shard out, stored in the weight format?, bytes per weight element), computed once per
+    context and layout."""
+    key = ("linear", ep, etp)
+    if key not in c.memo:
+        wb, _, other_b = _weight_bytes_per_element(c)
+        rows = []
+        for g in c.model.groups:
+            if g.linear is None:
+                continue
+            is_ep = g.role == "expert" and ep > 1
+            k_in, n_out = shard_dims(g, etp if is_ep else c.w.tp)
+            # stored in the weight format as the memory estimate counts it (block linears, less what
+            # the checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
+            stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
+            rows.append((g, is_ep, k_in, n_out, stored, wb if stored else other_b))
+        c.memo[key] = rows
+    rows_out: list[tuple[ParamGroup, bool, float, float, bool, float]] = c.memo[key]
+    return rows_out
+
+
 def _linear_step_ops(
     c: Ctx, batch: float, tokens: float, phase: str, ep: int, etp: int, dp: int, head_passes: float = 1.0
 ) -> tuple[list[Op], float, float]:
     """The step's linear layers (on this pipeline stage) in their stored formats, with bitsandbytes'
     dequantisation where it applies; returns (ops, linear calls, quantised calls)."""
     model, w = c.model, c.w
-    tp, pp = w.tp, w.pp
-    wb, weight_only, other_b = _weight_bytes_per_element(c)
+    pp = w.pp
+    _, weight_only, _ = _weight_bytes_per_element(c)
     bnb = _bnb_kernel(c)
+    last_token_logits = phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES
     ops: list[Op] = []
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
-    for g in model.groups:
-        if g.linear is None:
-            continue
-        is_ep = g.role == "expert" and ep > 1
-        k_in, n_out = shard_dims(g, etp if is_ep else tp)
+    for g, is_ep, k_in, n_out, stored, per_elt in _linear_layers(c, ep, etp):
+        if g.stack == "encoder" and phase == "decode":
+            continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
         # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
         # last stage, which runs it once per micro-batch passing it a step (head_passes)
         count = g.count / pp if g.role != "head" else head_passes / pp
@@ -96,18 +117,10 @@ def _linear_step_ops(
             # and computes them for the tokens of every data-parallel replica
             count /= ep
             m *= dp
-        if g.role == "head" and (phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES):
-            m = batch  # logits for the last position only
-        elif g.role == "head":
-            m = tokens
-        if g.stack == "encoder" and phase == "decode":
-            continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
+        if g.role == "head":
+            m = batch if last_token_logits else tokens  # logits for the last position only, or all
         if g.stack == "decoder" and model.kind == "encoder-decoder" and phase == "prefill":
             m = batch  # the prompt goes to the encoder; the decoder starts from one start token
-        # stored in the weight format as the memory estimate counts it (block linears, less what the
-        # checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
-        stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
-        per_elt = wb if stored else other_b
         quantised = weight_only and stored
         touched = 1.0
         if g.role == "expert" and g.active_fraction < 1.0:
@@ -195,6 +208,14 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
     return ops
 
 
+def _stage_layers(c: Ctx) -> float:
+    """Transformer layers on one pipeline stage (every stack's), once per context."""
+    if "stage_layers" not in c.memo:
+        c.memo["stage_layers"] = sum(s.layers for s in stack_shapes(c.model)) / c.w.pp
+    layers: float = c.memo["stage_layers"]
+    return layers
+
+
 def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op]:
     """The step's collectives: tensor-parallel all-reduces, and the expert-parallel all-to-alls
     across attention data-parallel replicas."""
@@ -206,7 +227,7 @@ def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op
     # runs its own experts on them and the MoE output is all-reduced like a TP MLP's. Across
     # attention data-parallel replicas (dp > 1) a MoE layer dispatches tokens to the GPUs holding
     # their experts and combines the results back instead of its all-reduce.
-    layers_total = sum(s.layers for s in stack_shapes(model)) / pp
+    layers_total = _stage_layers(c)
     moe_layers = model.moe_layers / pp
     a2a = ep > 1 and dp > 1
     if tp > 1:
@@ -257,7 +278,7 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     ep, etp, dp = _serving_layout(model, w)
     ops, calls, qcalls = _linear_step_ops(c, batch, tokens, phase, ep, etp, dp, passes)
     ops += _attention_step_ops(c, batch, tokens, new_tokens, ctx_len, phase)
-    layers_total = sum(s.layers for s in stack_shapes(model)) / pp
+    layers_total = _stage_layers(c)
     ops += _comm_step_ops(c, tokens, ep, etp, dp)
     if pp > 1:
         # every stage runs its layers pp times a step: for the serving engines once per micro-batch
@@ -267,7 +288,9 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
     # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
-    kernels = kernels_per_layer(model) * layers_total * pp + 4
+    if "kernels" not in c.memo:
+        c.memo["kernels"] = kernels_per_layer(model)
+    kernels = c.memo["kernels"] * layers_total * pp + 4
     # transformers' generate compiles the decode step with a static cache (generation/utils.py
     # _valid_auto_compile_criteria: a compileable cache on CUDA), the prefill stays eager
     static_decode = w.engine == "transformers" and w.cache_implementation == "static" and phase == "decode"
