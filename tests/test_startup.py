@@ -213,3 +213,28 @@ def test_the_workload_model_is_built_without_scanning_for_pydantic_plugins() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False", "True"]
+
+
+def test_an_estimate_loads_no_plugin_scan_machinery() -> None:
+    """With pydantic's plugins off, its plugin loader (importlib.metadata and the email package it
+    pulls in, ~15-30 ms of a start) is never imported: gpuplan._lazy's stand-in answers for it."""
+    names = imported("estimate", "qwen2.5-7b", "--gpu", "L4", "--json")
+    assert "gpuplan.specs.workload" in names
+    assert loaded(names, ("importlib.metadata", "email", "pydantic.plugin._loader")) == []
+
+
+def test_the_plugin_loader_stand_in_defers_to_the_real_module_and_leaves_no_trace() -> None:
+    code = (
+        "import os, sys\n"
+        "from gpuplan._lazy import pydantic_plugins_off\n"
+        "with pydantic_plugins_off():\n"
+        "    from pydantic.plugin._loader import get_plugins, PYDANTIC_ENTRY_POINT_GROUP\n"
+        "    print(tuple(get_plugins()), PYDANTIC_ENTRY_POINT_GROUP, os.environ['PYDANTIC_DISABLE_PLUGINS'])\n"
+        "print('pydantic.plugin._loader' in sys.modules, 'PYDANTIC_DISABLE_PLUGINS' in os.environ)\n"
+        "import pydantic.plugin._loader as real\n"
+        "print(type(real).__name__, real.get_plugins is not None)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"} | {"PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:3] == ["() pydantic __all__", "False False", "module True"]

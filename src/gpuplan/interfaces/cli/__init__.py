@@ -9,11 +9,13 @@ and exits with 2.
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from importlib import import_module
 from typing import Final
 
 import typer
 
+from gpuplan._lazy import pydantic_plugins_off
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.cli.common import app
 from gpuplan.safeio import one_line
@@ -50,8 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
     try:
         load_commands(argv)
-        # without standalone mode click returns a command's `typer.Exit(code)` instead of raising it
-        code = app(args=argv, prog_name="gpuplan", standalone_mode=False)
+        args = sys.argv[1:] if argv is None else argv
+        # a command's validation runs with pydantic's plugins off (typer's adapters, the Workload
+        # model: gpuplan._lazy); `serve` keeps them, its worker processes inherit the environment
+        quiet = nullcontext() if args[:1] == ["serve"] else pydantic_plugins_off()
+        with quiet:
+            # without standalone mode click returns a command's `typer.Exit(code)` instead of raising it
+            code = app(args=argv, prog_name="gpuplan", standalone_mode=False)
         if isinstance(code, int) and not isinstance(code, bool):
             return code
     except GpuplanError as exc:
