@@ -24,7 +24,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
@@ -197,6 +196,8 @@ def write_atomically(path: Path, text: str, *, durable: bool = True, mode: int |
     name, never writes through a symlink: rename(2)), so a reader or a crash sees the old file or
     the new one, never half of one. `durable`: fsync the file, and the folder after the rename
     (fsync(2): syncing a file does not sync the directory entry that names it). OSError escapes."""
+    import tempfile  # writers only: a command that writes no file does not load it (nor random, hashlib)
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -8,7 +8,6 @@ clearly when the machine is offline.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -183,6 +182,8 @@ def _behind_proxy() -> bool:
 def _reachable(host: str, timeout_s: float = 3.0) -> bool:
     """True when a TCP connection to host:443 opens within the timeout."""
     try:
+        import socket  # only for a hub look-up: a local estimate never opens one
+
         with socket.create_connection((host, 443), timeout=timeout_s):
             return True
     except OSError:
