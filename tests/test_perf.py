@@ -803,3 +803,25 @@ def test_fa3_off_hopper_says_it_runs_fa2(catalog: Catalog) -> None:
     hop = estimate_training_time(m, make_workload({**keys, "attention_impl": "fa3"}), h100)
     assert hop.step_time_s < estimate_training_time(m, make_workload(keys), h100).step_time_s
     assert not any("FlashAttention-3 runs on Hopper" in n for n in hop.notes)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"model": "llama-3.1-8b", "batch_size": 8},
+        {"model": "llama-3.1-8b", "batch_size": 5, "num_gpus": 4, "tp": 2},  # 2 data-parallel replicas
+        {"model": "llama-3.1-8b", "engine": "vllm", "request_rate": 2.0, "output_len": 250},  # arrivals cap it
+        {"model": "mixtral-8x7b", "batch_size": 16, "num_gpus": 2, "tp": 2, "weight_dtype": "fp8"},
+        {"model": "qwen2.5-14b", "engine": "llama.cpp", "weight_dtype": "q4_k_m", "batch_size": 1},
+        {"model": "bert-base", "batch_size": 32},  # an encoder: one forward pass
+    ],
+)
+def test_inference_rate_is_the_estimates_own_rate_at_its_batch(keys: dict[str, Any]) -> None:
+    """A plan compares replica layouts by `inference_rate`, which skips the parts of the answer a
+    rate does not read: it must be the estimate's own figure, to the last bit."""
+    w = make_workload({"task": "inference", **keys})
+    m = load_model(w.model)
+    for name in ("H100", "A100-40GB", "L4"):
+        gpu = api.get_gpu(name)
+        want = estimate_inference_time(m, w, gpu, max_batch=w.batch_size).output_tokens_per_s
+        assert perf.inference_rate(m, w, gpu) == want, name

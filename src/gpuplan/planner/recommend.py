@@ -28,7 +28,13 @@ from typing import Any, Final
 from gpuplan.errors import GpuplanError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
-from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
+from gpuplan.estimators.perf import (
+    InferenceTime,
+    TrainingTime,
+    estimate_inference_time,
+    estimate_training_time,
+    inference_rate,
+)
 from gpuplan.planner.screening import Candidates, memory, shared_estimates
 from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
@@ -206,7 +212,7 @@ def evaluate(
                 e = estimate_memory(model, cand, gpu)
                 if not e.fits:
                     continue
-                r = estimate_inference_time(model, cand, gpu, max_batch=cand.batch_size).output_tokens_per_s
+                r = inference_rate(model, cand, gpu)
             except GpuplanError:
                 continue
             if r > rate * (1 + REPLICA_MIN_GAIN):

@@ -16,7 +16,7 @@ is weight- and KV-bandwidth bound, prefill compute-bound); PaLM appendix B (MFU)
 """
 
 from gpuplan.estimators.perf.cnn import CNN_FEATURE_ELEMENTS_PER_FLOP, cnn_kernels
-from gpuplan.estimators.perf.inference import estimate_inference_time
+from gpuplan.estimators.perf.inference import estimate_inference_time, inference_rate
 from gpuplan.estimators.perf.ops import InferenceTime, Op, TrainingTime, compute_roof, eager_score_bytes
 from gpuplan.estimators.perf.training import MicroOps, estimate_training_time, training_ops, with_checkpointing
 
@@ -31,6 +31,7 @@ __all__ = [
     "eager_score_bytes",
     "estimate_inference_time",
     "estimate_training_time",
+    "inference_rate",
     "training_ops",
     "with_checkpointing",
 ]

@@ -420,9 +420,12 @@ def _throughput(c: Ctx, batch: int) -> tuple[float, float, float, list[Op], list
     return batch * out / latency, ttft, tpot, pre, dec
 
 
-def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None = None) -> InferenceTime:
-    """Prefill, decode and throughput of `w.batch_size` sequences; the best batch up to `max_batch`
-    (the KV-cache capacity from the memory estimate) for continuous batching."""
+def _prepared(
+    model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None
+) -> InferenceTime | tuple[Ctx, int, int, int, float | None]:
+    """The whole answer of a model that does not generate (CNN, encoder), else (context, batch that
+    runs per replica, replicas, the engine's cap on a step's sequences, time to first token under a
+    request rate or None)."""
     if not w.nvlink:
         gpu = comm.without_nvlink(gpu)
     c = make_ctx(model, w, gpu)
@@ -440,7 +443,6 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         cap = b  # host layers run on the CPU, whose arithmetic is not modelled: no larger batch is tried
     if w.engine == "autoawq":
         cap = b  # its fused cache is sized for one batch at load: no other batch runs (engines.py)
-    out = max(w.output_len, 1)
     rate_ttft: float | None = None
     if w.request_rate is not None:
         # an open-loop benchmark: batch_size, when given, is its --max-concurrency
@@ -448,6 +450,37 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         b, rate_ttft = _concurrency_at_rate(
             c, w.request_rate / replicas, most if "batch_size" not in w.model_fields_set else b
         )
+    return c, b, replicas, cap, rate_ttft
+
+
+def _delivered(w: Workload, tput: float, replicas: int) -> tuple[float, float | None]:
+    """(output tokens/s delivered, offered): in steady state an open loop delivers what arrives,
+    rate x output_len, at most what its batch serves (the batch's figure, Little's-law k rounded
+    up, is only the latency basis: QA F14); a closed batch delivers what it serves."""
+    offered = w.request_rate * max(w.output_len, 1) if w.request_rate is not None else None
+    return (tput * replicas if offered is None else min(offered, tput * replicas)), offered
+
+
+def inference_rate(model: ModelSpec, w: Workload, gpu: GPU) -> float:
+    """Output tokens/s of `w`'s own batch on `gpu`, all replicas: what
+    `estimate_inference_time(model, w, gpu, max_batch=w.batch_size).output_tokens_per_s` gives,
+    without the parts of the answer a rate does not read (one request's prefill, the operators);
+    a plan compares its replica layouts by it."""
+    prep = _prepared(model, w, gpu, w.batch_size)
+    if isinstance(prep, InferenceTime):
+        return prep.output_tokens_per_s
+    c, b, replicas, _, _ = prep
+    return _delivered(w, _throughput(c, b)[0], replicas)[0]
+
+
+def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None = None) -> InferenceTime:
+    """Prefill, decode and throughput of `w.batch_size` sequences; the best batch up to `max_batch`
+    (the KV-cache capacity from the memory estimate) for continuous batching."""
+    prep = _prepared(model, w, gpu, max_batch)
+    if isinstance(prep, InferenceTime):
+        return prep
+    c, b, replicas, cap, rate_ttft = prep
+    out = max(w.output_len, 1)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     if rate_ttft is not None:  # prompts prefilled on arrival, not as one batch (_concurrency_at_rate)
         ttft = rate_ttft + tpot / 2.0
@@ -469,10 +502,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
     single = ttft if b == 1 else total_time(_inference_step(c, 1, max(w.input_len, 1), 0.0, "prefill"))
-    # in steady state an open loop delivers what arrives, rate x output_len, at most what batch b serves:
-    # the batch-b figure (Little's-law k rounded up) is only the latency basis (QA F14)
-    offered = w.request_rate * out if w.request_rate is not None else None
-    delivered = tput * replicas if offered is None else min(offered, tput * replicas)
+    delivered, offered = _delivered(w, tput, replicas)
     if offered is not None and delivered < tput * replicas:
         c.notes.append(
             f"delivers the arrivals' {offered:,.0f} output tokens/s (request_rate {w.request_rate:g}/s x "
