@@ -13,7 +13,7 @@ import typer
 
 import gpuplan
 from conftest import RunCli
-from gpuplan.interfaces.cli import app
+from gpuplan.interfaces.cli import app, load_commands
 from gpuplan.interfaces.cli.common import WORKLOAD_FLAGS
 
 COMMANDS = ("fit", "estimate", "plan")
@@ -55,6 +55,7 @@ def test_every_common_flag_is_a_workload_key_with_its_doc() -> None:
 
 def test_fit_estimate_and_plan_take_the_same_flags_with_the_same_help() -> None:
     """The three commands' workload options: the same names, types and help (from one table)."""
+    load_commands([])  # every command module registers its commands (run alone, no other test has)
     group = typer.main.get_command(app)
     seen: dict[str, dict[str, tuple[Any, ...]]] = {}
     for name in COMMANDS:
