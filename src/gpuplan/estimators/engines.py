@@ -303,3 +303,18 @@ def host_link_note(off: Offload, auto: bool = False) -> str:
         f"{where}{off.gpu_blocks} of {off.layers} layers on the GPU ({why}); {off.cpu_layers} layers and "
         f"{host} in host memory"
     )
+
+
+# SGLang's --mem-fraction-static default (weights + KV pool; activations and CUDA graphs take the
+# rest) by tensor-parallel size, largest first: 0.79 at tp >= 16, 0.81 at >= 8, 0.85 at >= 4, 0.87
+# at >= 2, 0.88 at 1 (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs.__post_init__,
+# v0.4.x; v0.3 had 0.83 at tp >= 8). vLLM's gpu_memory_utilization default 0.9 is the workload's own.
+SGLANG_MEM_FRACTION_STATIC: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
+
+def serving_memory_fraction(w: Workload) -> float:
+    """The share of the card a preallocating engine sizes its weights and KV pool in: the workload's
+    gpu_memory_utilization where set; else vLLM's 0.9 and SGLang's mem_fraction_static by TP size."""
+    if w.engine != "sglang" or "gpu_memory_utilization" in w.model_fields_set:
+        return w.gpu_memory_utilization
+    return next(f for tp, f in SGLANG_MEM_FRACTION_STATIC if w.tp >= tp)
