@@ -108,6 +108,7 @@ class QueuedJob:
     output_tokens_per_s: float  # over the whole job, all replicas together
     median_ttft_s: float  # the median request's time to its first token
     running: InferenceTime  # the estimate of one full wave
+    median_itl_s: float  # the median gap between a running request's tokens
 
 
 def queued_job(model: ModelSpec, w: Workload, gpu: GPU, held: int, admitted: int) -> QueuedJob:
@@ -132,7 +133,26 @@ def queued_job(model: ModelSpec, w: Workload, gpu: GPU, held: int, admitted: int
     else:
         ttft = (middle // held) * run.request_latency_s + run.ttft_s
     rate = n * max(w.output_len, 1) * run.replicas / total if total > 0 else 0.0
-    return QueuedJob(held, full + (1 if rest else 0), rate, ttft, run)
+    return QueuedJob(held, full + (1 if rest else 0), rate, ttft, run, run.tpot_s + _chunk_in_step(model, w, gpu, held))
+
+
+def _chunk_in_step(model: ModelSpec, w: Workload, gpu: GPU, held: int) -> float:
+    """What a waiting prompt's prefill chunk adds to the median decode step of a queued job. vLLM V1
+    schedules the running requests' decode tokens first and fills the step's token budget
+    (max_num_batched_tokens, runtime.VLLM_PROFILE_TOKENS) with a waiting prompt's chunk whenever KV
+    blocks free (vllm/v1/core/sched/scheduler.py schedule), so once the queue runs each finished
+    request's successor is prefilled ceil(input / budget) steps, inside the decode steps of the
+    `held` others: held / output requests finish a step, so that share of the steps carries a chunk,
+    and past half of them the median gap does. SGLang runs a prefill batch and a decode batch apart
+    (its mixed chunk is off by default), so the median gap stays a decode step."""
+    if w.engine != "vllm":
+        return 0.0
+    budget = runtime.VLLM_PROFILE_TOKENS
+    chunks = math.ceil(max(w.input_len, 1) / budget)
+    if chunks * held / max(w.output_len, 1) <= 0.5:
+        return 0.0
+    one = estimate_inference_time(model, w.with_(batch_size=1), gpu, max_batch=1).ttft_s
+    return one * min(budget, w.input_len) / max(w.input_len, 1)  # one chunk's share of the prompt's prefill
 
 
 def _tgi_running(b: int, s: ServingCapacity | None) -> tuple[int, str]:

@@ -123,14 +123,15 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
 
 def _queued(row_fields: dict[str, str], job: QueuedJob, kind: str, wl: dict[str, Any]) -> SpeedPrediction:
     """A row whose batch the engine's KV cache does not hold at once (planner/serving.queued_job):
-    throughput over the whole job, the median request's time to first token, the running wave's
-    time per output token."""
+    throughput over the whole job, the median request's time to first token, the median gap
+    between tokens (a decode step of the running wave, with a waiting prompt's chunk where vLLM
+    interleaves one into most steps)."""
     metric = row_fields["metric"].lower()
     it = job.running
     if "first_token" in metric:
         value = job.median_ttft_s * 1e3
     elif "per_output_token" in metric or "inter_token_latency" in metric:
-        value = it.tpot_s * 1e3
+        value = job.median_itl_s * 1e3
     elif "output_token" in metric or "throughput" in metric:
         value = job.output_tokens_per_s
     else:
