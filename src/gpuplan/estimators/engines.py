@@ -32,6 +32,25 @@ TGI_MAX_CONCURRENT_REQUESTS: Final = 128
 # --cuda-graphs: default [1, 2, 4, 8, 16, 32] (launcher/src/main.rs): decode batches above 32 run
 # without a CUDA graph
 TGI_CUDA_GRAPH_MAX_BATCH: Final = 32
+# SGLang captures CUDA graphs for decode batches up to --cuda-graph-max-bs: 160 by default on cards of
+# 25,000 MiB and more (nvidia-smi's memory.total), 8 at TP < 4 below that and 80 at TP >= 4
+# (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs.__post_init__, v0.4.x); larger
+# batches run eagerly
+SGLANG_CUDA_GRAPH_MAX_BS: Final = 160
+SGLANG_SMALL_GPU_BYTES: Final = 25_000 * 2**20
+
+
+def graph_max_batch(engine: str, gpu_bytes: float, tp: int) -> int | None:
+    """The largest decode batch the engine replays as a CUDA graph, where it caps one (TGI, SGLang)."""
+    if engine == "tgi":
+        return TGI_CUDA_GRAPH_MAX_BATCH
+    if engine == "sglang":
+        if gpu_bytes < SGLANG_SMALL_GPU_BYTES:
+            return 8 if tp < 4 else 80
+        return SGLANG_CUDA_GRAPH_MAX_BS
+    return None
+
+
 # --max-batch-prefill-tokens unset (launcher/src/main.rs): compute_optimal = the cards' f16 FLOP/s
 # / the model's FLOPs per token (Config::flop), else 4,096 where it cannot tell, at most
 # max_position_embeddings; the warm-up prefill runs that many tokens, and no prefill runs more
