@@ -513,3 +513,29 @@ def test_gguf_and_transformers_labels_name_their_engine(run_cli: Any) -> None:
     assert "allocated (torch peak)" in out and "· bf16 on A100" in out
     code, out, err = run_cli("estimate", "llama-3.1-8b", "--gpu", "A100", "--batch-size", "4")
     assert code == 0 and "best within the KV cache (batch 256)" in out and "allocated (torch peak)" in out
+
+
+def test_sglang_decodes_eagerly_above_its_cuda_graph_batches(catalog: Catalog) -> None:
+    # sglang server_args.py (v0.4.x): --cuda-graph-max-bs 160 on cards of 25,000 MiB and more, 8 below
+    # them at TP < 4 (80 at TP >= 4); a larger decode batch is issued from Python kernel by kernel.
+    # An RTX 4090 shows 24,564 MiB
+    assert engines.graph_max_batch("sglang", 24_564 * 2**20, 1) == 8
+    assert engines.graph_max_batch("sglang", 24_564 * 2**20, 4) == 80
+    assert engines.graph_max_batch("sglang", 80e9, 1) == 160
+    assert engines.graph_max_batch("tgi", 80e9, 1) == engines.TGI_CUDA_GRAPH_MAX_BATCH
+    assert engines.graph_max_batch("vllm", 80e9, 1) is None
+    model, small = load_model("llama-3.1-8b"), catalog.get("GeForce RTX 4090")
+
+    def launches(gpu: GPU, batch: int) -> Op:
+        w = _w(engine="sglang", precision="bf16", batch_size=batch, input_len=512, output_len=128)
+        it = estimate_inference_time(model, w, gpu)
+        return next(o for o in it.decode_ops if o.name.startswith("kernel launches"))
+
+    assert launches(small, 8).name == "kernel launches (graph)"
+    eager = launches(small, 16)
+    assert eager.name == "kernel launches (no CUDA graph above batch 8)"
+    # at least the graph's per-kernel gaps (32 layers' kernels + 4, 2 us each), here the issue time
+    # that the GPU's ~16 ms of weight reads (16 GB at about 1 TB/s) does not hide
+    graph = launches(small, 8)
+    assert eager.time_s >= graph.time_s * 0.999
+    assert launches(catalog.get("H100 SXM5 80GB"), 16).name == "kernel launches (graph)"

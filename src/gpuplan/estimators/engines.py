@@ -32,6 +32,25 @@ TGI_MAX_CONCURRENT_REQUESTS: Final = 128
 # --cuda-graphs: default [1, 2, 4, 8, 16, 32] (launcher/src/main.rs): decode batches above 32 run
 # without a CUDA graph
 TGI_CUDA_GRAPH_MAX_BATCH: Final = 32
+# SGLang captures CUDA graphs for decode batches up to --cuda-graph-max-bs: 160 by default on cards of
+# 25,000 MiB and more (nvidia-smi's memory.total), 8 at TP < 4 below that and 80 at TP >= 4
+# (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs.__post_init__, v0.4.x); larger
+# batches run eagerly
+SGLANG_CUDA_GRAPH_MAX_BS: Final = 160
+SGLANG_SMALL_GPU_BYTES: Final = 25_000 * 2**20
+
+
+def graph_max_batch(engine: str, gpu_bytes: float, tp: int) -> int | None:
+    """The largest decode batch the engine replays as a CUDA graph, where it caps one (TGI, SGLang)."""
+    if engine == "tgi":
+        return TGI_CUDA_GRAPH_MAX_BATCH
+    if engine == "sglang":
+        if gpu_bytes < SGLANG_SMALL_GPU_BYTES:
+            return 8 if tp < 4 else 80
+        return SGLANG_CUDA_GRAPH_MAX_BS
+    return None
+
+
 # --max-batch-prefill-tokens unset (launcher/src/main.rs): compute_optimal = the cards' f16 FLOP/s
 # / the model's FLOPs per token (Config::flop), else 4,096 where it cannot tell, at most
 # max_position_embeddings; the warm-up prefill runs that many tokens, and no prefill runs more
@@ -303,3 +322,18 @@ def host_link_note(off: Offload, auto: bool = False) -> str:
         f"{where}{off.gpu_blocks} of {off.layers} layers on the GPU ({why}); {off.cpu_layers} layers and "
         f"{host} in host memory"
     )
+
+
+# SGLang's --mem-fraction-static default (weights + KV pool; activations and CUDA graphs take the
+# rest) by tensor-parallel size, largest first: 0.79 at tp >= 16, 0.81 at >= 8, 0.85 at >= 4, 0.87
+# at >= 2, 0.88 at 1 (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs.__post_init__,
+# v0.4.x; v0.3 had 0.83 at tp >= 8). vLLM's gpu_memory_utilization default 0.9 is the workload's own.
+SGLANG_MEM_FRACTION_STATIC: Final = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
+
+def serving_memory_fraction(w: Workload) -> float:
+    """The share of the card a preallocating engine sizes its weights and KV pool in: the workload's
+    gpu_memory_utilization where set; else vLLM's 0.9 and SGLang's mem_fraction_static by TP size."""
+    if w.engine != "sglang" or "gpu_memory_utilization" in w.model_fields_set:
+        return w.gpu_memory_utilization
+    return next(f for tp, f in SGLANG_MEM_FRACTION_STATIC if w.tp >= tp)

@@ -15,6 +15,7 @@ target, does not fit or exceeds the engine's cap).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -76,6 +77,82 @@ def running_batch(w: Workload, mem: MemoryEstimate) -> tuple[int, str]:
         f"{s.limit} holds {held} of the {b} sequences at once: it runs {held} and queues the rest "
         f"(time and throughput at batch {held})"
     )
+
+
+# SGLang admits a waiting request while the KV pool holds its prompt plus new_token_ratio x its
+# max_new_tokens for it and for each running request (PrefillAdder); the ratio starts at
+# init_new_token_ratio 0.7 (sgl-project/sglang python/sglang/global_config.py,
+# SGLANG_INIT_NEW_TOKEN_RATIO, times --schedule-conservativeness 1.0) and is raised after a retraction
+SGLANG_INIT_NEW_TOKEN_RATIO: Final = 0.7
+
+
+def admitted_at_once(w: Workload, s: ServingCapacity, cap: int) -> int:
+    """Of `w.batch_size` requests sent at once, how many a preallocating engine prefills before the
+    first finishes: vLLM allocates KV blocks as tokens arrive (its scheduler admits a request when its
+    prompt's blocks are free, vllm/v1/core/sched/scheduler.py allocate_slots) and preempts one when a
+    decode step finds none; SGLang reserves prompt + 0.7 x the output. Both run fewer to the end
+    (s.max_sequences of the full length): the rest are preempted or retracted, then run again."""
+    if w.engine == "sglang":
+        need = w.input_len + SGLANG_INIT_NEW_TOKEN_RATIO * max(w.output_len, 1)
+    else:
+        need = math.ceil(max(w.input_len, 1) / runtime.VLLM_BLOCK_TOKENS) * runtime.VLLM_BLOCK_TOKENS
+    return max(1, min(w.batch_size, cap, int(s.max_tokens // max(need, 1.0))))
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """`n` requests sent at once to an engine that runs `held` of them at a time (running_batch)."""
+
+    held: int
+    waves: int  # batches of `held` run one after another, the last one the remainder
+    output_tokens_per_s: float  # over the whole job, all replicas together
+    median_ttft_s: float  # the median request's time to its first token
+    running: InferenceTime  # the estimate of one full wave
+    median_itl_s: float  # the median gap between a running request's tokens
+
+
+def queued_job(model: ModelSpec, w: Workload, gpu: GPU, held: int, admitted: int) -> QueuedJob:
+    """`w.batch_size` requests sent at once, `held` of the full length fitting the KV pool: they run
+    in waves, each the static batch of `held` (its prefill, then its decode steps), so the job takes
+    full x latency(held) + latency(remainder). The median request (the middle one in arrival order:
+    both engines serve the waiting queue first come, first served) has its first token with the
+    first prefill when it is among the `admitted` (admitted_at_once; a request preempted later has
+    streamed its first token already), else after the waves before its own. Equal lengths finish a
+    wave together; real ones stagger it, which this mean-length view leaves out."""
+    n = w.batch_size
+    held = max(1, min(held, n))
+    run = estimate_inference_time(model, w.with_(batch_size=held), gpu, max_batch=held)
+    full, rest = divmod(n, held)
+    total = full * run.request_latency_s
+    if rest:
+        total += estimate_inference_time(model, w.with_(batch_size=rest), gpu, max_batch=rest).request_latency_s
+    middle = (n - 1) // 2  # the median request, 0-based, in arrival order
+    if middle < admitted:
+        first = min(admitted, n)  # the prompts prefilled together before the first decode step
+        ttft = run.ttft_s if first == held else estimate_inference_time(model, w.with_(batch_size=first), gpu).ttft_s
+    else:
+        ttft = (middle // held) * run.request_latency_s + run.ttft_s
+    rate = n * max(w.output_len, 1) * run.replicas / total if total > 0 else 0.0
+    return QueuedJob(held, full + (1 if rest else 0), rate, ttft, run, run.tpot_s + _chunk_in_step(model, w, gpu, held))
+
+
+def _chunk_in_step(model: ModelSpec, w: Workload, gpu: GPU, held: int) -> float:
+    """What a waiting prompt's prefill chunk adds to the median decode step of a queued job. vLLM V1
+    schedules the running requests' decode tokens first and fills the step's token budget
+    (max_num_batched_tokens, runtime.VLLM_PROFILE_TOKENS) with a waiting prompt's chunk whenever KV
+    blocks free (vllm/v1/core/sched/scheduler.py schedule), so once the queue runs each finished
+    request's successor is prefilled ceil(input / budget) steps, inside the decode steps of the
+    `held` others: held / output requests finish a step, so that share of the steps carries a chunk,
+    and past half of them the median gap does. SGLang runs a prefill batch and a decode batch apart
+    (its mixed chunk is off by default), so the median gap stays a decode step."""
+    if w.engine != "vllm":
+        return 0.0
+    budget = runtime.VLLM_PROFILE_TOKENS
+    chunks = math.ceil(max(w.input_len, 1) / budget)
+    if chunks * held / max(w.output_len, 1) <= 0.5:
+        return 0.0
+    one = estimate_inference_time(model, w.with_(batch_size=1), gpu, max_batch=1).ttft_s
+    return one * min(budget, w.input_len) / max(w.input_len, 1)  # one chunk's share of the prompt's prefill
 
 
 def _tgi_running(b: int, s: ServingCapacity | None) -> tuple[int, str]:

@@ -14,6 +14,7 @@ from gpuplan.estimators import engines
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.estimators.uncertainty import kind_of
+from gpuplan.planner.serving import QueuedJob, admitted_at_once, engine_cap, queued_job, running_batch
 from gpuplan.planner.validation_columns import Reading
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
@@ -80,6 +81,14 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
     if measure.get("max_batch"):
         mem = estimate_memory(model, work, gpu)
         max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
+    elif work.request_rate is None:
+        # a preallocating engine whose KV cache holds fewer sequences than the batch runs that many at
+        # once and queues the rest (planner/serving.running_batch; `gpuplan estimate` does the same)
+        mem = estimate_memory(model, work, gpu)
+        held, _ = running_batch(work, mem)
+        if held < work.batch_size and mem.serving is not None:
+            admitted = admitted_at_once(work, mem.serving, engine_cap(work, gpu))
+            return _queued(row_fields, queued_job(model, work, gpu, held, admitted), kind, wl)
     it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
     dom = it.bottleneck
     if prompt_rate and measure.get("cold"):
@@ -110,3 +119,21 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
     else:
         raise InvalidSettingError(f"metric {row_fields['metric']!r} is not one gpuplan predicts")
     return SpeedPrediction(value, kind, dom, wl)
+
+
+def _queued(row_fields: dict[str, str], job: QueuedJob, kind: str, wl: dict[str, Any]) -> SpeedPrediction:
+    """A row whose batch the engine's KV cache does not hold at once (planner/serving.queued_job):
+    throughput over the whole job, the median request's time to first token, the median gap
+    between tokens (a decode step of the running wave, with a waiting prompt's chunk where vLLM
+    interleaves one into most steps)."""
+    metric = row_fields["metric"].lower()
+    it = job.running
+    if "first_token" in metric:
+        value = job.median_ttft_s * 1e3
+    elif "per_output_token" in metric or "inter_token_latency" in metric:
+        value = job.median_itl_s * 1e3
+    elif "output_token" in metric or "throughput" in metric:
+        value = job.output_tokens_per_s
+    else:
+        raise InvalidSettingError(f"metric {row_fields['metric']!r}: not predicted for a batch its KV cache queues")
+    return SpeedPrediction(value, kind, f"{it.bottleneck}; {job.held} at a time in {job.waves} waves", wl)

@@ -65,7 +65,10 @@ KEY_DOCS: Final[dict[str, str]] = {
     "ecc": "ECC on the GPU's memory; unset: as the card ships (on for datacenter GDDR cards such as T4, L4, "
     "L40S, A10, A40, which then show 1/16 less memory); false: switched off, the full capacity; true on a GeForce "
     "card without an ECC setting (all but the RTX 3090 Ti and 4090) is refused.",
-    "gpu_memory_utilization": "Serving (vLLM): the share of GPU memory the engine may use (0.9 by default).",
+    "gpu_memory_utilization": (
+        "Serving (vLLM, SGLang): the share of GPU memory the engine may use (vLLM 0.9 by default; SGLang its "
+        "--mem-fraction-static by TP size, 0.88 at 1 to 0.81 at 8)."
+    ),
     "resolution": "Graphics: 720p, 1080p, 1440p or 4k.",
     "fps": "Graphics: frames per second.",
     "streams": "Streaming and AI video: concurrent streams.",

@@ -221,11 +221,17 @@ def _pool_lines(
             "activation",
         ),
         MemoryLine(
-            "profile-run activations",
+            "profile-run activations" if w.engine != "sglang" else "activations (outside mem_fraction_static)",
             _profile_bytes(model, w, gpu, work_per_token),
-            f"start-up profile run: one layer's working set for {runtime.VLLM_PROFILE_TOKENS:,} tokens "
-            f"(max_num_batched_tokens; prefill is chunked to it) + the sampler's logits for "
-            f"{runtime.vllm_max_num_seqs(gpu)} sequences (max_num_seqs)",
+            (
+                f"start-up profile run: one layer's working set for {runtime.VLLM_PROFILE_TOKENS:,} tokens "
+                f"(max_num_batched_tokens; prefill is chunked to it) + the sampler's logits for "
+                f"{runtime.vllm_max_num_seqs(gpu)} sequences (max_num_seqs)"
+                if w.engine != "sglang"
+                else f"SGLang leaves 1 - {s.gpu_memory_utilization:g} of the card to them, not the KV pool: one "
+                f"layer's working set for a {runtime.VLLM_PROFILE_TOKENS:,}-token chunk (--chunked-prefill-size "
+                "default 8192) + the sampler's logits"
+            ),
             "activation",
         ),
         MemoryLine(
@@ -256,13 +262,18 @@ def _serving(
     model: ModelSpec, w: Workload, gpu: GPU, weights: float, work_per_token: float, kv_b: float, kv_split: int
 ) -> ServingCapacity:
     """vLLM's sizing (vllm/worker/worker.py determine_num_available_blocks): KV budget =
-    total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory."""
+    total x gpu_memory_utilization - weights - peak activations of a profile run - non-torch memory.
+    SGLang's (model_runner.profile_max_num_token: rest = free memory after loading - total x
+    (1 - mem_fraction_static)) is the same less the profile run: its activations and CUDA graphs live
+    in the 1 - mem_fraction_static it leaves, the fraction its default by TP size
+    (engines.serving_memory_fraction)."""
     if w.engine == "tgi":
         return _tgi_serving(model, w, gpu, weights, work_per_token, kv_b, kv_split)
-    profile = _profile_bytes(model, w, gpu, work_per_token)
+    util = engines.serving_memory_fraction(w)
+    profile = _profile_bytes(model, w, gpu, work_per_token) if w.engine != "sglang" else 0.0
     non_torch = _non_torch_bytes(w)
     total = runtime.usable_memory_bytes(gpu, w.ecc)
-    budget = total * w.gpu_memory_utilization - weights - profile - non_torch
+    budget = total * util - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)
     # bytes per token averaged over a full sequence, sliding windows included
     per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
@@ -274,11 +285,11 @@ def _serving(
     short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0
     engine = runtime.PREALLOCATING_ENGINES.get(w.engine)
     if budget <= 0 or per_token <= 0:
-        return ServingCapacity(w.gpu_memory_utilization, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, engine)
+        return ServingCapacity(util, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, engine)
     blocks = math.floor(budget / (per_token * runtime.VLLM_BLOCK_TOKENS))
     tokens = blocks * runtime.VLLM_BLOCK_TOKENS
     seqs = blocks // blocks_per_seq
-    return ServingCapacity(w.gpu_memory_utilization, budget, per_token, tokens, seqs, seq_bytes, short, engine)
+    return ServingCapacity(util, budget, per_token, tokens, seqs, seq_bytes, short, engine)
 
 
 def _tgi_serving(

@@ -294,12 +294,13 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     # transformers' generate compiles the decode step with a static cache (generation/utils.py
     # _valid_auto_compile_criteria: a compileable cache on CUDA), the prefill stays eager
     static_decode = w.engine == "transformers" and w.cache_implementation == "static" and phase == "decode"
-    if w.engine == "tgi" and phase == "decode" and batch > engines.TGI_CUDA_GRAPH_MAX_BATCH:
-        # TGI captures CUDA graphs for decode batches up to 32 only: above, its fused layers are
-        # issued from Python one kernel at a time, hidden behind the GPU's work while that is longer,
-        # and never cheaper than the graph's per-kernel gaps
+    graph_max = engines.graph_max_batch(w.engine, c.gpu.memory_bytes, w.tp)
+    if graph_max is not None and phase == "decode" and batch > graph_max:
+        # TGI captures CUDA graphs for decode batches up to 32 only, SGLang up to 160: above, the
+        # fused layers are issued from Python one kernel at a time, hidden behind the GPU's work while
+        # that is longer, and never cheaper than the graph's per-kernel gaps
         issue = max(kernels * eff.LAUNCH_EAGER_S - total_time(ops), kernels * eff.LAUNCH_GRAPH_S)
-        ops.append(Op("kernel launches (no CUDA graph above batch 32)", "launch", 0.0, 0.0, issue, "launch"))
+        ops.append(Op(f"kernel launches (no CUDA graph above batch {graph_max})", "launch", 0.0, 0.0, issue, "launch"))
     elif not is_eager(w, model) or static_decode:
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
