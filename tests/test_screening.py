@@ -200,3 +200,14 @@ def test_plans_fits_and_estimates_with_shared_estimates_are_those_without(
     alone = [answers(w) for w in workloads]
     assert shared == alone
     assert any(o["fits"] for a in shared for o in a[0]["options"])  # not only jobs that fit nowhere
+
+
+def test_a_memory_estimate_copies_as_dataclasses_replace_would() -> None:
+    """screening.memory copies a shared estimate with copy.copy and two fields set, which equals
+    dataclasses.replace only while MemoryEstimate has no __post_init__ and no init=False field."""
+    import dataclasses
+
+    from gpuplan.estimators.memory import MemoryEstimate
+
+    assert not hasattr(MemoryEstimate, "__post_init__")
+    assert all(f.init for f in dataclasses.fields(MemoryEstimate))
