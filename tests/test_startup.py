@@ -217,7 +217,7 @@ def test_the_workload_model_is_built_without_scanning_for_pydantic_plugins() -> 
 
 def test_an_estimate_loads_no_plugin_scan_machinery() -> None:
     """With pydantic's plugins off, its plugin loader (importlib.metadata and the email package it
-    pulls in, ~15-30 ms of a start) is never imported: gpuplan._lazy's stand-in answers for it."""
+    pulls in; an estimate 6-10 ms less CPU) is never imported: gpuplan._lazy's stand-in answers for it."""
     names = imported("estimate", "qwen2.5-7b", "--gpu", "L4", "--json")
     assert "gpuplan.specs.workload" in names
     assert loaded(names, ("importlib.metadata", "email", "pydantic.plugin._loader")) == []
