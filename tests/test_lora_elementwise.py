@@ -39,8 +39,9 @@ def test_bytes_per_adapter_by_hand() -> None:
     # 3b x 4096 + 2b x 4096 = 61,440
     assert lora_elementwise_bytes(4096, 4096, 2.0, dropout=True, clone=False) == (61_440.0, 61_440.0)
     assert lora_elementwise_bytes(4096, 4096, 2.0, dropout=True, clone=True) == (77_824.0, 61_440.0)
-    # no dropout (PEFT's nn.Identity): only the multiply and add forward (5b x o), the multiply's grad back
-    assert lora_elementwise_bytes(4096, 11008, 2.0, dropout=False, clone=False) == (110_080.0, 44_032.0)
+    # no dropout (PEFT's nn.Identity): the multiply and add forward (5b x o); backward the multiply's
+    # grad (2b x o) and the input-grad add (3b x i): 4 x 11008 + 6 x 4096 = 68,608
+    assert lora_elementwise_bytes(4096, 11008, 2.0, dropout=False, clone=False) == (110_080.0, 68_608.0)
 
 
 def _op(w: dict[str, Any], catalog: Catalog, phase: str) -> float:

@@ -84,15 +84,15 @@ FP8_ROWWISE_GEMM_SHARE: Final = 0.9
 # Linear4bit.forward first clones the base output, `result = result.clone()` (huggingface/peft
 # v0.10.0 = 8221246f2f48b665c853605e1d0ddaf1d0ce39c9, src/peft/tuners/lora/layer.py and bnb.py;
 # dropout is nn.Identity when lora_dropout == 0). Per input element (in_features): dropout reads x
-# and writes x' and a 1-byte mask (2b + 1); backward, dropout's grad (2b + 1) and autograd adding the
-# adapter's input grad to the base layer's (read 2, write 1: 3b). Per output element (out_features):
+# and writes x' and a 1-byte mask (2b + 1); backward, dropout's grad (2b + 1), and autograd adding the
+# adapter's input grad to the base layer's, dropout or not (read 2, write 1: 3b). Per output element (out_features):
 # the scaling multiply (2b) and the residual add (read 2, write 1: 3b) forward, the multiply's
 # grad (2b) backward; the clone (2b) forward. The GEMMs' own reads and writes are counted by gemm().
 def lora_elementwise_bytes(i: float, o: float, b: float, dropout: bool, clone: bool) -> tuple[float, float]:
     """Bytes per token one adapter of `i` inputs and `o` outputs moves outside its GEMMs, (forward, backward)."""
     drop = (2 * b + 1) * i if dropout else 0.0
     fwd = drop + 5 * b * o + (2 * b * o if clone else 0.0)
-    bwd = drop + (3 * b * i if dropout else 0.0) + 2 * b * o
+    bwd = drop + 3 * b * i + 2 * b * o
     return fwd, bwd
 
 
