@@ -176,6 +176,7 @@ class Workload(BaseModel):
     # FSDP units under LoRA: one per block ("layer"), or PEFT's fsdp_auto_wrap_policy that makes each
     # adapter its own unit inside its block's ("adapters": accelerate + PEFT, fsdp_qlora)
     fsdp_wrap: Literal["layer", "adapters"] = "layer"
+    fsdp_no_sync: bool = False  # accumulation under FSDP no_sync: full unsharded gradients (memory/training.py)
     nvlink: bool = True  # false: the cards' NVLink (bridge) is absent; they talk over PCIe
     # CUDA >= 11.7 loads kernels lazily (PyTorch's default since 1.13); false for older stacks
     cuda_lazy_loading: bool = True
@@ -538,7 +539,7 @@ TRAINING_ONLY: Final = frozenset(
         "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
         "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
         "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework", "fp8_recipe",
-        "fsdp_wrap",
+        "fsdp_wrap", "fsdp_no_sync",
     }
 )  # fmt: skip
 ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})

@@ -59,6 +59,8 @@ KEY_DOCS: Final[dict[str, str]] = {
     "sharding": "The ZeRO-3 implementation: fsdp or deepspeed.",
     "fsdp_wrap": "FSDP units under LoRA: layer (one per block: torchtune, torchtitan) or adapters (PEFT's "
     "fsdp_auto_wrap_policy: each adapter its own unit; accelerate + PEFT, fsdp_qlora): its backward gathers are not hidden.",
+    "fsdp_no_sync": "Gradient accumulation under FSDP's no_sync (LitGPT's fabric.no_backward_sync): until the "
+    "last micro-batch each GPU holds the full unsharded gradients, not its shard (PyTorch FSDP docs, no_sync).",
     "nvlink": "false: the GPUs have no NVLink between them (e.g. RTX 3090s or A5000s without the bridge); "
     "collectives go over PCIe.",
     "cuda_lazy_loading": "CUDA >= 11.7 loads kernels lazily (PyTorch's default); false for older stacks.",

@@ -318,7 +318,7 @@ def training_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEst
         head_grads = head * (st.grads_lines[0].bytes / max(model.total_params, 1))
     fwd = st.model_lines + buffers + act_lines
     if grads_present:
-        fwd = fwd + st.grads_lines
+        fwd = fwd + _no_sync_grads(w, sp, st.grads_lines)
     elif head_grads:
         fwd = [*fwd, MemoryLine("gradients", head_grads, "the output head's gradients arrive first", "model")]
     step = st.model_lines + buffers + st.grads_lines
@@ -330,6 +330,23 @@ def training_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEst
     if w.offload == "none" and w.zero == 0 and sp.dp > 1:
         notes.append("plain data parallelism replicates all model states; zero: 1-3 shards them")
     return finish(model, w, gpu, phases, host, st.n_train, notes)
+
+
+def _no_sync_grads(w: Workload, sp: _Split, grads: list[MemoryLine]) -> list[MemoryLine]:
+    """Gradient accumulation inside FSDP's no_sync: "FSDP will accumulate the full model gradients
+    (instead of gradient shards) until the eventual sync" (PyTorch FullyShardedDataParallel.no_sync
+    docstring), so through the forward/backward of every micro-batch each GPU holds the unsharded
+    gradients; the sync's reduce-scatter leaves the shard the optimizer step reads. LitGPT's
+    finetune/full.py accumulates under fabric.no_backward_sync, which is FSDP's no_sync
+    (Lightning-AI/litgpt@03ffc5515b251fb7e3a461efd0e3c163e45b6b3b)."""
+    if not (w.fsdp_no_sync and w.sharding == "fsdp" and sp.zero >= 2 and w.micro_batches > 1 and sp.dp > 1):
+        return grads
+    return [
+        MemoryLine(
+            g.name, g.bytes * sp.dp, "unsharded: accumulated under FSDP no_sync until the last micro-batch", g.kind
+        )
+        for g in grads
+    ]
 
 
 # DeepSpeed ZeRO-3 defaults (deepspeed/runtime/zero/config.py): stage3_max_live_parameters = 1e9

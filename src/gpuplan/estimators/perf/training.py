@@ -79,6 +79,23 @@ FP8_CAST_BYTES: Final[dict[str, tuple[float, float, float, float, float]]] = {
 FP8_ROWWISE_GEMM_SHARE: Final = 0.9
 
 
+# A LoRA adapter's own elementwise kernels, bytes per element moved, eager and unfused: PEFT's
+# Linear.forward is `result + lora_B(lora_A(dropout(x))) * scaling`, and its bitsandbytes 4-bit
+# Linear4bit.forward first clones the base output, `result = result.clone()` (huggingface/peft
+# v0.10.0 = 8221246f2f48b665c853605e1d0ddaf1d0ce39c9, src/peft/tuners/lora/layer.py and bnb.py;
+# dropout is nn.Identity when lora_dropout == 0). Per input element (in_features): dropout reads x
+# and writes x' and a 1-byte mask (2b + 1); backward, dropout's grad (2b + 1), and autograd adding the
+# adapter's input grad to the base layer's, dropout or not (read 2, write 1: 3b). Per output element (out_features):
+# the scaling multiply (2b) and the residual add (read 2, write 1: 3b) forward, the multiply's
+# grad (2b) backward; the clone (2b) forward. The GEMMs' own reads and writes are counted by gemm().
+def lora_elementwise_bytes(i: float, o: float, b: float, dropout: bool, clone: bool) -> tuple[float, float]:
+    """Bytes per token one adapter of `i` inputs and `o` outputs moves outside its GEMMs, (forward, backward)."""
+    drop = (2 * b + 1) * i if dropout else 0.0
+    fwd = drop + 5 * b * o + (2 * b * o if clone else 0.0)
+    bwd = drop + 3 * b * i + 2 * b * o
+    return fwd, bwd
+
+
 def _fp8_casts(c: Ctx, w: Workload, model: ModelSpec, tokens: float, frozen: set[str]) -> tuple[Op, Op] | None:
     """The forward and backward fp8 cast kernels of torchao.float8's dynamic recipes (FP8_CAST_BYTES)
     over its nn.Linear layers (MoE experts run grouped GEMMs it does not convert). Under FSDP, tensorwise casts each weight shard before the
@@ -157,6 +174,13 @@ def _linear_ops(c: Ctx, model: ModelSpec, w: Workload, tokens: float) -> tuple[l
         fwd.append(gemm(c, f"lora {name} B", "forward", tokens, o, r, n, w_bytes))
         bwd.append(gemm(c, f"lora {name} A grads", "backward", tokens, r, i, 2 * n, w_bytes))
         bwd.append(gemm(c, f"lora {name} B grads", "backward", tokens, o, r, 2 * n, w_bytes))
+    if adapters:
+        clone = w.task == "qlora" and w.qlora_kernel == "bitsandbytes"
+        per = [lora_elementwise_bytes(i, o, c.act_b, w.lora_dropout > 0, clone) for _, i, o, _ in adapters]
+        f_b = tokens * sum(n * p[0] for (_, _, _, n), p in zip(adapters, per, strict=True))
+        b_b = tokens * sum(n * p[1] for (_, _, _, n), p in zip(adapters, per, strict=True))
+        fwd.append(roof("lora dropout, scale, add", "forward", 0.0, f_b, 1.0, c.bw * eff.COPY_BW_EFF))
+        bwd.append(roof("lora dropout, scale, add", "backward", 0.0, b_b, 1.0, c.bw * eff.COPY_BW_EFF))
     casts = _fp8_casts(c, w, model, tokens, frozen)
     if casts is not None:
         fwd.append(casts[0])
