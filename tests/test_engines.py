@@ -539,3 +539,54 @@ def test_sglang_decodes_eagerly_above_its_cuda_graph_batches(catalog: Catalog) -
     graph = launches(small, 8)
     assert eager.time_s >= graph.time_s * 0.999
     assert launches(catalog.get("H100 SXM5 80GB"), 16).name == "kernel launches (graph)"
+
+
+def test_closed_loop_successor_misses_the_steps_the_engine_loop_has_taken_up(catalog: Catalog) -> None:
+    # vLLM V1's EngineCoreProc takes new requests between steps (vllm/v1/engine/core.py): a request
+    # sent when one finishes joins the step after the one under way; SGLang's overlap scheduler has
+    # scheduled one batch more (scheduler.py event_loop_overlap). Engines without an entry: no gap
+    assert engines.closed_loop_gap_steps("vllm") == 1
+    assert engines.closed_loop_gap_steps("sglang") == 2
+    assert engines.closed_loop_gap_steps("tgi") == 0 and engines.closed_loop_gap_steps("tensorrt-llm") == 0
+    # HPML's Llama 2 7B sweep on one L4 (vllm bench sweep, Dec 2025; stacks.csv HPV-004): 15-token
+    # prompts, 5 output tokens, 2 in flight: 30.32 output tokens/s measured
+    model, l4 = load_model("llama-2-7b"), catalog.get("L4")
+    w = make_workload(
+        {"model": "llama-2-7b", "task": "inference", "precision": "fp16", "input_len": 15, "output_len": 5}
+        | {"batch_size": 2, "engine": "vllm"}
+    )
+    it = estimate_inference_time(model, w, l4)
+    # each slot: the request's prefill and 4 decode steps, then 1 step empty: 2 x 5 / (ttft + 5 x tpot)
+    assert it.output_tokens_per_s == pytest.approx(2 * 5 / (it.ttft_s + 5 * it.tpot_s), rel=1e-9)
+    assert it.output_tokens_per_s == pytest.approx(30.32, rel=0.05)  # 29.5 predicted
+    static = 2 * 5 / it.request_latency_s  # the static batch's figure, without the empty step: 17% high
+    assert static / 30.32 - 1 > 0.15
+    # one in flight: the engine is idle when the successor arrives, so no step is missed
+    one = estimate_inference_time(model, w.with_(batch_size=1), l4)
+    assert one.output_tokens_per_s == pytest.approx(5 / one.request_latency_s, rel=1e-9)
+    # a batch job is fed from the engine's own queue: the slot is refilled at the next step
+    job = estimate_inference_time(model, w.with_(tokens=1e6), l4)
+    assert job.output_tokens_per_s == pytest.approx(2 * 5 / job.request_latency_s, rel=1e-9)
+    # an engine without an entry keeps the static batch's figure
+    tgi = estimate_inference_time(model, w.with_(engine="tgi"), l4)
+    assert tgi.output_tokens_per_s == pytest.approx(2 * 5 / tgi.request_latency_s, rel=1e-9)
+
+
+def test_sglang_overlap_scheduler_delays_an_arriving_prompt_one_step(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DataCrunch's SGLang bench_serving run (Dec 2024; stacks.csv DCH-026): Llama 3.1 405B on 8 H200s,
+    # random prompts (mean 515 in / 515 out) at 2/s: 244.26 ms median time to first token
+    model, h200 = load_model("llama-3.1-405b"), catalog.get("H200 SXM 141GB")
+    w = make_workload(
+        {"model": "llama-3.1-405b", "task": "inference", "precision": "bf16", "num_gpus": 8, "tp": 8}
+        | {"input_len": 515, "output_len": 515, "request_rate": 2, "engine": "sglang"}
+    )
+    it = estimate_inference_time(model, w, h200)
+    monkeypatch.setitem(engines.ARRIVAL_EXTRA_STEPS, "sglang", 0)
+    without = estimate_inference_time(model, w, h200)
+    # the same prefill, after one more decode step of the running batch (about 45 ms here)
+    assert it.ttft_s - without.ttft_s == pytest.approx(it.tpot_s, rel=1e-9)
+    assert it.tpot_s == without.tpot_s and it.output_tokens_per_s == without.output_tokens_per_s
+    assert it.ttft_s * 1e3 == pytest.approx(244.26, rel=0.12)  # 223 ms predicted (178 ms without)
+    assert without.ttft_s * 1e3 < 244.26 * 0.75

@@ -82,3 +82,18 @@ def test_a_constant_is_fitted_on_the_rows_it_moves(catalog: Catalog) -> None:
     results, _ = run_rows([r for r in ROWS if r["id"] in speed], catalog)
     assert {r.id for r in results} <= fitted <= speed
     assert {c.stack for c in stack_fits.CONSTANTS} == {"autoawq"}
+
+
+@pytest.mark.parametrize("engine", sorted(engines.ARRIVAL_EXTRA_STEPS))
+def test_an_engines_host_loop_steps_move_no_other_engines_rows(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    # the cited (not fitted) steps an engine's loop has taken up when a request arrives: changing
+    # one engine's moves no row of another engine, stacks or vendor files
+    rows = ROWS + bundled_rows()
+    engine_of = {r.id: r.workload.get("engine", "vllm") for r in run_rows(rows, catalog)[0]}
+    base = _predictions(rows, catalog)
+    monkeypatch.setitem(engines.ARRIVAL_EXTRA_STEPS, engine, engines.ARRIVAL_EXTRA_STEPS[engine] + 2)
+    moved = {k for k, v in _predictions(rows, catalog).items() if v != base[k]}
+    assert moved, engine
+    assert {engine_of[k] for k in moved} == {engine}

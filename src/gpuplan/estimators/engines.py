@@ -51,6 +51,31 @@ def graph_max_batch(engine: str, gpu_bytes: float, tp: int) -> int | None:
     return None
 
 
+# How an engine's host loop takes up a request that reaches it while a step runs (the time the
+# request spends in the API server, the IPC and the client is hidden behind that step; what is not
+# hidden is the step(s) it then waits for). vLLM V1: EngineCoreProc's busy loop drains its input
+# queue, then runs one step (schedule, execute, update) to its end (vllm-project/vllm
+# vllm/v1/engine/core.py@ac3cb2e2 run_busy_loop, _process_input_queue, _process_engine_step), so
+# a request that arrives mid-step joins the next step: 0 extra steps. SGLang's overlap scheduler (on
+# by default since v0.4: "zero-overhead batch scheduler", LMSYS blog 2024-12-04) receives requests
+# and schedules batch n+1 as batch n starts on the GPU, and processes batch n's results while n+1
+# runs (sgl-project/sglang python/sglang/srt/managers/scheduler.py@d51c1c21 event_loop_overlap):
+# a request that arrives while batch n runs is received when n+1 starts and runs in n+2, one step
+# later than in vLLM. Other engines: not modelled (no entry).
+ARRIVAL_EXTRA_STEPS: Final[dict[str, int]] = {"vllm": 0, "sglang": 1}
+
+
+def closed_loop_gap_steps(engine: str) -> int:
+    """Decode steps a finished request's slot stays empty under a client that keeps a fixed number of
+    requests in flight and sends the next one when one finishes (vllm bench serve / SGLang
+    bench_serving --max-concurrency: a semaphore). The last token reaches the client after the engine
+    has taken up its next step (vLLM), or the two next ones (SGLang streams batch n's tokens while
+    n+1 runs, and the successor then waits for n+2), so the successor misses them: 1 + the arrival's
+    extra steps, where ARRIVAL_EXTRA_STEPS knows the engine, else 0."""
+    extra = ARRIVAL_EXTRA_STEPS.get(engine)
+    return 0 if extra is None else 1 + extra
+
+
 # --max-batch-prefill-tokens unset (launcher/src/main.rs): compute_optimal = the cards' f16 FLOP/s
 # / the model's FLOPs per token (Config::flop), else 4,096 where it cannot tell, at most
 # max_position_embeddings; the warm-up prefill runs that many tokens, and no prefill runs more

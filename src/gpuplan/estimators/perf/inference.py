@@ -415,9 +415,15 @@ def _static(c: Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
 
 
 def _throughput(c: Ctx, batch: int) -> tuple[float, float, float, list[Op], list[Op]]:
+    """(output tokens/s, prefill, decode step, ops) of `batch` requests kept in flight. With two or
+    more, the engine is busy when a finished request's successor reaches it, and the successor waits
+    out the step(s) its host loop has taken up (engines.closed_loop_gap_steps): each slot holds a
+    request for its latency plus that many decode steps. A batch job (`tokens`) is fed from the
+    engine's own waiting queue, which refills a slot at the next step: no gap."""
     ttft, tpot, pre, dec = _static(c, batch)
     out = max(c.w.output_len, 1)
-    latency = ttft + (out - 1) * tpot
+    gap = engines.closed_loop_gap_steps(c.w.engine) if batch > 1 and c.w.tokens is None else 0
+    latency = ttft + (out - 1 + gap) * tpot
     return batch * out / latency, ttft, tpot, pre, dec
 
 
@@ -484,7 +490,9 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     out = max(w.output_len, 1)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     if rate_ttft is not None:  # prompts prefilled on arrival, not as one batch (_concurrency_at_rate)
-        ttft = rate_ttft + tpot / 2.0
+        # after half the step under way, on average, and the steps the engine's loop has already
+        # taken up when the prompt arrives (SGLang's overlap scheduler: one, engines.py)
+        ttft = rate_ttft + tpot * (0.5 + engines.ARRIVAL_EXTRA_STEPS.get(w.engine, 0))
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
     if limit > b:
