@@ -133,3 +133,15 @@ def test_unquantised_module_patterns_match_parameter_groups() -> None:
     assert kept_unquantised("self_attn.q_proj", keep) and kept_unquantised("mlp.router", keep)
     assert kept_unquantised("lm_head", keep) and kept_unquantised("embed_tokens", keep)
     assert not kept_unquantised("mlp.experts.gate_up_proj", keep)
+
+
+def test_a_canonical_storage_name_is_its_own_normalised_form_and_no_alias() -> None:
+    """storage_format answers a canonical name from its table at once: right only while no
+    canonical name is also an alias or changes when normalised (lower case, no spaces)."""
+    from gpuplan.specs import precision
+
+    for name in precision.STORAGE_FORMATS:
+        assert name == name.strip().lower().replace(" ", "")
+        assert name not in precision._STORAGE_ALIASES
+        assert storage_format(name) is precision.STORAGE_FORMATS[name]
+    assert storage_format(" BF16 ") is precision.STORAGE_FORMATS["bf16"]
