@@ -71,14 +71,14 @@ def _bnb_kernel(c: Ctx) -> str | None:
     return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
 
 
-def _linear_layers(c: Ctx, ep: int, etp: int) -> list[tuple[ParamGroup, bool, float, float, bool, float]]:
+def _linear_layers(c: Ctx, ep: int, etp: int) -> list[tuple[ParamGroup, bool, float, float, float, bool]]:
     """The step-invariant terms of each linear group on this context: (group, expert-parallel?,
-    shard in, shard out, stored in the weight format?, bytes per weight element), computed once per
-    context and layout."""
-    key = ("linear", ep, etp)
-    if key not in c.memo:
-        wb, _, other_b = _weight_bytes_per_element(c)
-        rows = []
+    shard in, shard out, bytes per weight element, read through a weight-only dequantising kernel?),
+    computed once per context and layout."""
+
+    def rows() -> list[tuple[ParamGroup, bool, float, float, float, bool]]:
+        wb, weight_only, other_b = _weight_bytes_per_element(c)
+        out = []
         for g in c.model.groups:
             if g.linear is None:
                 continue
@@ -87,10 +87,10 @@ def _linear_layers(c: Ctx, ep: int, etp: int) -> list[tuple[ParamGroup, bool, fl
             # stored in the weight format as the memory estimate counts it (block linears, less what
             # the checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
             stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
-            rows.append((g, is_ep, k_in, n_out, stored, wb if stored else other_b))
-        c.memo[key] = rows
-    rows_out: list[tuple[ParamGroup, bool, float, float, bool, float]] = c.memo[key]
-    return rows_out
+            out.append((g, is_ep, k_in, n_out, wb if stored else other_b, weight_only and stored))
+        return out
+
+    return c.once(("linear", ep, etp), rows)
 
 
 def _linear_step_ops(
@@ -100,12 +100,11 @@ def _linear_step_ops(
     dequantisation where it applies; returns (ops, linear calls, quantised calls)."""
     model, w = c.model, c.w
     pp = w.pp
-    _, weight_only, _ = _weight_bytes_per_element(c)
     bnb = _bnb_kernel(c)
     last_token_logits = phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES
     ops: list[Op] = []
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
-    for g, is_ep, k_in, n_out, stored, per_elt in _linear_layers(c, ep, etp):
+    for g, is_ep, k_in, n_out, per_elt, quantised in _linear_layers(c, ep, etp):
         if g.stack == "encoder" and phase == "decode":
             continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
         # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
@@ -121,7 +120,6 @@ def _linear_step_ops(
             m = batch if last_token_logits else tokens  # logits for the last position only, or all
         if g.stack == "decoder" and model.kind == "encoder-decoder" and phase == "prefill":
             m = batch  # the prompt goes to the encoder; the decoder starts from one start token
-        quantised = weight_only and stored
         touched = 1.0
         if g.role == "expert" and g.active_fraction < 1.0:
             # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
@@ -210,10 +208,7 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
 
 def _stage_layers(c: Ctx) -> float:
     """Transformer layers on one pipeline stage (every stack's), once per context."""
-    if "stage_layers" not in c.memo:
-        c.memo["stage_layers"] = sum(s.layers for s in stack_shapes(c.model)) / c.w.pp
-    layers: float = c.memo["stage_layers"]
-    return layers
+    return c.once("stage_layers", lambda: sum(s.layers for s in stack_shapes(c.model)) / c.w.pp)
 
 
 def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op]:
@@ -288,9 +283,7 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
     # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
-    if "kernels" not in c.memo:
-        c.memo["kernels"] = kernels_per_layer(model)
-    kernels = c.memo["kernels"] * layers_total * pp + 4
+    kernels = c.once("kernels", lambda: kernels_per_layer(model)) * layers_total * pp + 4
     # transformers' generate compiles the decode step with a static cache (generation/utils.py
     # _valid_auto_compile_criteria: a compileable cache on CUDA), the prefill stays eager
     static_decode = w.engine == "transformers" and w.cache_implementation == "static" and phase == "decode"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import efficiency as eff
@@ -175,6 +176,9 @@ class InferenceTime:
         return self.decode_ops or self.prefill_ops
 
 
+_T = TypeVar("_T")
+
+
 @dataclass
 class Ctx:
     """What every operator of one workload on one GPU needs."""
@@ -194,9 +198,16 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     pp: int = 1  # pipeline stages the operators are split over (training builds at 1, then composes)
     weights: InferenceWeights = field(default_factory=lambda: InferenceWeights("bf16"))  # inference weights
-    # step-invariant terms derived from this context (perf/inference.py's linear layers), computed
-    # once per context: not an init field, so that dataclasses.replace() starts a fresh one
+    # step-invariant terms derived from this context (`once`: perf/inference.py's linear layers, stage
+    # layers and kernel count): not an init field, so that dataclasses.replace() starts a fresh one
     memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def once(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """`make()`, computed the first time `key` is asked for on this context and kept."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        value: _T = self.memo[key]
+        return value
 
 
 def make_ctx(model: ModelSpec, w: Workload, gpu: GPU) -> Ctx:
