@@ -88,7 +88,8 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
         held, _ = running_batch(work, mem)
         if held < work.batch_size and mem.serving is not None:
             admitted = admitted_at_once(work, mem.serving, engine_cap(work, gpu))
-            return _queued(row_fields, queued_job(model, work, gpu, held, admitted), kind, wl)
+            job = queued_job(model, work, gpu, held, admitted)
+            return _queued(row_fields, reading, job, kind, wl, work.num_gpus)
     it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
     dom = it.bottleneck
     if prompt_rate and measure.get("cold"):
@@ -113,15 +114,27 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
         # prefill joins: vllm benchmarks/benchmark_serving.py, sglang bench_serving.py)
         value = it.tpot_s * 1e3
     elif "output_token" in metric or "throughput" in metric:
-        value = it.best_output_tokens_per_s if max_batch is not None else it.output_tokens_per_s
-        if "/gpu" in unit or measure.get("per_gpu"):
-            value /= work.num_gpus
+        value = _as_reported(
+            it.best_output_tokens_per_s if max_batch is not None else it.output_tokens_per_s,
+            row_fields,
+            reading,
+            work.num_gpus,
+        )
     else:
         raise InvalidSettingError(f"metric {row_fields['metric']!r} is not one gpuplan predicts")
     return SpeedPrediction(value, kind, dom, wl)
 
 
-def _queued(row_fields: dict[str, str], job: QueuedJob, kind: str, wl: dict[str, Any]) -> SpeedPrediction:
+def _as_reported(tokens_per_s: float, row_fields: dict[str, str], reading: Reading, num_gpus: int) -> float:
+    """An inference throughput (all GPUs) as the row reports it: per GPU where its unit or measure says so."""
+    if "/gpu" in row_fields.get("unit", "").lower() or reading.measure.get("per_gpu"):
+        return tokens_per_s / num_gpus
+    return tokens_per_s
+
+
+def _queued(
+    row_fields: dict[str, str], reading: Reading, job: QueuedJob, kind: str, wl: dict[str, Any], num_gpus: int
+) -> SpeedPrediction:
     """A row whose batch the engine's KV cache does not hold at once (planner/serving.queued_job):
     throughput over the whole job, the median request's time to first token, the median gap
     between tokens (a decode step of the running wave, with a waiting prompt's chunk where vLLM
@@ -133,7 +146,7 @@ def _queued(row_fields: dict[str, str], job: QueuedJob, kind: str, wl: dict[str,
     elif "per_output_token" in metric or "inter_token_latency" in metric:
         value = job.median_itl_s * 1e3
     elif "output_token" in metric or "throughput" in metric:
-        value = job.output_tokens_per_s
+        value = _as_reported(job.output_tokens_per_s, row_fields, reading, num_gpus)
     else:
         raise InvalidSettingError(f"metric {row_fields['metric']!r}: not predicted for a batch its KV cache queues")
     return SpeedPrediction(value, kind, f"{it.bottleneck}; {job.held} at a time in {job.waves} waves", wl)
