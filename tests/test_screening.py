@@ -211,3 +211,41 @@ def test_a_memory_estimate_copies_as_dataclasses_replace_would() -> None:
 
     assert not hasattr(MemoryEstimate, "__post_init__")
     assert all(f.init for f in dataclasses.fields(MemoryEstimate))
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_fewest_gpus_found_from_shared_tries_are_those_of_the_walk(seed: int) -> None:
+    """`smallest_gpu_count` within `shared_estimates()` (screening.first_fit: each try's training
+    estimate made once per cuBLAS workspace, then compared with every card's capacity) finds the
+    count, layout and estimate of the walk that estimates every try on every card, over the whole
+    catalog (cards that refuse the precision among them), for seeded random training jobs."""
+    from gpuplan.planner.fit import smallest_gpu_count
+    from gpuplan.planner.screening import first_fit, shared_estimates
+
+    cat = list(api.catalog())
+    found = 0
+    for d in _random_workloads(seed, 6):
+        w = make_workload(d)
+        model = api.get_model(str(d["model"]))
+        alone = [smallest_gpu_count(model, w, gpu) for gpu in cat]
+        with shared_estimates():
+            shared = [smallest_gpu_count(model, w, gpu) for gpu in cat]
+        for a, s in zip(alone, shared, strict=True):
+            assert (s.num_gpus, s.layout, s.estimate) == (a.num_gpus, a.layout, a.estimate), (d, a.gpu.name)
+            found += s.num_gpus is not None
+    assert found > 0  # some jobs fit some card: the comparison is not of empty answers only
+    h100 = api.catalog().get("H100")
+    with shared_estimates():  # and the shared walk is the one taken: a training job on a card that runs it
+        assert first_fit(api.get_model(TRAIN.model), TRAIN, h100, [{}], lambda c: TRAIN.with_(**c)) == 0
+
+
+def test_fits_within_the_cards_capacity_is_fits() -> None:
+    """MemoryEstimate.fits is fits_within(capacity_bytes), paged optimizer states spilling or not."""
+    from gpuplan.estimators.memory import estimate_memory
+
+    cat = api.catalog()
+    for d in ({"optimizer": "paged-adamw-8bit", "task": "qlora"}, {"task": "finetune"}, {"task": "inference"}):
+        w = make_workload({"model": "llama-3.1-8b", "batch_size": 4, **d})
+        for name in ("L4", "GeForce RTX 4090", "H100", "T4"):
+            e = estimate_memory(api.get_model(w.model), w, cat.get(name))
+            assert e.capacity_bytes is not None and e.fits_within(e.capacity_bytes) is e.fits, (d, name)

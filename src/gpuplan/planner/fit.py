@@ -7,14 +7,14 @@ activations and KV cache), so the largest batch and the longest context are foun
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import runtime
 from gpuplan.estimators.memory import MemoryEstimate
-from gpuplan.planner.screening import Candidates, memory, with_changes
+from gpuplan.planner.screening import NOT_SHARED, Candidates, first_fit, memory, with_changes
 from gpuplan.specs.cluster import GPUS_PER_NODE
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
@@ -98,15 +98,25 @@ def smallest_gpu_count(
     """The fewest GPUs of type `gpu` on which the workload fits (ZeRO-3 for training, tensor
     parallelism for inference), with the estimate at that count. `candidates`: the layouts'
     workloads validated once for every GPU of a fit table (planner/screening.py)."""
-    for n in counts:
-        for change in _layouts(model, w, n, gpu):
-            try:
-                cand = (candidates.changed(w, change) if candidates else with_changes(w, change)) if change else w
-            except InvalidSettingError:
-                continue
-            e = _estimate(model, cand, gpu)
-            if _fits(e):
-                return GpuCount(gpu, n, change, e)
+
+    def changed(change: Mapping[str, Any]) -> Workload:
+        return candidates.changed(w, dict(change)) if candidates else with_changes(w, change)
+
+    tries = [(n, change) for n in counts for change in _layouts(model, w, n, gpu)]
+    # a training job: every GPU type's walk compares the same shared estimates (screening.first_fit)
+    first = first_fit(model, w, gpu, [c for _, c in tries], changed)
+    if first != NOT_SHARED:
+        if first is None:
+            return GpuCount(gpu, None, {}, None)
+        tries = tries[first:]  # the walk below then finds it at once, as the full walk would
+    for n, change in tries:
+        try:
+            cand = changed(change) if change else w
+        except InvalidSettingError:
+            continue
+        e = _estimate(model, cand, gpu)
+        if _fits(e):
+            return GpuCount(gpu, n, change, e)
     return GpuCount(gpu, None, {}, None)
 
 

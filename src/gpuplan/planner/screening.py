@@ -24,12 +24,12 @@ GPU type, the fewest of it) used to validate ~1,500 workloads for one estimate.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, InvalidSettingError
 from gpuplan.estimators import runtime
 from gpuplan.estimators.memory import MemoryEstimate, check_precision_runs, estimate_memory
 from gpuplan.specs.gpu import GPU
@@ -38,10 +38,9 @@ from gpuplan.specs.workload import Workload
 
 # the estimates shared in this thread (or task) while a `shared_estimates()` block runs: by key,
 # the model they are of and the estimate or the error it raised
-_SHARED: ContextVar[dict[tuple[Any, ...], tuple[Any, MemoryEstimate | Workload | GpuplanError]] | None] = ContextVar(
-    "gpuplan_shared_memory", default=None
-)
+_SHARED: ContextVar[dict[tuple[Any, ...], tuple[Any, Any]] | None] = ContextVar("gpuplan_shared_memory", default=None)
 _NO_MODEL: Final = object()  # the model slot of a validated workload's entry
+NOT_SHARED: Final = -1  # first_fit: no shared answer (outside shared_estimates, or not a training job)
 
 
 @contextmanager
@@ -63,6 +62,19 @@ def _values(shared: dict[tuple[Any, ...], tuple[Any, Any]], w: Workload) -> str:
     if done is None or done[0] is not w:  # kept with the workload: its id is not reused meanwhile
         done = shared[key] = (w, w.model_dump_json(exclude={"gpu"}))
     return str(done[1])
+
+
+def _with_gpu(w: Workload, gpu: str | None) -> Workload:
+    """`w` with its `gpu` set (a copy, the validated values otherwise the same); within
+    `shared_estimates()` the copy's values but its GPU, as `_values` would dump them, are known to
+    be `w`'s, so the copy is never dumped again (a fix search makes ~2,700 such copies)."""
+    if w.gpu == gpu:
+        return w
+    out = w.model_copy(update={"gpu": gpu})
+    shared = _SHARED.get()
+    if shared is not None:
+        shared[("\0values", id(out))] = (out, _values(shared, w))
+    return out
 
 
 def with_changes(w: Workload, change: Mapping[str, Any]) -> Workload:
@@ -87,7 +99,7 @@ def with_changes(w: Workload, change: Mapping[str, Any]) -> Workload:
     if isinstance(v, GpuplanError):
         raise v.with_traceback(None)
     assert isinstance(v, Workload)
-    return v if v.gpu == gpu else v.model_copy(update={"gpu": gpu})
+    return _with_gpu(v, gpu)
 
 
 def memory(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate:
@@ -123,6 +135,63 @@ def memory(model: ModelSpec, w: Workload, gpu: GPU) -> MemoryEstimate:
     return out
 
 
+def first_fit(
+    model: ModelSpec,
+    w: Workload,
+    gpu: GPU,
+    tries: Sequence[Mapping[str, Any]],
+    changed: Callable[[Mapping[str, Any]], Workload],
+) -> int | None:
+    """The index of the first of `tries` (changes to `w`, `{}` for `w` itself, each made by
+    `changed`) whose workload holds on `gpu`, as walking them with `memory` and `fits` finds it
+    (planner/fit.smallest_gpu_count), or None where none does; NOT_SHARED outside
+    `shared_estimates()`, for a job whose memory is not shared (not training), or for a card
+    that refuses the job's precision before any other card has shared its tries. A training job's
+    estimate reads the GPU only for the cuBLAS workspace, so the tries' estimates are made once per
+    workspace, and each GPU type is then a comparison of the same estimates with its own capacity:
+    a fix search asks ~150 GPU types x counts. A try whose workload or estimate is refused
+    (InvalidSettingError) is skipped, another GpuplanError raised where the walk would meet it."""
+    shared = _SHARED.get()
+    if shared is None or not w.is_training:
+        return NOT_SHARED
+    workspace = runtime.cublas_workspace_bytes(gpu.cc)
+    key = ("\0tries", id(model), workspace, _values(shared, w), frozenset(w.model_fields_set - {"gpu"}),
+           tuple(tuple(sorted((k, repr(v)) for k, v in c.items())) for c in tries))  # fmt: skip
+    done = shared.get(key)
+    if done is None or done[0] is not model:
+        done = shared[key] = (model, [])
+    tried = done[1]  # the outcomes of the tries so far, made as far as some GPU type's walk went
+    assert isinstance(tried, list)
+    for i, change in enumerate(tries):
+        if i == len(tried):
+            try:
+                cand = changed(change) if change else w
+            except GpuplanError as exc:  # InvalidSettingError among them: skipped below
+                tried.append(exc)
+            else:
+                try:
+                    check_precision_runs(cand, gpu)
+                except InvalidSettingError:
+                    return NOT_SHARED  # this card's refusal, not the others': no shared answer from it
+                try:
+                    tried.append((cand, memory(model, cand, gpu)))
+                except GpuplanError as exc:
+                    tried.append(exc)
+        got = tried[i]
+        if isinstance(got, InvalidSettingError):
+            continue
+        if isinstance(got, GpuplanError):
+            raise got.with_traceback(None)
+        cand, e = got
+        try:
+            check_precision_runs(cand, gpu)  # the per-card refusal `memory` makes before sharing
+        except InvalidSettingError:
+            continue
+        if e.fits_within(runtime.usable_memory_bytes(gpu, cand.ecc)):
+            return i
+    return None
+
+
 class Candidates:
     """The workloads of the layouts a plan tries, validated once per layout (for one base workload)."""
 
@@ -144,9 +213,7 @@ class Candidates:
             self._done[key] = done
         if isinstance(done, GpuplanError):
             raise done.with_traceback(None)  # the same error, without the tracebacks of earlier raises
-        if done.gpu == gpu_name:
-            return done
-        return done.model_copy(update={"gpu": gpu_name})
+        return _with_gpu(done, gpu_name)
 
     def changed(self, w: Workload, change: dict[str, Any]) -> Workload:
         """`w.with_(**change)` for a change that names no GPU (`fit`'s GPU counts), validated once."""

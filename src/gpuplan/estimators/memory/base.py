@@ -126,9 +126,11 @@ class MemoryEstimate:
         pages them in for each optimizer step and out again (CUDA unified memory oversubscription;
         bitsandbytes' paged optimizers exist for this, Dettmers et al. 2023, QLoRA sec. 3)."""
         cap = self.capacity_bytes
-        if cap is None or self.paged_bytes <= 0:
-            return 0.0
-        return min(self.paged_bytes, max(self.per_gpu_bytes - cap, 0.0))
+        return 0.0 if cap is None else self._spill_within(cap)
+
+    def _spill_within(self, cap: float) -> float:
+        paged = self.paged_bytes
+        return 0.0 if paged <= 0 else min(paged, max(self.per_gpu_bytes - cap, 0.0))
 
     @property
     def on_card_bytes(self) -> float:
@@ -149,11 +151,15 @@ class MemoryEstimate:
         states that do not fit spill to host RAM, at a time cost the step estimate counts), and a
         preallocating engine's KV budget holds one sequence (kv_short_bytes)."""
         cap = self.capacity_bytes
-        if cap is not None and self.serving is not None and self.serving.engine is not None:
-            # a paged-KV engine's start-up check decides: the weights, the profile run and one sequence's KV
-            # within gpu_memory_utilization of the card (a larger batch queues; QA F17)
-            return self.kv_short_bytes <= 0 and self.on_card_bytes <= cap
-        return None if cap is None else self.on_card_bytes <= cap and self.kv_short_bytes <= 0
+        return None if cap is None else self.fits_within(cap)
+
+    def fits_within(self, cap: float) -> bool:
+        """`fits` against `cap` usable bytes: everything but the spilled paged states within it and,
+        for a preallocating engine, its KV budget holding one sequence (a paged-KV engine's start-up
+        check decides: the weights, the profile run and one sequence's KV within
+        gpu_memory_utilization of the card; a larger batch queues, QA F17). A fix search asks it of
+        one shared training estimate for every GPU type's capacity (planner/screening.first_fit)."""
+        return self.kv_short_bytes <= 0 and self.per_gpu_bytes - self._spill_within(cap) <= cap
 
     @property
     def headroom_bytes(self) -> float | None:
