@@ -7,19 +7,23 @@
   each, each a different workload): 50 `/api/plan` on one process, and 200 mixed estimate / fit /
   plan on one process and on `--workers 2`; p50/p99/max latency and requests per second.
 
-Run: .venv/bin/python bench/speed.py [--runs N] [--web] [--rounds R]. Prints one JSON document.
+Run: .venv/bin/python bench/speed.py [--runs N] [--web] [--rounds R] [--readme]. Prints one JSON
+document; with --readme it also rewrites the README's speed table (between `<!-- speed:begin -->`
+and `<!-- speed:end -->`) from this run's figures, each against its target (issue 29).
 Not a test: timings depend on the machine; the figures go into the README and closing notes.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -153,14 +157,77 @@ def reference_ms() -> float:
     return round(1e3 * statistics.median(samples), 2)
 
 
+STARTUP_KEY = "start-up (end to end, ratio to a bare python start-up)"
+# (case, the figure the target reads, the target): issue 29's targets, measured in one run
+STARTUP_TARGETS: dict[str, float] = {"estimate --json": 12.0, "plan, whole catalog --json": 16.0}
+WEB_TARGETS: dict[str, tuple[str, float]] = {
+    "50 concurrent /api/plan, 1 process": ("p50_s", 1.5),
+    "200 concurrent mixed estimate/fit/plan, --workers 2": ("p99_s", 5.0),
+}
+
+
+def _met(value: float, target: float | None) -> str:
+    return "" if target is None else ("met" if value <= target else "**not met**")
+
+
+def readme_table(out: dict[str, Any]) -> str:
+    """The README's speed table from one run's figures: each case, its figure, its target."""
+    when = datetime.date.today().isoformat()
+    load = f"load average {out['load average at start']:.2f} at the start, {out['load average at end']:.2f} at the end"
+    head = (
+        f"Measured {when} on this project's machine ({out['machine cpus']} CPUs; {load}; a reference loop "
+        f"{out['reference loop ms at start']} ms at the start, {out['reference loop ms at end']} ms at the end) "
+        f"by `python bench/speed.py {out['arguments']}`, which wrote this table:"
+    )
+    lines = [
+        *textwrap.wrap(head, 100, break_on_hyphens=False),
+        "",
+        "| case | figure | target | |",
+        "|---|---|---|---|",
+    ]
+    st = out.get(STARTUP_KEY)
+    if st:
+        bare = st["bare python -c pass s"]
+        lines.append(f"| bare `python -c pass` | {bare * 1e3:.1f} ms (the unit below) | | |")
+        for label, args in COMMANDS:
+            r = st[label]
+            target = STARTUP_TARGETS.get(label)
+            cmd = " ".join(f"examples/{Path(a).name}" if a.startswith(str(EX)) else a for a in args)
+            fig = f"{r['x_bare_per_round']:.1f}x ({r['median_s']:.2f} s; CPU {r['cpu_x_bare']:.1f}x)"
+            lines.append(
+                f"| `gpuplan {cmd}` | {fig} | {f'at most {target:g}x' if target else ''} "
+                f"| {_met(r['x_bare_per_round'], target)} |"
+            )
+    for label, r in out.get("web", {}).items():
+        key, target = WEB_TARGETS.get(label, ("", None))
+        fig = f"p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, {r['requests_per_s']:.0f}/s"
+        fig += f" ({r['answered_200']} of {r['requests']} answered)"
+        goal = f"{key[:3]} at most {target:g} s" if target is not None else ""
+        lines.append(f"| {label} | {fig} | {goal} | {_met(r[key], target) if target is not None else ''} |")
+    return "\n".join(lines)
+
+
+def write_readme(table: str, path: Path = ROOT / "README.md") -> None:
+    text = path.read_text(encoding="utf-8")
+    begin, end = "<!-- speed:begin -->", "<!-- speed:end -->"
+    if text.count(begin) != 1 or text.count(end) != 1:
+        raise SystemExit(f"{path.name}: expected one {begin} ... {end} block")
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    path.write_text(f"{head}{begin}\n{table}\n{end}{tail}", encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7, help="rounds of the start-up timings (0: none)")
     ap.add_argument("--web", action="store_true", help="also time a real `gpuplan serve` under load")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each web load case")
     ap.add_argument("--skip-in-process", action="store_true")
+    ap.add_argument("--readme", action="store_true", help="rewrite the README's speed table from this run")
     args = ap.parse_args()
     out: dict[str, Any] = {"machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start"}
+    out["machine cpus"], out["load average at start"] = os.cpu_count(), round(os.getloadavg()[0], 2)
+    out["arguments"] = " ".join(sys.argv[1:])
     out["reference loop ms at start"] = reference_ms()
     if args.runs > 0:
         out["start-up (end to end, ratio to a bare python start-up)"] = startup(args.runs)
@@ -171,6 +238,8 @@ def main() -> None:
     out["reference loop ms at end"] = reference_ms()
     out["load average at end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out, indent=1))
+    if args.readme:
+        write_readme(readme_table(out))
 
 
 if __name__ == "__main__":
