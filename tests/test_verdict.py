@@ -310,7 +310,9 @@ def test_the_qa_bands_agree_with_tpot() -> None:
     assert isinstance(t, InferenceSpeed) and t.tpot_s_low is not None and t.tpot_s_high is not None
     assert t.output_tokens_per_s_low is not None and t.output_tokens_per_s_high is not None
     assert t.output_tokens_per_s_low == pytest.approx(t.output_tokens_per_s * t.tpot_s / t.tpot_s_high, rel=1e-9)
-    assert 38 <= t.output_tokens_per_s_low <= 40 and 53 <= t.output_tokens_per_s_high <= 56
+    # (the upper end moves with the decode/Ampere residuals: 56.7 since gpt-fast's Mixtral rows, run
+    # with vLLM's defaults, read their experts at the fused MoE kernel's bandwidth)
+    assert 38 <= t.output_tokens_per_s_low <= 40 and 53 <= t.output_tokens_per_s_high <= 57.5
     moved = sum(o.bytes for o in t.decode_ops if o.bound in ("memory", "compute"))
     assert t.output_tokens_per_s_high < 936e9 / moved  # 62 tokens/s at batch 1
 

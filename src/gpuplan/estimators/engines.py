@@ -40,6 +40,27 @@ SGLANG_CUDA_GRAPH_MAX_BS: Final = 160
 SGLANG_SMALL_GPU_BYTES: Final = 25_000 * 2**20
 
 
+# vLLM and SGLang run a MoE layer's routed experts as one fused grouped GEMM (Triton fused_moe:
+# vllm/model_executor/layers/fused_moe/fused_moe.py; sglang's copy in layers/moe/fused_moe_triton),
+# which streams the experts' weights below a plain GEMV. Its kernel times at decode batches, read
+# as time = fixed + touched-expert bytes / bandwidth: Qwen3-235B-A22B FP8 at TP8 on an H200, the
+# default configs, 66.87 us at batch 8 (122 MB of touched experts) and 124.99 us at batch 32
+# (264 MB): 2.44 TB/s, 0.51 of the 4.8 TB/s datasheet (sgl-project/sglang#11730, 2025-10);
+# DeepSeek-R1 w8a8 at TP8 on a B200, 95.47 us at batch 8 (315 MB) and 175.80 us at batch 24
+# (747 MB): 5.4 TB/s, 0.67 of 8 TB/s (sgl-project/sglang#11816, 2025-10). Against what a plain
+# streaming kernel reaches on those cards (aiconfigurator's GEMVs: H200 0.85, B200 0.79;
+# efficiency.py KERNEL_BW_EFF) that is 0.60 and 0.85: the fused kernel streams at their mean, 0.72
+# of a GEMV's rate, in decode and prefill alike (a prefill's experts are compute-bound anyway).
+FUSED_MOE_BW_SHARE: Final = 0.72
+FUSED_MOE_ENGINES: Final = frozenset({"vllm", "sglang"})
+
+
+def expert_bw_share(engine: str | None) -> float:
+    """The share of a streaming kernel's bandwidth a routed-expert layer reads its weights at:
+    FUSED_MOE_BW_SHARE under the engines that run Triton's fused_moe, else 1."""
+    return FUSED_MOE_BW_SHARE if engine in FUSED_MOE_ENGINES else 1.0
+
+
 def graph_max_batch(engine: str, gpu_bytes: float, tp: int) -> int | None:
     """The largest decode batch the engine replays as a CUDA graph, where it caps one (TGI, SGLang)."""
     if engine == "tgi":

@@ -134,7 +134,8 @@ def _linear_step_ops(
             dequant = n_out * k_in * count * touched * NF4_DEQUANT_BYTES
             ops.append(roof(f"{g.name} 4-bit dequantise", phase, 0.0, dequant, 1.0, c.bw * eff.COPY_BW_EFF))
             per_elt, quantised = 2.0, False
-        op = gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised)
+        share = engines.expert_bw_share(w.engine) if g.role == "expert" else 1.0
+        op = gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised, share)
         if c.runs_as == "fp4":
             # one (grouped) block-scaled GEMM launch per layer and projection: its fixed latency
             launches = count / model.num_experts if g.role == "expert" and model.num_experts else count

@@ -292,11 +292,15 @@ def gemm(
     count: float,
     w_bytes: float,
     weight_only: bool = False,
+    bw_share: float = 1.0,
 ) -> Op:
-    """`count` GEMMs of (m x k) @ (k x n) reading a (k x n) weight at `w_bytes` per element."""
+    """`count` GEMMs of (m x k) @ (k x n) reading a (k x n) weight at `w_bytes` per element; the
+    kernel streams at `bw_share` of a plain streaming kernel's bandwidth (engines.expert_bw_share)."""
     flops = 2.0 * m * n * k * count
     nbytes = count * (n * k * w_bytes + (m * k + m * n) * c.act_b)
     bw = c.bw * c.bw_eff
+    if bw_share != 1.0:
+        bw *= bw_share
     awq = engines.autoawq_kernel(c.w) if weight_only else None
     if awq is not None:
         # AutoAWQ's own kernels, by the checkpoint's version and the rows (estimators/engines.py)
