@@ -10,6 +10,7 @@ from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time
+from gpuplan.interfaces import api
 from gpuplan.planner.fit import best_precision, largest_batch, longest_context, smallest_gpu_count, suggestions
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import model_from_config
@@ -126,3 +127,37 @@ def test_fit_table_shows_paged_states_in_host_ram(run_cli: RunCli) -> None:
     code, out, _ = run_cli("fit", "llama-3.1-8b", "--task", "finetune", "--batch-size", "2", "--seq-len", "2048",
                            "--checkpointing", "full", *keys, "--gpu", "T4")  # fmt: skip
     assert "does not fit on T4" in out and "must stay on the card" in out and "paged optimizer states" in out
+
+
+@pytest.mark.parametrize("engine", ["autoawq", "transformers"])
+def test_accelerate_device_map_engines_spread_whole_layers_not_tensor_parallel(engine: str) -> None:
+    """AutoAWQ (from_quantized's device_map="balanced") and transformers' generate (device_map="auto")
+    place whole layers on each GPU and run them in turn: the fixes, the fewest GPUs and a plan's
+    multi-GPU options split layers (pp = n, tp = 1) and are no faster than one card would be, where
+    tensor parallelism (what the fixes offered before) would have divided the weight reads."""
+    from gpuplan.planner.fit import serving_layout, smallest_gpu_count
+    from gpuplan.planner.recommend import evaluate
+
+    w = api.build_workload(None, {"model": "llama-3.1-70b", "task": "inference", "engine": engine,
+                                   "gpu": "RTX 4090"})  # fmt: skip
+    model, gpu = api.get_model(w.model), api.catalog().get("RTX 4090")
+    assert serving_layout(model, w, 4, gpu) == {"num_gpus": 4, "tp": 1, "pp": 4}
+    fixes = api.estimate(w).verdict.fixes
+    multi = [f for f in fixes if (f.changes.get("num_gpus") or 1) > 1]
+    assert multi and all(f.changes.get("tp", 1) == 1 and f.changes.get("pp") == f.changes["num_gpus"] for f in multi)
+    assert all("tensor parallel" not in f.label for f in fixes)
+    count = smallest_gpu_count(model, w, gpu)
+    assert count.num_gpus is not None and count.layout.get("pp") == count.num_gpus and count.layout.get("tp") == 1
+    small = w.with_(model="llama-3.1-8b")
+    m8 = api.get_model("llama-3.1-8b")
+    two, four = evaluate(m8, small, gpu, 2, None), evaluate(m8, small, gpu, 4, None)
+    assert two.fits and four.fits
+    assert two.layout == {"num_gpus": 2, "tp": 1, "pp": 2} and four.layout == {"num_gpus": 4, "tp": 1, "pp": 4}
+    # in turn: more GPUs hold it, none makes a request faster (only the hops between stages add)
+    assert two.time_s is not None and four.time_s is not None and four.time_s >= two.time_s
+    # vLLM keeps tensor parallelism
+    assert serving_layout(model, w.with_(engine="vllm", weight_dtype="awq"), 4, gpu) == {
+        "num_gpus": 4,
+        "tp": 4,
+        "pp": 1,
+    }

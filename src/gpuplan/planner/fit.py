@@ -61,6 +61,24 @@ def tp_limit(gpu: GPU) -> int | None:
 # (common/arg.cpp, -sm: "layer (default): split layers and KV across GPUs"), which Ollama runs
 # too; modelled as pipeline stages run in turn (pp; perf/inference.py), not tensor parallelism.
 LAYER_SPLIT_ENGINES: Final = ("llama.cpp", "ollama")
+# Accelerate's big-model dispatch places whole decoder layers on each GPU and runs them in turn
+# (naive pipeline: one GPU busy at a time): transformers' from_pretrained(device_map="auto") and
+# AutoAWQ's from_quantized, whose device_map defaults to "balanced" (casper-hansen/AutoAWQ@93d7e8e0
+# awq/models/base.py: load_checkpoint_and_dispatch with no_split_module_classes=[its layer type]).
+# AutoAWQ has no tensor parallelism; transformers' tp_plan="auto" needs a torchrun launch, which is
+# not how generate() is run day to day. Modelled as llama.cpp's split is: stages run in turn.
+DEVICE_MAP_ENGINES: Final = ("transformers", "autoawq")
+SPLIT_ENGINES: Final = LAYER_SPLIT_ENGINES + DEVICE_MAP_ENGINES
+
+
+def serving_layout(model: ModelSpec, w: Workload, n: int, gpu: GPU | None = None) -> dict[str, Any] | None:
+    """How the workload's engine spreads the model over n GPUs: whole layers run in turn where it
+    splits by layer (SPLIT_ENGINES), else tensor parallelism (inference_layout)."""
+    if w.engine in SPLIT_ENGINES:
+        if n == 1:
+            return {"num_gpus": 1, "tp": 1, "pp": 1}
+        return {"num_gpus": n, "tp": 1, "pp": n} if model.num_layers >= n else None
+    return inference_layout(model, n, gpu)
 
 
 def inference_layout(model: ModelSpec, n: int, gpu: GPU | None) -> dict[str, Any] | None:
@@ -83,7 +101,7 @@ def _layouts(model: ModelSpec, w: Workload, n: int, gpu: GPU | None = None) -> I
         yield {"num_gpus": n, "zero": 3 if n > 1 else w.zero, "tp": 1, "pp": 1}
         if n > 1 and w.zero < 3:
             yield {"num_gpus": n, "tp": 1, "pp": 1}
-    elif w.engine in LAYER_SPLIT_ENGINES:  # llama.cpp splits whole layers over its GPUs (-sm layer)
+    elif w.engine in SPLIT_ENGINES:  # whole layers over the GPUs (llama.cpp -sm layer, Accelerate's device_map)
         if n > 1 and model.num_layers >= n:
             yield {"num_gpus": n, "tp": 1, "pp": n}
     else:
@@ -255,12 +273,14 @@ RAISED_GPU_MEMORY_UTILIZATION: Final = 0.95
 
 
 def _split_how(w: Workload) -> str:
+    if w.engine in DEVICE_MAP_ENGINES:
+        return "Accelerate's device_map, layers run in turn"
     return "-sm layer" if w.engine == "llama.cpp" else "Ollama's layer split"
 
 
 def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     c: list[tuple[str, dict[str, Any], str]] = []
-    if w.num_gpus > 1 and w.tp * w.pp < w.num_gpus and w.engine in LAYER_SPLIT_ENGINES:
+    if w.num_gpus > 1 and w.tp * w.pp < w.num_gpus and w.engine in SPLIT_ENGINES:
         c.append(
             (f"layers split over the {w.num_gpus} GPUs ({_split_how(w)})", {"tp": 1, "pp": w.num_gpus}, "same GPUs")
         )
@@ -282,7 +302,7 @@ def inference_candidates(w: Workload) -> list[tuple[str, dict[str, Any], str]]:
     if w.batch_size > 1:
         c.append((f"batch {max(w.batch_size // 2, 1)}", {"batch_size": max(w.batch_size // 2, 1)}, "lower throughput"))
     for n in (2, 4, 8):
-        if n > w.num_gpus and w.engine in LAYER_SPLIT_ENGINES:
+        if n > w.num_gpus and w.engine in SPLIT_ENGINES:
             c.append((f"layers split over {n} GPUs ({_split_how(w)})", {"num_gpus": n, "tp": 1, "pp": n}, f"{n} GPUs"))
         elif n > w.num_gpus:
             c.append((f"tensor parallel on {n} GPUs", {"num_gpus": n, "tp": n, "pp": 1}, f"{n} GPUs"))

@@ -35,6 +35,7 @@ from gpuplan.estimators.perf import (
     estimate_training_time,
     inference_rate,
 )
+from gpuplan.planner.fit import serving_layout
 from gpuplan.planner.screening import Candidates, memory, shared_estimates
 from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
 from gpuplan.specs.gpu import GPU, Catalog
@@ -107,10 +108,9 @@ def _layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:
         if w.activation_checkpointing != "full":
             yield {**base, "zero": 3, "activation_checkpointing": "full"}
     else:
-        if model.tp_splits_heads(n):
-            yield {"num_gpus": n, "tp": n, "pp": 1}
-        elif model.num_layers >= n:
-            yield {"num_gpus": n, "tp": 1, "pp": n}
+        layout = serving_layout(model, w, n)  # the engine's own way: layers in turn, or tensor parallel
+        if layout is not None:
+            yield layout
 
 
 def _replica_layouts(model: ModelSpec, w: Workload, n: int) -> Iterator[dict[str, Any]]:

@@ -125,13 +125,13 @@ def owned_verdicts(model: ModelSpec, w: Workload, owned: Mapping[str, int], ctx:
     how far short, what binds, and the verified fixes on those GPUs (planner/verdict.py)."""
     from gpuplan.estimators.memory import estimate_memory
     from gpuplan.interfaces.api.records import memory_result, verdict_result
-    from gpuplan.planner.fit import inference_layout
+    from gpuplan.planner.fit import serving_layout
 
     cat = catalog(ctx)
     out = []
     for name, count in owned.items():
         gpu = cat.get(name)
-        layout = {} if w.is_training else (inference_layout(model, count, gpu) or {})
+        layout = {} if w.is_training else (serving_layout(model, w, count, gpu) or {})
         mine = w.with_(gpu=gpu.name, num_gpus=count, **{k: v for k, v in layout.items() if k != "num_gpus"})
         memory = memory_result(estimate_memory(model, mine, gpu))
         out.append(verdict_result(model, mine, gpu, memory, ctx))
