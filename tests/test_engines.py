@@ -237,7 +237,9 @@ def test_tgi_runs_what_its_kv_cache_and_request_cap_hold(catalog: Catalog, m8b: 
     assert r.memory.serving is not None and r.memory.serving.max_sequences == 24
     assert isinstance(r.time, InferenceSpeed) and r.time.batch == 24
     assert r.time.queue is not None and (r.time.queue.held, r.time.queue.waves) == (24, 2)
-    assert r.verdict.notes[0].startswith("24 of the 32 requests run at once and the other 8 wait (TGI's KV cache holds 24)")
+    assert r.verdict.notes[0].startswith(
+        "24 of the 32 requests run at once and the other 8 wait (TGI's KV cache holds 24)"
+    )
     h100 = catalog.get("H100")
     w = _w(engine="tgi", batch_size=200, input_len=1000, output_len=250)
     mem = estimate_memory(m8b, w, h100)

@@ -386,7 +386,7 @@ def _queue_rows(tab: Table, t: InferenceSpeed, q: ServingQueue) -> None:
     tab.add_row(f"whole batch ({q.waves} waves)", fmt_dur(q.batch_s))
     tab.add_row("output tokens/s over the whole batch", with_range(t, "output_tokens_per_s", _rate))
     tab.add_row("time to first token (median request)", with_range(t, "ttft_s", fmt_dur))
-    tab.add_row("time between tokens (median)", with_range(t, "tpot_s", fmt_dur))
+    tab.add_row("time per output token (median gap)", with_range(t, "tpot_s", fmt_dur))
     tab.add_row(f"prefill of a wave ({q.held} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
     tab.add_row(f"output tokens/s while {q.held} run", _rate(q.wave_output_tokens_per_s))
 
