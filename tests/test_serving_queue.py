@@ -262,6 +262,22 @@ def test_request_rate_keeps_the_open_loop(catalog: Catalog) -> None:
     assert queued_serving(model, w, gpu, estimate_memory(model, w, gpu)) is None
 
 
+def test_a_tokens_job_keeps_the_pool_full() -> None:
+    """A `tokens` job is a stream of requests the engine's own queue refills a slot from at the next
+    step: the 3 the pool holds keep running, so it is timed at batch 3 (a full wave's rate, no tail
+    wave), with the note, as before."""
+    batch = gpuplan.estimate("examples/serve-70b.yaml")
+    job = gpuplan.estimate("examples/serve-70b.yaml", tokens=1_000_000)
+    t, b = job.time, batch.time
+    assert isinstance(t, InferenceSpeed) and isinstance(b, InferenceSpeed) and b.queue is not None
+    assert t.queue is None and t.batch == 3
+    # a refilled batch of 3 (a slot refilled at the next step) against a static wave of 3: within 1%
+    assert t.output_tokens_per_s == pytest.approx(b.queue.wave_output_tokens_per_s, rel=0.01)
+    assert t.output_tokens_per_s > b.output_tokens_per_s * 1.05  # no tail wave of 2 to wait for
+    assert t.job_s == pytest.approx(1e6 / t.output_tokens_per_s, rel=1e-12)
+    assert any(n.endswith("(time and throughput at batch 3)") for n in job.verdict.notes)
+
+
 def test_the_table_says_how_many_run_at_once(run_cli: RunCli) -> None:
     """The 70B example (8 requests, a pool of 3 on one H100): the verdict leads with the 3 of 8 and the
     time table's first row says so, then the whole batch's time and rate."""

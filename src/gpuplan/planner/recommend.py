@@ -270,7 +270,7 @@ def _inference_option(
     # a preallocating engine's KV cache holding fewer of the batch's requests (sent at once) than were
     # sent: that many run at once and the rest wait, the whole job in waves, its throughput and median
     # request as validation predicts them (planner/serving.queued_serving; estimate does the same);
-    # under request_rate, timed at the batch that runs, with a note
+    # under request_rate or for `tokens` (the engine refills a slot), timed at the batch that runs, with a note
     job = queued_serving(model, w, gpu, mem)
     if job is not None:
         it, queued = queued_time(job), queued_note(job)

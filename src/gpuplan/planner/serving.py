@@ -127,9 +127,11 @@ class QueuedJob:
 def queued_serving(model: ModelSpec, w: Workload, gpu: GPU, mem: MemoryEstimate) -> QueuedJob | None:
     """The queued job of `w` (its `batch_size` requests sent at once, no `request_rate`) on a
     preallocating engine whose KV cache holds fewer of them at once (running_batch), or None when
-    it holds them all or requests arrive at a rate (the open loop is estimate_inference_time's own).
-    The one path validation (planner/validation_perf.py), `estimate` and `plan` take to it."""
-    if w.request_rate is not None or mem.serving is None:
+    it holds them all, requests arrive at a rate (the open loop is estimate_inference_time's own) or
+    the job is `tokens` (a stream of requests the engine's own queue refills a slot from at the next
+    step, so `held` keep running: timed at that batch). The one path validation
+    (planner/validation_perf.py), `estimate` and `plan` take to it."""
+    if w.request_rate is not None or w.tokens is not None or mem.serving is None:
         return None
     held, limit, refused = _running(w, mem)
     if held >= w.batch_size:

@@ -128,7 +128,7 @@ class TrainingSpeed(Result):
 
 @dataclass(frozen=True, kw_only=True)
 class ServingQueue(Result):
-    """`requests` (the workload's `batch_size`, sent at once, no `request_rate`) on a preallocating
+    """`requests` (the workload's `batch_size`, sent at once: no `request_rate`, no `tokens`) on a preallocating
     engine (vLLM, SGLang, TGI) whose KV cache holds only `held` of them: `held` run at once and the
     rest wait, in `waves` of `held` one after another (the last the remainder). The same model the
     validation's queued rows are predicted by (planner/serving.py queued_job). `batch_s`: the whole

@@ -125,7 +125,7 @@ def _inference(
     queued = ""
     if job is not None:
         i, run = queued_time(job), w.with_(batch_size=job.held)
-    else:  # under request_rate, one that holds fewer is timed at the batch it holds, with a note
+    else:  # under request_rate or for `tokens`, one that holds fewer is timed at the batch it holds, with a note
         cap = e.serving.max_sequences if e.serving else w.batch_size
         held, queued = running_batch(w, e)
         run = w.with_(batch_size=held) if held < w.batch_size else w
