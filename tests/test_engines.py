@@ -228,14 +228,18 @@ def test_tgi_cuda_graphs_up_to_batch_32_and_at_most_128_requests(catalog: Catalo
 
 def test_tgi_runs_what_its_kv_cache_and_request_cap_hold(catalog: Catalog, m8b: ModelSpec) -> None:
     """TGI, like vLLM, runs min(the sequences its KV cache holds, --max-concurrent-requests 128) at
-    once: the A10G example's 3.73 GiB KV budget holds 24 of 32 sequences of 1,250 tokens (timed at
-    24, queued note), and batch 200 on an H100 runs 128 (the rest refused, HTTP 429)."""
+    once: the A10G example's 3.73 GiB KV budget holds 24 of 32 sequences of 1,250 tokens (24 at once,
+    the other 8 wait: the whole batch in 2 waves), and batch 200 on an H100 runs 128 (the rest refused,
+    HTTP 429, and retried)."""
     from gpuplan.planner.serving import running_batch
 
     r = gpuplan.estimate("examples/tgi-8b.yaml")
     assert r.memory.serving is not None and r.memory.serving.max_sequences == 24
     assert isinstance(r.time, InferenceSpeed) and r.time.batch == 24
-    assert any("TGI's KV cache holds 24 of the 32 sequences" in n and "queues the rest" in n for n in r.verdict.notes)
+    assert r.time.queue is not None and (r.time.queue.held, r.time.queue.waves) == (24, 2)
+    assert r.verdict.notes[0].startswith(
+        "24 of the 32 requests run at once and the other 8 wait (TGI's KV cache holds 24)"
+    )
     h100 = catalog.get("H100")
     w = _w(engine="tgi", batch_size=200, input_len=1000, output_len=250)
     mem = estimate_memory(m8b, w, h100)
@@ -245,6 +249,8 @@ def test_tgi_runs_what_its_kv_cache_and_request_cap_hold(catalog: Catalog, m8b: 
     assert "--max-concurrent-requests 128 admits 128 of the 200" in note and "refuses the rest" in note
     big = gpuplan.estimate("examples/tgi-8b.yaml", gpu="H100", batch_size=200)
     assert isinstance(big.time, InferenceSpeed) and big.time.batch == 128
+    assert big.time.queue is not None and big.time.queue.waves == 2  # 128, then the 72 refused and retried
+    assert "--max-concurrent-requests 128 refuses them (HTTP 429)" in big.verdict.notes[0]
     assert running_batch(w.with_(batch_size=100), mem) == (100, "")
 
 

@@ -109,23 +109,29 @@ def test_fits_with_room_where_the_kv_budget_holds_the_batch() -> None:
 
 def test_fewer_sequences_than_the_batch_is_a_note_not_a_miss() -> None:
     """72 sequences on an A10: the peak fits (0.35 GiB spare), vLLM's cache holds 67 of them at once.
-    It runs, timed at 67 concurrent sequences, with a note in estimate and in the plan row."""
+    It runs, 67 at once and the other 5 after (planner/serving.queued_job: 2 waves), with a note
+    that leads the verdict in estimate and the plan row."""
     r = _est(gpu="A10", batch_size=72)
     v = r.verdict
     assert v.fits is True and v.short_by_bytes is None
     assert r.memory.serving is not None and r.memory.serving.max_sequences == 67
-    assert any("holds 67 of the 72 sequences at once" in n for n in v.notes)
+    assert v.notes[0].startswith("67 of the 72 requests run at once and the other 5 wait")
     t = _speed(r)
-    assert t.batch == 67 and r.cost is not None
+    assert t.batch == 67 and r.cost is not None and t.queue is not None and t.queue.waves == 2
     at67 = _est(gpu="A10", batch_size=67)
     rate67 = _speed(at67).output_tokens_per_s
-    assert at67.verdict.notes == [] and t.output_tokens_per_s == pytest.approx(rate67, rel=1e-9)
-    # the job's 72 x 256 output tokens at 67's rate
-    assert t.job_s == pytest.approx(72 * 256 / rate67, rel=1e-9)
+    assert at67.verdict.notes == [] and _speed(at67).queue is None
+    # the second wave of 5 runs alone, slower per token than 67 at once: the whole job's rate is lower
+    assert t.output_tokens_per_s < 0.95 * rate67
+    assert t.queue.wave_output_tokens_per_s == pytest.approx(rate67, rel=1e-9)
+    # the job's 72 x 256 output tokens over the whole batch's time
+    assert t.job_s == pytest.approx(72 * 256 / t.output_tokens_per_s, rel=1e-12)
+    assert t.job_s == pytest.approx(t.queue.batch_s, rel=1e-9)
     p = gpuplan.plan(CHAT, gpus=["A10"], batch_size=72, top=None, **ECC_OFF)
     assert isinstance(p, gpuplan.Plan)
     one = next(o for o in p.options if o.num_gpus == 1)
-    assert one.fits and one.verdict.fits and "holds 67 of the 72 sequences at once" in one.why
+    assert one.fits and one.verdict.fits and one.why.startswith("67 of the 72 requests run at once")
+    assert one.throughput == t.output_tokens_per_s  # ranked by the same whole-batch rate
 
 
 def test_estimate_fit_plan_and_launch_agree_on_the_t4(run_cli: RunCli) -> None:
@@ -207,9 +213,13 @@ def test_paged_engine_verdict_is_start_up_feasibility_not_the_batch() -> None:
         assert m.breakdown["KV cache (pool)"] == s.kv_budget_bytes
         assert s.kv_budget_bytes / 2**30 == pytest.approx(1.20, abs=0.005)
         assert m.per_gpu_bytes == pytest.approx(0.95 * m.capacity_bytes, rel=1e-9)  # 74.86 of 78.80 GiB
-        assert _speed(r).batch == 3 and any("holds 3 of the" in n for n in r.verdict.notes)
+        assert _speed(r).batch == 3 and r.verdict.notes[0].startswith(f"3 of the {r.workload['batch_size']} requests")
     assert eight.memory.per_gpu_bytes == sixteen.memory.per_gpu_bytes
-    assert _speed(eight).output_tokens_per_s == _speed(sixteen).output_tokens_per_s
+    # both run waves of 3 (8: 3 + 3 + 2; 16: five of 3 + 1), each wave the same batch of 3
+    q8, q16 = _speed(eight).queue, _speed(sixteen).queue
+    assert q8 is not None and q16 is not None and (q8.waves, q16.waves) == (3, 6)
+    assert q8.wave_output_tokens_per_s == q16.wave_output_tokens_per_s
+    assert q16.batch_s == pytest.approx(2 * q8.batch_s, rel=0.05)  # twice the requests, twice the time
     f = gpuplan.fit("examples/serve-70b.yaml", batch_size=16)
     assert isinstance(f, gpuplan.FitResult) and f.verdict.fits and f.largest_batch == 3
     # TGI (engine None in the serving view) keeps the per-batch view: its fit still moves with the batch

@@ -192,13 +192,15 @@ def test_fit_refuses_latency_targets_it_would_ignore(run_cli: RunCli) -> None:
 
 def test_tgi_plan_row_runs_what_its_kv_cache_holds(catalog: Catalog) -> None:
     """examples/tgi-8b.yaml on one A10G: TGI's KV budget holds 24 of the 32 sequences, so the row
-    is timed and priced at batch 24 with the queued note (as `estimate` says); two A10Gs hold all 32;
+    runs 24 at once and the other 8 wait: timed and priced over the whole batch, in 2 waves (as
+    `estimate` says, and as validation predicts a queued row: planner/serving.queued_job); two A10Gs hold all 32;
     a latency-target search on TGI stops at the sequences the KV cache holds, never more."""
     p = gpuplan.plan("examples/tgi-8b.yaml", top=None, gpus=["A10G"])
     assert isinstance(p, Plan)
     one, two = _row(p, "A10G", 1), _row(p, "A10G", 2)
     assert one.serving is not None and one.serving.batch == 24
-    assert one.why.startswith("TGI's KV cache holds 24 of the 32 sequences at once: it runs 24 and queues the rest")
+    assert one.why.startswith("24 of the 32 requests run at once and the other 8 wait (TGI's KV cache holds 24)")
+    assert "in 2 waves" in one.why
     e = gpuplan.estimate("examples/tgi-8b.yaml")
     assert isinstance(e.time, InferenceSpeed) and one.serving.tokens_per_s == pytest.approx(
         e.time.output_tokens_per_s, rel=1e-9

@@ -8,10 +8,15 @@ sets --kv-cache-dtype, whose default "auto" is the model's dtype)."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 
+import gpuplan
+from conftest import RunCli
 from gpuplan.estimators import engines, runtime
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time
@@ -21,9 +26,10 @@ from gpuplan.planner.serving import (
     admitted_at_once,
     engine_cap,
     queued_job,
+    queued_serving,
     running_batch,
 )
-from gpuplan.results import Validation
+from gpuplan.results import InferenceSpeed, Validation
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload, make_workload
@@ -155,3 +161,138 @@ def test_vllm_fills_decode_steps_with_a_waiting_prompts_chunk(catalog: Catalog, 
     assert abs(rows["IEB-036"].error) < 0.3
     assert abs(rows["VBS-012"].error) < 0.3  # a held-out row
     assert abs(rows["IEB-048"].error) < 0.4
+
+
+# --- the user's answer is validation's: `gpuplan estimate` and `plan` take the same queued job --------
+QUEUED_ROWS = {  # (throughput, median TTFT, median ITL / TPOT) rows of one workload each
+    "sglang": ("IEB-016", "IEB-017", "IEB-018"),  # DeepSeek-R1, 8x H200, 200 x (5,000 + 1,000)
+    "vllm": ("IEB-040", "IEB-041", "IEB-042"),  # the same on vLLM 0.8.4
+    "vllm-l4": ("HPV-088", None, "HPV-090"),  # Llama 2 7B fp16 on one L4, 32 x (135 + 256)
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUEUED_ROWS))
+def test_estimate_json_is_the_validated_queued_figure(
+    case: str, validation: Validation, run_cli: RunCli, tmp_path: Path
+) -> None:
+    """A queued row's workload through `gpuplan estimate --json` gives, to the last bit, what
+    validation predicts for the row (both call planner/serving.queued_serving): the whole batch's
+    output tokens/s, the median request's time to first token and the median gap between tokens."""
+    rows = {r.id: r for r in validation.rows}
+    rate_id, ttft_id, itl_id = QUEUED_ROWS[case]
+    wl = rows[rate_id].workload
+    assert "waves" in rows[rate_id].dominant
+    f = tmp_path / "w.yaml"
+    f.write_text(json.dumps(wl))  # JSON is YAML
+    code, out, err = run_cli("estimate", str(f), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    t, q = doc["time"], doc["time"]["queue"]
+    assert t["output_tokens_per_s"] == q["output_tokens_per_s"] == rows[rate_id].predicted
+    assert t["tpot_s"] * 1e3 == q["median_itl_s"] * 1e3 == rows[itl_id].predicted
+    if ttft_id:
+        assert t["ttft_s"] * 1e3 == q["median_ttft_s"] * 1e3 == rows[ttft_id].predicted
+    n, held = q["requests"], q["held"]
+    assert n == wl["batch_size"] and 1 <= held < n and t["batch"] == held
+    assert q["waves"] == -(-n // held) and f"{q['waves']} waves" in rows[rate_id].dominant
+    # the whole batch's time: its output tokens over that rate (one replica), and the cost priced on it
+    assert q["batch_s"] == pytest.approx(n * wl["output_len"] / t["output_tokens_per_s"], rel=1e-12)
+    assert t["job_s"] == pytest.approx(q["batch_s"], rel=1e-12)
+    assert q["wave_output_tokens_per_s"] > t["output_tokens_per_s"]  # the waits cost throughput
+    # the answer first: how many run at once, and that the rest wait
+    assert doc["verdict"]["notes"][0].startswith(
+        f"{held} of the {n} requests run at once and the other {n - held} wait"
+    )
+
+
+def test_plan_ranks_a_queued_option_by_the_whole_batchs_rate(validation: Validation) -> None:
+    """`gpuplan plan` prices and ranks a queued option by the same whole-batch rate (HPV-088's
+    workload on the L4 it was measured on, and its median request's latency as the service time)."""
+    rows = {r.id: r for r in validation.rows}
+    wl = dict(rows["HPV-088"].workload)
+    gpu = wl.pop("gpu")
+    p = gpuplan.plan(make_workload(wl), gpus=[gpu], top=None)
+    assert isinstance(p, gpuplan.Plan)
+    one = next(o for o in p.options if o.gpu == gpu and o.num_gpus == 1)
+    assert one.throughput == rows["HPV-088"].predicted
+    assert one.tpot_s is not None and one.tpot_s * 1e3 == rows["HPV-090"].predicted
+    assert re.match(r"\d+ of the 32 requests run at once", one.why)
+    assert one.time_s == pytest.approx((one.ttft_s or 0.0) + (wl["output_len"] - 1) * one.tpot_s, rel=1e-12)
+
+
+def test_a_batch_the_pool_holds_is_timed_as_before(catalog: Catalog) -> None:
+    """8 requests on 2 H100s (the 70B example's pool then holds them all): no queue, no note, the
+    figures estimate_inference_time gives for the batch itself."""
+    e = api.estimate(
+        make_workload(
+            {
+                "model": "llama-3.1-70b",
+                "task": "inference",
+                "gpu": "H100",
+                "num_gpus": 2,
+                "tp": 2,
+                "batch_size": 8,
+                "input_len": 2048,
+                "output_len": 512,
+                "precision": "bf16",
+                "weight_dtype": "fp8",
+            }
+        )
+    )
+    t = e.time
+    assert isinstance(t, InferenceSpeed) and t.queue is None and "queue" not in e.to_dict()["time"]
+    assert not any("run at once" in n for n in e.verdict.notes)
+    model, gpu = load_model("llama-3.1-70b"), catalog.get("H100")
+    w = make_workload({**e.workload})
+    mem = estimate_memory(model, w, gpu)
+    assert mem.serving is not None and mem.serving.max_sequences >= 8
+    it = estimate_inference_time(model, w, gpu, max_batch=mem.serving.max_sequences)
+    assert (t.output_tokens_per_s, t.ttft_s, t.tpot_s, t.batch) == (
+        it.output_tokens_per_s, it.ttft_single_s, it.tpot_s, 8,
+    )  # fmt: skip
+
+
+def test_request_rate_keeps_the_open_loop(catalog: Catalog) -> None:
+    """With a request_rate the requests arrive over time (estimate_inference_time's open loop): no
+    queued job; the batch the pool holds is timed, with its note, as before."""
+    e = gpuplan.estimate("examples/serve-70b.yaml", request_rate=1.0)
+    t = e.time
+    assert isinstance(t, InferenceSpeed) and t.queue is None and t.batch == 3
+    assert e.verdict.notes == [
+        "vLLM's KV cache at gpu_memory_utilization 0.95 holds 3 of the 8 sequences at once: it runs 3 and "
+        "queues the rest (time and throughput at batch 3)"
+    ]
+    model, gpu = load_model("llama-3.1-70b"), catalog.get("H100")
+    w = make_workload(e.workload)
+    assert queued_serving(model, w, gpu, estimate_memory(model, w, gpu)) is None
+
+
+def test_a_tokens_job_keeps_the_pool_full() -> None:
+    """A `tokens` job is a stream of requests the engine's own queue refills a slot from at the next
+    step: the 3 the pool holds keep running, so it is timed at batch 3 (a full wave's rate, no tail
+    wave), with the note, as before."""
+    batch = gpuplan.estimate("examples/serve-70b.yaml")
+    job = gpuplan.estimate("examples/serve-70b.yaml", tokens=1_000_000)
+    t, b = job.time, batch.time
+    assert isinstance(t, InferenceSpeed) and isinstance(b, InferenceSpeed) and b.queue is not None
+    assert t.queue is None and t.batch == 3
+    # a refilled batch of 3 (a slot refilled at the next step) against a static wave of 3: within 1%
+    assert t.output_tokens_per_s == pytest.approx(b.queue.wave_output_tokens_per_s, rel=0.01)
+    assert t.output_tokens_per_s > b.output_tokens_per_s * 1.05  # no tail wave of 2 to wait for
+    assert t.job_s == pytest.approx(1e6 / t.output_tokens_per_s, rel=1e-12)
+    assert any(n.endswith("(time and throughput at batch 3)") for n in job.verdict.notes)
+
+
+def test_the_table_says_how_many_run_at_once(run_cli: RunCli) -> None:
+    """The 70B example (8 requests, a pool of 3 on one H100): the verdict leads with the 3 of 8 and the
+    time table's first row says so, then the whole batch's time and rate."""
+    code, out, err = run_cli("estimate", "examples/serve-70b.yaml")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].strip().startswith("! 3 of the 8 requests run at once and the other 5 wait")
+    rows = [re.sub(r"\s+", " ", x).strip("│┃ ") for x in lines if "│" in x]
+    at_once = next(i for i, x in enumerate(rows) if x.startswith("requests at once"))
+    assert rows[at_once].endswith("3 of 8; the other 5 wait")
+    assert rows[at_once + 1].startswith("whole batch (3 waves)")
+    assert rows[at_once + 2].startswith("output tokens/s over the whole batch")
+    assert any(x.startswith("time to first token (median request)") for x in rows)

@@ -37,7 +37,14 @@ from gpuplan.estimators.perf import (
 )
 from gpuplan.planner.fit import serving_layout
 from gpuplan.planner.screening import Candidates, memory, shared_estimates
-from gpuplan.planner.serving import ServingBatch, running_batch, serving_batch
+from gpuplan.planner.serving import (
+    ServingBatch,
+    queued_note,
+    queued_serving,
+    queued_time,
+    running_batch,
+    serving_batch,
+)
 from gpuplan.specs.gpu import GPU, Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.precision import training_precision_gap
@@ -260,11 +267,17 @@ def _inference_option(
 ) -> Option:
     service = w.tokens is None
     cap = mem.serving.max_sequences if mem.serving else w.batch_size
-    # a preallocating engine's KV cache holding fewer sequences than the batch: it runs that many at
-    # once and queues the rest, so the job runs, timed at the batch that runs (estimate does the same)
-    held, queued = running_batch(w, mem)
-    run = w.with_(batch_size=held) if held < w.batch_size else w
-    it = estimate_inference_time(model, run, gpu, max_batch=max(cap, held) if not service else held)
+    # a preallocating engine's KV cache holding fewer of the batch's requests (sent at once) than were
+    # sent: that many run at once and the rest wait, the whole job in waves, its throughput and median
+    # request as validation predicts them (planner/serving.queued_serving; estimate does the same);
+    # under request_rate or for `tokens` (the engine refills a slot), timed at the batch that runs, with a note
+    job = queued_serving(model, w, gpu, mem)
+    if job is not None:
+        it, queued = queued_time(job), queued_note(job)
+    else:
+        held, queued = running_batch(w, mem)
+        run = w.with_(batch_size=held) if held < w.batch_size else w
+        it = estimate_inference_time(model, run, gpu, max_batch=max(cap, held) if not service else held)
     busy = busy_share((o.bound, o.time_s) for o in it.running_ops)
     rate = it.output_tokens_per_s
     generates = model.kind not in ("cnn", "encoder", "vision-transformer")

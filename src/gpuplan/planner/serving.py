@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from gpuplan.errors import GpuplanError
@@ -66,17 +66,27 @@ def running_batch(w: Workload, mem: MemoryEstimate) -> tuple[int, str]:
     still runs the job, that many at a time, and queues the rest (vLLM's scheduler admits a request
     only when its KV blocks can be allocated). TGI the same (its router's queue waits for KV blocks,
     --max-batch-total-tokens), and it takes at most --max-concurrent-requests (128) at once."""
+    held, limit, refused = _running(w, mem)
+    if not limit:
+        return held, ""
+    b = w.batch_size
+    if refused:
+        why = f"{limit} admits {held} of the {b} requests at once: it runs {held} and refuses the rest (HTTP 429) until one finishes"
+    else:
+        why = f"{limit} holds {held} of the {b} sequences at once: it runs {held} and queues the rest"
+    return held, f"{why} (time and throughput at batch {held})"
+
+
+def _running(w: Workload, mem: MemoryEstimate) -> tuple[int, str, bool]:
+    """running_batch's sequences at once, what holds them to it ('' when all run: the KV cache at
+    its memory share, or TGI's --max-concurrent-requests) and whether that one refuses the rest."""
     s = mem.serving
     b = w.batch_size
     if w.engine == "tgi":
         return _tgi_running(b, s)
     if w.engine not in PREALLOCATING_ENGINES or s is None or s.engine is None or not 1 <= s.max_sequences < b:
-        return b, ""
-    held = s.max_sequences
-    return held, (
-        f"{s.limit} holds {held} of the {b} sequences at once: it runs {held} and queues the rest "
-        f"(time and throughput at batch {held})"
-    )
+        return b, "", False
+    return s.max_sequences, s.limit, False
 
 
 # SGLang admits a waiting request while the KV pool holds its prompt plus new_token_ratio x its
@@ -101,14 +111,62 @@ def admitted_at_once(w: Workload, s: ServingCapacity, cap: int) -> int:
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """`n` requests sent at once to an engine that runs `held` of them at a time (running_batch)."""
+    """`requests` sent at once to an engine that runs `held` of them at a time (running_batch)."""
 
+    requests: int  # the workload's batch_size, sent at once (per replica)
     held: int
     waves: int  # batches of `held` run one after another, the last one the remainder
     output_tokens_per_s: float  # over the whole job, all replicas together
     median_ttft_s: float  # the median request's time to its first token
     running: InferenceTime  # the estimate of one full wave
     median_itl_s: float  # the median gap between a running request's tokens
+    batch_s: float  # every wave, one after another: the first request sent to the last token
+    why: str = ""  # what holds it to `held` and what the rest do (queued_serving), for the note
+
+
+def queued_serving(model: ModelSpec, w: Workload, gpu: GPU, mem: MemoryEstimate) -> QueuedJob | None:
+    """The queued job of `w` (its `batch_size` requests sent at once, no `request_rate`) on a
+    preallocating engine whose KV cache holds fewer of them at once (running_batch), or None when
+    it holds them all, requests arrive at a rate (the open loop is estimate_inference_time's own) or
+    the job is `tokens` (a stream of requests the engine's own queue refills a slot from at the next
+    step, so `held` keep running: timed at that batch). The one path validation
+    (planner/validation_perf.py), `estimate` and `plan` take to it."""
+    if w.request_rate is not None or w.tokens is not None or mem.serving is None:
+        return None
+    held, limit, refused = _running(w, mem)
+    if held >= w.batch_size:
+        return None
+    admitted = admitted_at_once(w, mem.serving, engine_cap(w, gpu))
+    wait = (
+        f"{limit} refuses them (HTTP 429) until one finishes, and a client retries"
+        if refused
+        else f"{limit} holds {held}"
+    )
+    return replace(queued_job(model, w, gpu, held, admitted), why=wait)
+
+
+def queued_note(job: QueuedJob) -> str:
+    """The answer first for a queued job: how many of the requests run at once, and what the wait
+    makes of the whole batch (the figures of `queued_time`)."""
+    n, held = job.requests, job.held
+    return (
+        f"{held} of the {n} requests run at once and the other {n - held} wait ({job.why}): the {n} take "
+        f"{job.batch_s:,.1f} s in {job.waves} waves, {job.output_tokens_per_s:,.0f} output tokens/s "
+        f"over the whole batch, the median request's first token after {job.median_ttft_s:,.2f} s"
+    )
+
+
+def queued_time(job: QueuedJob) -> InferenceTime:
+    """A full wave's estimate with the whole job's headline figures in its place: output tokens/s
+    over the whole batch, the median request's time to first token (`ttft_single_s`: the one a user
+    waits) and its median gap between tokens (`tpot_s`); the wave's own prefill, request latency,
+    operators and batch (`held`) stay."""
+    return replace(
+        job.running,
+        output_tokens_per_s=job.output_tokens_per_s,
+        ttft_single_s=job.median_ttft_s,
+        tpot_s=job.median_itl_s,
+    )
 
 
 def queued_job(model: ModelSpec, w: Workload, gpu: GPU, held: int, admitted: int) -> QueuedJob:
@@ -133,7 +191,8 @@ def queued_job(model: ModelSpec, w: Workload, gpu: GPU, held: int, admitted: int
     else:
         ttft = (middle // held) * run.request_latency_s + run.ttft_s
     rate = n * max(w.output_len, 1) * run.replicas / total if total > 0 else 0.0
-    return QueuedJob(held, full + (1 if rest else 0), rate, ttft, run, run.tpot_s + _chunk_in_step(model, w, gpu, held))
+    itl = run.tpot_s + _chunk_in_step(model, w, gpu, held)
+    return QueuedJob(n, held, full + (1 if rest else 0), rate, ttft, run, itl, total)
 
 
 def _chunk_in_step(model: ModelSpec, w: Workload, gpu: GPU, held: int) -> float:
@@ -155,7 +214,7 @@ def _chunk_in_step(model: ModelSpec, w: Workload, gpu: GPU, held: int) -> float:
     return one * min(budget, w.input_len) / max(w.input_len, 1)  # one chunk's share of the prompt's prefill
 
 
-def _tgi_running(b: int, s: ServingCapacity | None) -> tuple[int, str]:
+def _tgi_running(b: int, s: ServingCapacity | None) -> tuple[int, str, bool]:
     """TGI's running batch: min(the sequences its KV cache holds, --max-concurrent-requests).
     Past the cap TGI refuses a request (HTTP 429, "Model is overloaded"; launcher reference:
     "Having a low limit will refuse clients requests instead of having them wait"), so a client
@@ -164,15 +223,10 @@ def _tgi_running(b: int, s: ServingCapacity | None) -> tuple[int, str]:
     kv = s.max_sequences if s is not None and s.max_sequences >= 1 else b
     held = min(b, kv, cap)
     if held >= b:
-        return b, ""
+        return b, "", False
     if kv <= cap:
-        why = f"TGI's KV cache holds {held} of the {b} sequences at once: it runs {held} and queues the rest"
-    else:
-        why = (
-            f"TGI's --max-concurrent-requests {cap} admits {held} of the {b} requests at once: it runs {held} "
-            "and refuses the rest (HTTP 429) until one finishes"
-        )
-    return held, f"{why} (time and throughput at batch {held})"
+        return held, "TGI's KV cache", False
+    return held, f"TGI's --max-concurrent-requests {cap}", True
 
 
 def usd_per_million(price: Price | None, n: int, tokens_per_s: float) -> float | None:

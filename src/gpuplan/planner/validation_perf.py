@@ -14,7 +14,7 @@ from gpuplan.estimators import engines
 from gpuplan.estimators.memory import estimate_memory
 from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time
 from gpuplan.estimators.uncertainty import kind_of
-from gpuplan.planner.serving import QueuedJob, admitted_at_once, engine_cap, queued_job, running_batch
+from gpuplan.planner.serving import QueuedJob, queued_serving
 from gpuplan.planner.validation_columns import Reading
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
@@ -83,12 +83,9 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
         max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
     elif work.request_rate is None:
         # a preallocating engine whose KV cache holds fewer sequences than the batch runs that many at
-        # once and queues the rest (planner/serving.running_batch; `gpuplan estimate` does the same)
-        mem = estimate_memory(model, work, gpu)
-        held, _ = running_batch(work, mem)
-        if held < work.batch_size and mem.serving is not None:
-            admitted = admitted_at_once(work, mem.serving, engine_cap(work, gpu))
-            job = queued_job(model, work, gpu, held, admitted)
+        # once and queues the rest (planner/serving.queued_serving; `gpuplan estimate` and `plan` the same)
+        job = queued_serving(model, work, gpu, estimate_memory(model, work, gpu))
+        if job is not None:
             return _queued(row_fields, reading, job, kind, wl, work.num_gpus)
     it = estimate_inference_time(model, work, gpu, max_batch=max_batch)
     dom = it.bottleneck

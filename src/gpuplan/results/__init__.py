@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "SegmentRecord": "gpuplan.results.lab",
     "ServingCost": "gpuplan.results.plan",
     "ServingMemory": "gpuplan.results.estimate",
+    "ServingQueue": "gpuplan.results.estimate",
     "Skipped": "gpuplan.results.plan",
     "Suggestion": "gpuplan.results.estimate",
     "TrainingSpeed": "gpuplan.results.estimate",
@@ -82,6 +83,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.results.estimate import MemoryLine as MemoryLine
     from gpuplan.results.estimate import OpTime as OpTime
     from gpuplan.results.estimate import ServingMemory as ServingMemory
+    from gpuplan.results.estimate import ServingQueue as ServingQueue
     from gpuplan.results.estimate import Suggestion as Suggestion
     from gpuplan.results.estimate import TrainingSpeed as TrainingSpeed
     from gpuplan.results.estimate import Uncertainty as Uncertainty

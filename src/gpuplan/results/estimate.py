@@ -127,10 +127,38 @@ class TrainingSpeed(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServingQueue(Result):
+    """`requests` (the workload's `batch_size`, sent at once: no `request_rate`, no `tokens`) on a preallocating
+    engine (vLLM, SGLang, TGI) whose KV cache holds only `held` of them: `held` run at once and the
+    rest wait, in `waves` of `held` one after another (the last the remainder). The same model the
+    validation's queued rows are predicted by (planner/serving.py queued_job). `batch_s`: the whole
+    batch, first request sent to last token; `output_tokens_per_s`: over that whole time, all
+    replicas (the time's own `output_tokens_per_s`); `median_ttft_s`: the median request's time to
+    its first token, its wait included (the time's `ttft_s`); `median_itl_s`: the median gap between
+    a running request's tokens, a decode step of `held` plus, under vLLM, a waiting prompt's prefill
+    chunk where most steps carry one (the time's `tpot_s`); `wave_output_tokens_per_s` and
+    `wave_tpot_s`: while a full wave of `held` runs, waits aside."""
+
+    requests: int
+    held: int
+    waves: int
+    batch_s: float
+    output_tokens_per_s: float
+    median_ttft_s: float
+    median_itl_s: float
+    wave_output_tokens_per_s: float
+    wave_tpot_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class InferenceSpeed(Result):
     """Latency and throughput of a serving or batch-inference job, each with its validation range.
     `ttft_s` is one request's time to first token (its prompt's prefill alone, as a user waits);
-    `prefill_batch_s` the whole batch's prefill (every prompt at once: a one-pass model's answer)."""
+    `prefill_batch_s` the whole batch's prefill (every prompt at once: a one-pass model's answer).
+    Where the engine's KV cache holds fewer of the batch's requests than were sent at once, `queue`
+    says how many run at once, and `ttft_s`, `tpot_s` and `output_tokens_per_s` are the whole
+    queued batch's (the median request's, over the whole batch); `batch`, `prefill_batch_s` and
+    `request_latency_s` are those of a wave of the `queue.held` that run at once."""
 
     ttft_s: float
     ttft_s_low: float | None = band()
@@ -159,6 +187,7 @@ class InferenceSpeed(Result):
     uncertainty: Uncertainty | None
     notes: list[str]
     job_s: float | None = optional()  # `estimate`: the time to serve the job's tokens
+    queue: ServingQueue | None = optional()  # a batch the KV cache does not hold at once
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,7 +29,10 @@ class ServingCost(Result):
 @dataclass(frozen=True, kw_only=True)
 class PlanOption(Result):
     """One GPU type and count for the workload: memory, time, cost, energy and why it ranks where
-    it does. `time_s` is the job's time (a service: one request's latency)."""
+    it does. `time_s` is the job's time (a service: one request's latency). Where the engine's KV
+    cache holds fewer of the `batch_size` requests than were sent at once, `why` starts with how
+    many run at once, and `throughput`, `ttft_s`, `tpot_s` and `time_s` are the whole queued batch's
+    (the median request's: InferenceSpeed.queue in `estimate`)."""
 
     verdict: Verdict  # fits, by how much, what binds (a plan row's fixes are the other rows)
     gpu: str

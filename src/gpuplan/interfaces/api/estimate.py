@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators.cost import CostEnergy, busy_share, cost_and_energy, training_job
-from gpuplan.estimators.memory import estimate_memory
+from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.interfaces.api.catalog import catalog, context, prices
 from gpuplan.interfaces.api.records import (
     band,
@@ -18,6 +18,7 @@ from gpuplan.interfaces.api.records import (
     inference_speed,
     memory_kind,
     memory_result,
+    serving_queue,
     training_speed,
     verdict_result,
 )
@@ -37,6 +38,7 @@ from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.precision import training_precision_gap
+from gpuplan.specs.prices import Price
 from gpuplan.specs.workload import Workload
 
 if TYPE_CHECKING:  # a graphics job's plan type: results/plan.py loads where one is planned
@@ -62,8 +64,7 @@ def estimate(
 ) -> Estimate:
     """`gpuplan estimate`: memory, time, cost and energy of one workload (its JSON contract: docs/api.md).
     `model` (e.g. from a pasted config.json) stands in for the workload's `model` name."""
-    from gpuplan.estimators.perf import estimate_inference_time, estimate_training_time  # numpy: not for `fit`
-    from gpuplan.planner.serving import running_batch, target_misses  # the time estimators, too
+    from gpuplan.estimators.perf import estimate_training_time  # numpy: not for `fit`
 
     if w.is_graphics:  # streams, desktops and frames have no memory breakdown or step time to estimate
         raise InvalidSettingError(
@@ -102,25 +103,50 @@ def estimate(
         seconds, ce = training_job(t, gpu, w.num_gpus, price, carbon_g_per_kwh)
         time = training_speed(t, gpu.architecture, model.kind, job_s=seconds)
     else:
+        time, ce, lead, misses = _inference(model, w, gpu, e, price, carbon_g_per_kwh)
+        if lead or misses:  # it runs, but queued or not as fast as asked: the verdict says so, the queue first
+            v = head.keywords["verdict"]
+            head = partial(head, verdict=replace(v, notes=[*lead, *v.notes, *misses]))
+    return head(time=time, cost=cost_result(ce), energy=energy_result(ce))
+
+
+def _inference(
+    model: ModelSpec, w: Workload, gpu: GPU, e: MemoryEstimate, price: Price | None, carbon: float | None
+) -> tuple[InferenceSpeed, CostEnergy, list[str], list[str]]:
+    """An inference job's time, cost and energy, with the verdict's notes: first (`lead`) how many of
+    a batch the KV cache does not hold run at once, then (`misses`) the latency targets it misses."""
+    from gpuplan.estimators.perf import estimate_inference_time  # numpy: not for `fit`
+    from gpuplan.planner.serving import queued_note, queued_serving, queued_time, running_batch, target_misses
+
+    # a preallocating engine whose KV cache holds fewer of the batch's requests (sent at once) than
+    # were sent runs that many at once and the rest wait: the whole job in waves, as validation
+    # predicts it (planner/serving.queued_serving; plan rows the same)
+    job = queued_serving(model, w, gpu, e)
+    queued = ""
+    if job is not None:
+        i, run = queued_time(job), w.with_(batch_size=job.held)
+    else:  # under request_rate or for `tokens`, one that holds fewer is timed at the batch it holds, with a note
         cap = e.serving.max_sequences if e.serving else w.batch_size
-        # a preallocating engine whose KV cache holds fewer sequences than the batch runs that many at
-        # once and queues the rest: timed at that batch, with a verdict note (plan rows do the same)
         held, queued = running_batch(w, e)
         run = w.with_(batch_size=held) if held < w.batch_size else w
         i = estimate_inference_time(model, run, gpu, max_batch=max(cap, held))
-        rate = i.output_tokens_per_s
-        # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
-        tokens = w.tokens or (w.batch_size * max(w.output_len, 1) if i.decode_ops else rate * i.ttft_s)
-        seconds = tokens / rate if rate > 0 else i.request_latency_s
-        busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
-        ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon_g_per_kwh)
-        time = inference_speed(i, gpu.architecture, model.kind, job_s=seconds, bandwidth_bytes_per_s=bandwidth_of(gpu))
-        misses = [queued] if queued else []
-        misses += [f"misses its latency target {m}" for m in target_misses(run, i)]
-        if misses:  # it runs, but queued or not as fast as asked: the verdict says which target, by how much
-            v = head.keywords["verdict"]
-            head = partial(head, verdict=replace(v, notes=[*v.notes, *misses]))
-    return head(time=time, cost=cost_result(ce), energy=energy_result(ce))
+    rate = i.output_tokens_per_s
+    # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
+    tokens = w.tokens or (w.batch_size * max(w.output_len, 1) if i.decode_ops else rate * i.ttft_s)
+    seconds = tokens / rate if rate > 0 else i.request_latency_s
+    busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
+    ce = cost_and_energy(gpu, w.num_gpus, seconds, busy, price, tokens, carbon)
+    time = inference_speed(
+        i,
+        gpu.architecture,
+        model.kind,
+        job_s=seconds,
+        bandwidth_bytes_per_s=bandwidth_of(gpu),
+        queue=serving_queue(job) if job else None,
+    )
+    lead = [queued_note(job)] if job else []
+    misses = [queued] if queued else []  # the request_rate note after the verdict's own, as before
+    return time, ce, lead, misses + [f"misses its latency target {m}" for m in target_misses(run, i)]
 
 
 def fit(w: Workload, ctx: Context | None = None, model: ModelSpec | None = None) -> FitResult | FitTable | GraphicsPlan:

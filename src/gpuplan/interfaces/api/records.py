@@ -21,6 +21,7 @@ from gpuplan.results import (
     MemoryLine,
     OpTime,
     ServingMemory,
+    ServingQueue,
     TrainingSpeed,
     Uncertainty,
     Verdict,
@@ -32,6 +33,7 @@ from gpuplan.specs.workload import Workload
 
 if TYPE_CHECKING:  # the time estimators (numpy) load where a time is estimated: `fit` needs none
     from gpuplan.estimators.perf import InferenceTime, Op, TrainingTime
+    from gpuplan.planner.serving import QueuedJob
 
 ENERGY_BASIS = "GPU board power = TDP x (0.2 + 0.8 x busy share), busy from the operators' bounds; GPU only"
 
@@ -180,10 +182,12 @@ def inference_speed(
     model_kind: str = "decoder",
     job_s: float | None = None,
     bandwidth_bytes_per_s: float | None = None,
+    queue: ServingQueue | None = None,
 ) -> InferenceSpeed:
     """The time part of the estimate's JSON contract (docs/api.md) for inference, each figure with its
     range. A generating model's throughput ranges come from its TPOT range (tokens/s = batch x
-    replicas / TPOT), whose optimistic end stops at the memory roofline at `bandwidth_bytes_per_s`."""
+    replicas / TPOT), whose optimistic end stops at the memory roofline at `bandwidth_bytes_per_s`.
+    `queue`: a batch the KV cache does not hold at once (`t` is then planner/serving.queued_time)."""
 
     def k(what: str) -> str:
         return uncertainty.kind_of(what, model_kind, arch)
@@ -238,6 +242,23 @@ def inference_speed(
         uncertainty=spread,
         notes=list(t.notes),
         job_s=job_s,
+        queue=queue,
+    )
+
+
+def serving_queue(job: QueuedJob) -> ServingQueue:
+    """The queued job's part of the estimate's JSON contract (docs/api.md: ServingQueue)."""
+    wave = job.running
+    return ServingQueue(
+        requests=job.requests,
+        held=job.held,
+        waves=job.waves,
+        batch_s=job.batch_s,
+        output_tokens_per_s=job.output_tokens_per_s,
+        median_ttft_s=job.median_ttft_s,
+        median_itl_s=job.median_itl_s,
+        wave_output_tokens_per_s=wave.output_tokens_per_s,
+        wave_tpot_s=wave.tpot_s,
     )
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         FitTable,
         InferenceSpeed,
         Memory,
+        ServingQueue,
         TrainingSpeed,
         Verdict,
     )
@@ -358,6 +359,8 @@ def _time_rows(
     elif images:
         tab.add_row(f"batch of {t.batch} images", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("images/s", with_range(t, "output_tokens_per_s", _rate))
+    elif t.queue is not None:
+        _queue_rows(tab, t, t.queue)
     else:
         tab.add_row("time to first token (one request)", with_range(t, "ttft_s", fmt_dur))
         if t.batch > 1:
@@ -373,6 +376,19 @@ def _time_rows(
                 f"best {where} (batch {t.best_batch}{per})",
                 with_range(t, "best_output_tokens_per_s", _rate),
             )
+
+
+def _queue_rows(tab: Table, t: InferenceSpeed, q: ServingQueue) -> None:
+    """A batch the KV cache does not hold at once: how many run at once first, then the whole batch's
+    figures (the median request's, over the whole batch) and a wave's."""
+    per = f" per replica x {t.replicas}" if t.replicas > 1 else ""
+    tab.add_row("requests at once", f"{q.held} of {q.requests}{per}; the other {q.requests - q.held} wait")
+    tab.add_row(f"whole batch ({q.waves} waves)", fmt_dur(q.batch_s))
+    tab.add_row("output tokens/s over the whole batch", with_range(t, "output_tokens_per_s", _rate))
+    tab.add_row("time to first token (median request)", with_range(t, "ttft_s", fmt_dur))
+    tab.add_row("time per output token (median gap)", with_range(t, "tpot_s", fmt_dur))
+    tab.add_row(f"prefill of a wave ({q.held} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
+    tab.add_row(f"output tokens/s while {q.held} run", _rate(q.wave_output_tokens_per_s))
 
 
 def _print_time(c: Console, rec: Estimate) -> None:
