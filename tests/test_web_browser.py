@@ -231,6 +231,25 @@ def test_a_cnn_shows_images_not_tokens(page: Page, base_url: str) -> None:
     assert "time.tpot_s" not in cards  # no decode steps
 
 
+def test_a_batch_the_kv_cache_queues_shows_the_median_request(page: Page, base_url: str) -> None:
+    """64 requests of 2,048 + 512 tokens at once on one L4, whose vLLM cache holds 8 of them: the
+    cards are the median request's and the whole batch's, and say so."""
+    body = {"model": "llama-3.1-8b", "task": "inference", "gpu": "L4", "batch_size": 64, "input_len": 2048,
+            "output_len": 512}  # fmt: skip
+    page.goto(f"{base_url}/?" + "&".join(f"{k}={v}" for k, v in body.items()))
+    finished(page, 1)
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    est = api(base_url, "/api/estimate", body)
+    q = est["time"]["queue"]
+    assert q is not None and q["held"] < q["requests"] == 64
+    cards = shown_estimate(page)
+    for key, value in cards.items():
+        assert value == dig(est, key), key
+    assert "median request" in page.inner_text("#estimate [data-key='time.ttft_s']")
+    rate = page.inner_text("#estimate [data-key='time.output_tokens_per_s']")
+    assert f"{q['held']} of 64 at once, {q['waves']} waves" in rate
+
+
 def test_a_cluster_plan_shows_the_best_layout(page: Page, base_url: str) -> None:
     query = "model=llama-3.1-70b&task=pretrain&cluster=4x8:H100&tokens=1e10&batch_size=1&seq_len=4096"
     page.goto(f"{base_url}/?{query}")

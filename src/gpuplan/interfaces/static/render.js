@@ -179,10 +179,13 @@ function renderEstimate(e) {
       card("time.output_tokens_per_s", "images/s (all)", t.output_tokens_per_s, fmt.rate(t.output_tokens_per_s, unit), `bottleneck: ${t.bottleneck}`),
     );
   } else if (t) {
+    // a batch the KV cache does not hold at once runs in waves: the median request's figures, the whole batch's rate
+    const q = t.queue;
     cards.push(
-      card("time.ttft_s", "time to first token", t.ttft_s, fmt.dur(t.ttft_s), band(t, "ttft_s", fmt.dur)),
-      card("time.tpot_s", "time per output token", t.tpot_s, fmt.dur(t.tpot_s), band(t, "tpot_s", fmt.dur)),
-      card("time.output_tokens_per_s", "output tokens/s (all)", t.output_tokens_per_s, fmt.rate(t.output_tokens_per_s), `batch ${t.batch}, max ${t.max_batch}`),
+      card("time.ttft_s", q ? "time to first token (median request)" : "time to first token", t.ttft_s, fmt.dur(t.ttft_s), band(t, "ttft_s", fmt.dur)),
+      card("time.tpot_s", q ? "time per output token (median gap)" : "time per output token", t.tpot_s, fmt.dur(t.tpot_s), band(t, "tpot_s", fmt.dur)),
+      card("time.output_tokens_per_s", "output tokens/s (all)", t.output_tokens_per_s, fmt.rate(t.output_tokens_per_s),
+        q ? `${q.held} of ${q.requests} at once, ${q.waves} waves` : `batch ${t.batch}, max ${t.max_batch}`),
       card("time.job_s", "job time", t.job_s, fmt.dur(t.job_s), `bottleneck: ${t.bottleneck}`),
     );
   }
