@@ -1,5 +1,6 @@
 """Presets added so the validation sheet's older models run (issue 27): Yi-34B, Gemma 2B/7B,
-TinyLlama 1.1B, GPT-J 6B, GPT-NeoX 20B, T0pp, StableLM-Alpha 3B, CodeLlama 34B. Each total is checked against the published figure
+TinyLlama 1.1B, GPT-J 6B, GPT-NeoX 20B, T0pp, StableLM-Alpha 3B, CodeLlama 34B, Qwen-7B (v1) and
+DeepSeek-Coder 33B. Each total is checked against the published figure
 cited in data/models/index.toml, and the architecture facts that make the count exact are checked
 term by term (embedding, per-layer shapes, head)."""
 
@@ -18,13 +19,26 @@ PUBLISHED = {
     "gpt-neox-20b": 20_554_567_680,  # EleutherAI/gpt-neox-20b model card
     "stablelm-base-alpha-3b": 3_637_321_728,  # the HF checkpoint's count, as a port's test asserts
     "codellama-34b": 33_743_970_304,  # catalogue record of a same-shape CodeLlama-34B fine-tune
+    "qwen-7b": 7_721_324_544,  # calflops README's LLM table (Qwen-7B, the loaded model's parameters)
+    "deepseek-coder-33b": 33_342_991_360,  # a safetensors census of deepseek-coder-33b-instruct
 }
+
+# The rounded totals the stacks sheet quotes (stacks.csv params_b: 7.72 for the QWEN1 rows, 33.3 for
+# AutoAWQ's DeepSeek 33B rows; calflops' table also rounds Qwen-7B to 7.72B). Tolerance: half a
+# unit of the last quoted digit (0.005B, 0.05B).
+QUOTED_B = {"qwen-7b": (7.72, 0.005), "deepseek-coder-33b": (33.3, 0.05)}
 
 
 @pytest.mark.parametrize(("name", "total"), sorted(PUBLISHED.items()))
 def test_published_totals_exact(name: str, total: int) -> None:
     assert load_model(name).total_params == total
     assert presets()[name].published_params == total
+
+
+@pytest.mark.parametrize(("name", "quoted"), sorted(QUOTED_B.items()))
+def test_quoted_rounded_totals(name: str, quoted: tuple[float, float]) -> None:
+    billions, tol = quoted
+    assert load_model(name).total_params / 1e9 == pytest.approx(billions, abs=tol)
 
 
 @pytest.mark.parametrize(
@@ -39,6 +53,10 @@ def test_published_totals_exact(name: str, total: int) -> None:
         ("bigscience/T0pp", "t0pp"),
         ("stabilityai/stablelm-base-alpha-3b", "stablelm-base-alpha-3b"),
         ("codellama/CodeLlama-34b-hf", "codellama-34b"),
+        ("Qwen/Qwen-7B", "qwen-7b"),
+        ("Qwen/Qwen-7B-Chat", "qwen-7b"),
+        ("deepseek-ai/deepseek-coder-33b-base", "deepseek-coder-33b"),
+        ("deepseek-ai/deepseek-coder-33b-instruct", "deepseek-coder-33b"),
     ],
 )
 def test_validation_sheet_ids_resolve(alias: str, name: str) -> None:
@@ -110,4 +128,38 @@ def test_codellama_34b_gqa() -> None:
     h, n = 8192, 48
     layer = 2 * h * h + 2 * h * 8 * 128 + 3 * h * 22016 + 2 * h
     assert m.total_params == 2 * 32000 * h + n * layer + h
+    assert m.kv_bytes_per_token() == n * 2 * 8 * 128 * 2
+
+
+def test_qwen_7b_v1_preset_is_the_hub_family_reader() -> None:
+    """Qwen-7B (v1) is read by the `qwen` hub family (its modeling code ships with the checkpoint and
+    never runs): fused c_attn with a bias, w1/w2 of intermediate_size // 2, untied lm_head, MHA.
+    The shape keys equal the test fixture's (tests/hub_configs/qwen-7b.json)."""
+    import json
+    from pathlib import Path
+
+    from gpuplan.specs.models import preset_config
+
+    cfg = preset_config(presets()["qwen-7b"])
+    fixture = json.loads((Path(__file__).parent / "hub_configs" / "qwen-7b.json").read_text())
+    assert {k: cfg[k] for k in fixture} == fixture
+    assert "auto_map" not in cfg
+    m = load_model("qwen-7b")
+    d, v, n, ff = 4096, 151936, 32, 22016 // 2
+    layer = (d * 3 * d + 3 * d) + d * d + 3 * d * ff + 2 * d
+    assert m.total_params == 2 * v * d + n * layer + d
+    assert m.kv_bytes_per_token() == n * 2 * 32 * 128 * 2
+
+
+def test_deepseek_coder_33b_terms_match_the_census_buckets() -> None:
+    """DeepSeek-Coder 33B: a Llama layer, 56 heads of 128 with 8 KV heads, SwiGLU 19200, 62 layers,
+    untied 32256-token embedding and head. The safetensors census cited in index.toml gives bf16
+    bytes per bucket; each term here is that byte count / 2."""
+    m = load_model("deepseek-coder-33b")
+    h, n, v, ff = 7168, 62, 32256, 19200
+    emb, ffn = v * h, n * 3 * h * ff
+    attn = n * (2 * h * h + 2 * h * 8 * 128)
+    norms = 2 * n * h + h
+    assert (emb, ffn, attn, norms) == (462_422_016 // 2, 51_196_723_200 // 2, 14_562_623_488 // 2, 1_792_000 // 2)
+    assert m.total_params == 2 * emb + ffn + attn + norms
     assert m.kv_bytes_per_token() == n * 2 * 8 * 128 * 2

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuplan.specs.model import model_from_config
+from gpuplan.specs.model import family_of, model_from_config
 from gpuplan.specs.models import load_model, preset_config, presets
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install 'gpuplan[reference]')")
@@ -51,6 +51,9 @@ def _transformers_count(config: dict[str, Any]) -> int:
 
 @pytest.mark.parametrize("name", sorted(presets()))
 def test_preset_count_equals_transformers(name: str) -> None:
+    fam = family_of(str(preset_config(presets()[name]).get("model_type")))
+    if fam is not None and fam.hub_code:  # Qwen v1: the code ships with the checkpoint, not transformers
+        pytest.skip(f"{name}: transformers has no {fam.model_type!r} model ({fam.hub_code}, remote code)")
     expected = _transformers_count(preset_config(presets()[name]))
     assert load_model(name).total_params == expected
 

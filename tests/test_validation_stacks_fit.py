@@ -80,7 +80,10 @@ def test_a_constant_is_fitted_on_the_rows_it_moves(catalog: Catalog) -> None:
     fitted = {r["id"] for c in stack_fits.CONSTANTS for r in stack_fits.fit_rows(ROWS, c)}
     speed = {r["id"] for r in ROWS if r["stack"] == "autoawq" and r["split"] == "fit" and r["category"] == "inference"}
     results, _ = run_rows([r for r in ROWS if r["id"] in speed], catalog)
-    assert {r.id for r in results} <= fitted <= speed
+    assert {r.id for r in results} - stack_fits.NOT_YET_FITTED <= fitted <= speed
+    # rows expressed after the fit are predicted fit rows the fit does not read (yet)
+    assert stack_fits.NOT_YET_FITTED.issubset({r.id for r in results})
+    assert not fitted & stack_fits.NOT_YET_FITTED
     assert {c.stack for c in stack_fits.CONSTANTS} == {"autoawq"}
 
 

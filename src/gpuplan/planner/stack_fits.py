@@ -83,10 +83,21 @@ CONSTANTS: Final[tuple[StackConstant, ...]] = (
 
 PASSES: Final = 6  # at most; each pass refits every constant with the others' latest values
 
+# split=fit rows first expressed after the committed values were fitted: measured, not fitted,
+# until someone refits on purpose (then this empties). AutoAWQ's DeepSeek 33B decode rows ran once
+# the deepseek-coder-33b preset was bundled; with them the GEMM bandwidth share would move 0.80 ->
+# 0.87, the autoawq fit rows' median |error| 7.2% -> 6.2% and the held-out rows' 6.4% -> 10.9%.
+NOT_YET_FITTED: Final = frozenset({"AWQ-067", "AWQ-070"})
+
 
 def fit_rows(rows: Sequence[Row], c: StackConstant) -> list[Row]:
-    """The rows that fit `c`: its stack's, split=fit, that it moves. Held-out rows never."""
-    return [r for r in rows if r["stack"] == c.stack and r["split"] == "fit" and c.moves(r)]
+    """The rows that fit `c`: its stack's, split=fit, that it moves, less NOT_YET_FITTED. Held-out
+    rows never."""
+    return [
+        r
+        for r in rows
+        if r["stack"] == c.stack and r["split"] == "fit" and c.moves(r) and r["id"] not in NOT_YET_FITTED
+    ]
 
 
 def median_abs_error(rows: Sequence[Row], catalog: Catalog) -> float:
