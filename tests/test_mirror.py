@@ -49,6 +49,7 @@ TESTED_BY: dict[str, str] = {
     "specs/workload": "test_workload.py test_frameworks.py",
     "specs/frameworks": "test_frameworks.py",
     "specs/workload_docs": "test_workload.py",
+    "specs/workload_keys": "test_workload.py test_frameworks.py",
     "specs/model/__init__": "test_model.py",
     "specs/model/spec": "test_model.py",
     "specs/model/config": "test_model.py test_security_bad_files.py",
