@@ -327,7 +327,7 @@ AXOLOTL_KEYS = {
 # LLaMA-Factory's arguments (src/llamafactory/hparams/*_args.py@cc22c045a7ffef31a3da6a32f189fd100d7c38b2)
 # and the transformers TrainingArguments it extends
 LLAMA_FACTORY_KEYS = {
-    "model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank", "lora_dropout", "lora_target",
+    "model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank", "lora_alpha", "lora_dropout", "lora_target",
     "quantization_bit", "quantization_method", "deepspeed", "cutoff_len", "per_device_train_batch_size",
     "gradient_accumulation_steps", "optim", "bf16", "fp16", "flash_attn", "disable_gradient_checkpointing",
     "enable_liger_kernel", "output_dir", "max_steps",

@@ -8,7 +8,7 @@ ba1be71d70582bc0abf67ad604abb6739567f504; deepspeed_configs/zero{1,2,3}*.json sh
 LLaMA-Factory's argument dataclasses (hiyouga/LLaMA-Factory:src/llamafactory/hparams/model_args.py@
 cc22c045a7ffef31a3da6a32f189fd100d7c38b2 and ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30 (0.9.6.dev0):
 flash_attn, enable_liger_kernel, disable_gradient_checkpointing, quantization_bit, quantization_type;
-finetuning_args.py: stage, finetuning_type, lora_rank, lora_dropout, lora_target; the examples'
+finetuning_args.py: stage, finetuning_type, lora_rank, lora_alpha, lora_dropout, lora_target; the examples'
 deepspeed: examples/deepspeed/ds_z{2,3}[_offload]_config.json, or the DeepSpeed config inline where none
 matches) plus transformers' TrainingArguments.
 """
@@ -92,8 +92,9 @@ def axolotl(lp: LaunchPlan) -> str:
     cfg: dict[str, Any] = {"base_model": lp.model_id, "load_in_8bit": False, "load_in_4bit": w.task == "qlora"}
     if w.task in ("lora", "qlora"):
         targets = w.lora_targets
-        # lora_alpha = 2 r, a common choice: the estimate does not depend on it
-        cfg |= {"adapter": w.task, "lora_r": w.lora_rank, "lora_alpha": 2 * w.lora_rank, "lora_dropout": w.lora_dropout}
+        # lora_alpha: the workload's, unset 2 r (Workload.effective_lora_alpha); the estimate does not depend on it
+        alpha = w.effective_lora_alpha
+        cfg |= {"adapter": w.task, "lora_r": w.lora_rank, "lora_alpha": alpha, "lora_dropout": w.lora_dropout}
         cfg |= {"lora_target_linear": True} if targets == "all-linear" else {}
         cfg |= {"lora_target_modules": targets} if isinstance(targets, list) else {}
     cfg |= {
@@ -190,7 +191,7 @@ def llama_factory(lp: LaunchPlan) -> str:
     }
     if w.task in ("lora", "qlora"):
         targets = w.lora_targets
-        cfg |= {"lora_rank": w.lora_rank, "lora_dropout": w.lora_dropout}
+        cfg |= {"lora_rank": w.lora_rank, "lora_alpha": w.effective_lora_alpha, "lora_dropout": w.lora_dropout}
         cfg["lora_target"] = ",".join(targets) if isinstance(targets, list) else "all"
     if w.task == "qlora":
         # bitsandbytes NF4 on the fly; quantization_method is left at its default, which is bitsandbytes

@@ -86,6 +86,10 @@ class Workload(BaseModel):
     cluster: str | None = None
     lora_rank: int = Field(8, ge=1, le=65_536)
     lora_dropout: float = Field(0.0, ge=0, lt=1)  # PEFT LoraConfig default 0.0
+    # LoRA's alpha (the adapter's update is scaled by alpha / r); unset: 2 x lora_rank, LLaMA-Factory's
+    # default (hparams/finetuning_args.py: lora_alpha = lora_alpha or lora_rank * 2). An int, as PEFT's
+    # LoraConfig, TRL, Axolotl, LLaMA-Factory and fsdp_qlora's train.py type it. The estimate does not read it.
+    lora_alpha: int | None = Field(None, gt=0, le=1_000_000)
     input_len: int = Field(128, ge=0, le=10_000_000)
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
@@ -387,6 +391,11 @@ class Workload(BaseModel):
             # Ollama's library tags default to Q4_K_M (estimators/engines.py); AutoAWQ runs AWQ only
             return "q4_k_m" if self.engine == "ollama" else "awq"
         return "fp32" if self.precision == "tf32" else self.precision
+
+    @property
+    def effective_lora_alpha(self) -> int:
+        """The LoRA alpha the launch files write: `lora_alpha`, else 2 x lora_rank (LLaMA-Factory's default)."""
+        return self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
 
     @property
     def host_bandwidth_gbps(self) -> float:

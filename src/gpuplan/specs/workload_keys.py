@@ -112,7 +112,7 @@ TRAINING_ONLY: Final = frozenset(
         "fsdp_wrap", "fsdp_no_sync",
     }
 )  # fmt: skip
-ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
+ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_alpha", "lora_dropout", "lora_targets"})
 INFERENCE_ONLY: Final = frozenset(
     {
         "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",

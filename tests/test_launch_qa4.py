@@ -1,0 +1,84 @@
+"""QA round 4 (launch files and workload keys): LoRA alpha as a key every launch writer reads,
+the LoRA target names people write, --force's warning, empty values, multi-node Axolotl and the
+keys LLaMA-Factory and Axolotl require."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import RunCli
+from gpuplan.errors import InvalidSettingError
+from gpuplan.interfaces import api
+from gpuplan.results.estimate import TrainingSpeed
+from gpuplan.specs.workload import make_workload
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _words(text: str) -> list[str]:
+    return shlex.split(text.replace("\\\n", " "), comments=True)
+
+
+def _comment_words(text: str, prefix: str = "# run: ") -> list[str]:
+    line = next(x for x in text.splitlines() if x.startswith(prefix))
+    return shlex.split(line.removeprefix(prefix))
+
+
+# --- lora_alpha ------------------------------------------------------------------------------------
+
+LORA = {"model": "llama-3.1-8b", "task": "lora", "gpu": "A100", "lora_rank": 32}
+
+
+def test_lora_alpha_defaults_to_twice_the_rank_and_is_validated() -> None:
+    assert make_workload(LORA).effective_lora_alpha == 64  # unset: 2 x r (LLaMA-Factory's default)
+    assert make_workload({**LORA, "lora_alpha": 16}).effective_lora_alpha == 16
+    for bad in (0, -16):
+        with pytest.raises(InvalidSettingError, match=r"^The 'lora_alpha' key: .*greater than 0\. Got "):
+            make_workload({**LORA, "lora_alpha": bad})
+
+
+def test_lora_alpha_does_not_move_the_estimate() -> None:
+    a, b = api.estimate(make_workload(LORA)), api.estimate(make_workload({**LORA, "lora_alpha": 7}))
+    assert a.memory.per_gpu_bytes == b.memory.per_gpu_bytes
+    assert isinstance(a.time, TrainingSpeed) and isinstance(b.time, TrainingSpeed)
+    assert a.time.step_time_s == b.time.step_time_s
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expect"),
+    [
+        ("accelerate", "--lora_alpha=16"),  # TRL sft.py's flag, in the file's run line
+        ("torchtune", "model.lora_alpha=16"),
+        ("unsloth", "lora_alpha=16,"),
+        ("nemo", "peft.alpha=16"),
+    ],
+)
+def test_every_writer_writes_the_workload_lora_alpha(fmt: str, expect: str) -> None:
+    keys = {**LORA, "lora_alpha": 16}
+    if fmt == "nemo":
+        keys |= {"num_gpus": 8}
+    text = api.launch(make_workload(keys), fmt).text
+    assert expect in text and "alpha=64" not in text and "alpha 64" not in text
+    assert "adapter: lora r=32 alpha=16 " in text  # the header line says the same
+
+
+def test_yaml_trainers_write_the_workload_lora_alpha() -> None:
+    keys = {**LORA, "lora_alpha": 16}
+    ax = yaml.safe_load(api.launch(make_workload(keys), "axolotl").text)
+    lf = yaml.safe_load(api.launch(make_workload(keys), "llama-factory").text)
+    assert (ax["lora_r"], ax["lora_alpha"]) == (32, 16)
+    assert (lf["lora_rank"], lf["lora_alpha"]) == (32, 16)
+    # unset: 2 x r, written out (LLaMA-Factory would derive the same; Axolotl has no default)
+    assert yaml.safe_load(api.launch(make_workload(LORA), "llama-factory").text)["lora_alpha"] == 64
+
+
+def test_fsdp_qlora_example_reproduces_train_py_lora_alpha(run_cli: RunCli) -> None:
+    """AnswerDotAI/fsdp_qlora train.py@1a9fddfb main(): lora_rank 64, lora_alpha 16 (not 2 x 64)."""
+    code, out, err = run_cli("launch", str(EXAMPLES / "qlora-70b-2x3090.yaml"), "--format", "fsdp")
+    assert code == 0, err
+    words = _comment_words(out)
+    assert "--lora_r=64" in words and "--lora_alpha=16" in words
