@@ -82,3 +82,52 @@ def test_fsdp_qlora_example_reproduces_train_py_lora_alpha(run_cli: RunCli) -> N
     assert code == 0, err
     words = _comment_words(out)
     assert "--lora_r=64" in words and "--lora_alpha=16" in words
+
+
+# --- LoRA target names ---------------------------------------------------------------------------
+
+TUNE_NAMES = {**LORA, "lora_targets": "q_proj,v_proj,output_proj,w1,w2,w3"}
+
+
+def test_torchtune_names_count_as_the_model_modules() -> None:
+    """torchtune's output_proj and w1/w2/w3 (torchtune/models/convert_weights.py _FROM_HF: gate_proj ->
+    w1, down_proj -> w2, up_proj -> w3) adapt the same Llama layers as the HF names."""
+    hf = {**LORA, "lora_targets": "q_proj,v_proj,o_proj,gate_proj,down_proj,up_proj"}
+    a, b = api.estimate(make_workload(TUNE_NAMES)), api.estimate(make_workload(hf))
+    assert a.memory.trainable_params == b.memory.trainable_params
+    # 8B, r=32: q 4096x4096, v 4096x1024, o 4096x4096, 3 MLP 4096x14336; 32 layers: r x (in + out) each
+    per_layer = 32 * ((4096 + 4096) + (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336))
+    assert a.memory.trainable_params == 32 * per_layer
+
+
+@pytest.mark.parametrize("fmt", ["accelerate", "axolotl", "llama-factory", "unsloth"])
+def test_launch_files_write_the_model_module_names(fmt: str) -> None:
+    """PEFT (and Axolotl, LLaMA-Factory through it) match module names and skip a listed name that
+    matches nothing beside names that do: the files name the model's modules, with a note."""
+    text = api.launch(make_workload(TUNE_NAMES), fmt).text
+    if fmt == "axolotl":
+        written = yaml.safe_load(text)["lora_target_modules"]
+    elif fmt == "llama-factory":
+        written = yaml.safe_load(text)["lora_target"].split(",")
+    else:
+        words = _words(text) if fmt == "unsloth" else _comment_words(text)
+        i = words.index("--lora_target_modules")
+        written = [x for x in words[i + 1 :] if not x.startswith("-")][:6]
+    assert written == ["q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"]
+    assert "output_proj -> o_proj, w1 -> gate_proj, w2 -> down_proj, w3 -> up_proj" in text
+
+
+def test_torchtune_launch_reads_short_and_hf_names_into_its_own() -> None:
+    text = api.launch(make_workload({**LORA, "lora_targets": "q,v,output_proj"}), "torchtune").text
+    assert "model.lora_attn_modules=[q_proj,v_proj,output_proj]" in text
+
+
+def test_a_target_matching_no_layer_in_a_mixed_list_is_refused(run_cli: RunCli) -> None:
+    for cmd in ("estimate", "launch"):
+        fmt = ["--format", "axolotl"] if cmd == "launch" else []
+        code, out, err = run_cli(cmd, "llama-3.1-8b", "--task", "lora", "--gpu", "A100", *fmt,
+                                 "--set", "lora_targets=q_proj,v_proj,output_proj,bogus")  # fmt: skip
+        assert code == 2 and out == ""
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "['bogus']" in lines[0] and "output_proj" not in lines[0]
+        assert "Its linear layers: down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj" in lines[0]
