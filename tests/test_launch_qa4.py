@@ -131,3 +131,38 @@ def test_a_target_matching_no_layer_in_a_mixed_list_is_refused(run_cli: RunCli) 
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "['bogus']" in lines[0] and "output_proj" not in lines[0]
         assert "Its linear layers: down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj" in lines[0]
+
+
+# --- launch --force on a job that does not fit ---------------------------------------------------
+
+FORCED = ("launch", "llama-3.1-8b", "--task", "finetune", "--gpu", "4090", "--set", "datacenter=false", "--force")
+
+
+def _needed_usable(line: str) -> tuple[float, float]:
+    needed, usable = (float(x.split(" GiB")[0]) for x in line.split("(", 1)[1].split(", ")[:2])
+    return needed, usable
+
+
+@pytest.mark.parametrize("fmt", ["torchrun", "slurm", "accelerate", "axolotl", "llama-factory", "torchtitan"])
+def test_forced_file_warns_on_its_first_comment_line_and_on_stderr(run_cli: RunCli, fmt: str) -> None:
+    """8B full fine-tune on one RTX 4090: ~141.7 GiB needed (less with the framework's checkpointing),
+    23.6 GiB usable (24 GiB less the CUDA context's reserve)."""
+    code, out, err = run_cli(*FORCED, "--format", fmt)
+    assert code == 0, err
+    lines = out.splitlines()
+    top = lines[1] if lines[0] == "#!/bin/bash" else lines[0]  # a Slurm script's shebang stays first
+    assert top.startswith("# WARNING: does not fit (") and "GiB needed" in top and "GiB usable" in top
+    needed, usable = _needed_usable(top)
+    assert needed > 2 * usable and usable == pytest.approx(23.6, abs=0.2)
+    warned = [x for x in err.splitlines() if "WARNING" in x]
+    assert warned == ["gpuplan: " + top.removeprefix("# ")]
+
+
+def test_forced_deepspeed_json_warns_on_stderr(run_cli: RunCli) -> None:
+    """A DeepSpeed config is JSON (no comments): the warning is stderr's first line, once."""
+    code, out, err = run_cli(*FORCED, "--format", "deepspeed")
+    assert code == 0 and out.lstrip().startswith("{"), err
+    lines = err.splitlines()
+    assert lines[0].startswith("gpuplan: WARNING: does not fit (") and err.count("WARNING") == 1
+    needed, usable = _needed_usable(lines[0])
+    assert needed == pytest.approx(141.7, abs=0.5) and usable == pytest.approx(23.6, abs=0.2)

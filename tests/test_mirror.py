@@ -118,7 +118,7 @@ TESTED_BY: dict[str, str] = {
     "interfaces/api/catalog": "test_cli.py test_golden.py",
     "interfaces/api/charts": "test_web.py test_golden.py",
     "interfaces/api/estimate": "test_library.py test_golden.py test_qa_verdict_fixes.py",
-    "interfaces/api/launch": "test_launch.py",
+    "interfaces/api/launch": "test_launch.py test_launch_qa4.py",
     "interfaces/api/models": "test_model.py test_golden.py",
     "interfaces/api/plan": "test_library.py test_golden.py test_qa_verdict_fixes.py",
     "interfaces/api/records": "test_golden.py test_results.py test_qa_verdict_fixes.py",

@@ -232,21 +232,27 @@ def _header(lp: LaunchPlan) -> list[str]:
 FIT_WARNING: Final = "WARNING: does not fit"
 
 
+def fit_warning(lp: LaunchPlan) -> str | None:
+    """The warning a file for a job that does not fit carries (only `launch --force` writes one), or
+    None where it fits: the memory it needs against the GPU's usable memory, or the KV budget's lack."""
+    m, cap = lp.memory, lp.memory.capacity_bytes
+    if m.fits or cap is None:
+        return None
+    why = (
+        f"{m.on_card_bytes / 2**30:.1f} GiB needed, {cap / 2**30:.1f} GiB usable per GPU"
+        if m.on_card_bytes > cap or m.serving is None
+        else f"{m.serving.limit} lacks {m.kv_short_bytes / 2**30:.2f} GiB for one sequence"
+    )
+    return f"{FIT_WARNING} ({why}); written because of --force, it would not run"
+
+
 def _header_text(lp: LaunchPlan) -> list[str]:
     w = lp.w
-    m, cap = lp.memory, lp.memory.capacity_bytes
-    # only `launch --force` writes a job that does not fit: the file says so below its title line
-    warn = []
-    if not m.fits and cap is not None:
-        why = (
-            f"{m.on_card_bytes / 2**30:.1f} GiB needed, {cap / 2**30:.1f} GiB usable per GPU"
-            if m.on_card_bytes > cap or m.serving is None
-            else f"{m.serving.limit} lacks {m.kv_short_bytes / 2**30:.2f} GiB for one sequence"
-        )
-        warn = [f"{FIT_WARNING} ({why}); written because of --force, it would not run"]
+    # only `launch --force` writes a job that does not fit: the file's first comment line says so
+    warn = [x for x in (fit_warning(lp),) if x]
     lines = [
-        f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
         *warn,
+        f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
         f"layout: {lp.layout_label}",
     ]
     if lp.training:
