@@ -322,7 +322,7 @@ AXOLOTL_KEYS = {
     "base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_dropout",
     "lora_target_linear", "lora_target_modules", "sequence_len", "micro_batch_size", "gradient_accumulation_steps",
     "optimizer", "bf16", "fp16", "tf32", "gradient_checkpointing", "flash_attention", "torch_compile", "plugins",
-    "liger_fused_linear_cross_entropy", "max_steps", "fsdp", "fsdp_config", "deepspeed",
+    "liger_fused_linear_cross_entropy", "max_steps", "fsdp", "fsdp_config", "deepspeed", "datasets", "output_dir",
 }  # fmt: skip
 # LLaMA-Factory's arguments (src/llamafactory/hparams/*_args.py@cc22c045a7ffef31a3da6a32f189fd100d7c38b2)
 # and the transformers TrainingArguments it extends
@@ -330,7 +330,7 @@ LLAMA_FACTORY_KEYS = {
     "model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank", "lora_alpha", "lora_dropout", "lora_target",
     "quantization_bit", "quantization_method", "deepspeed", "cutoff_len", "per_device_train_batch_size",
     "gradient_accumulation_steps", "optim", "bf16", "fp16", "flash_attn", "disable_gradient_checkpointing",
-    "enable_liger_kernel", "output_dir", "max_steps",
+    "enable_liger_kernel", "output_dir", "max_steps", "dataset", "template",
 }  # fmt: skip
 
 

@@ -166,3 +166,47 @@ def test_forced_deepspeed_json_warns_on_stderr(run_cli: RunCli) -> None:
     assert lines[0].startswith("gpuplan: WARNING: does not fit (") and err.count("WARNING") == 1
     needed, usable = _needed_usable(lines[0])
     assert needed == pytest.approx(141.7, abs=0.5) and usable == pytest.approx(23.6, abs=0.2)
+
+
+# --- the data keys LLaMA-Factory and Axolotl need ------------------------------------------------
+
+
+def _edit_comment_then(text: str, key: str) -> None:
+    """The key is written under an EDIT comment, after the settings (a user finds what to change)."""
+    lines = text.splitlines()
+    at = lines.index(next(x for x in lines if x.startswith(f"{key}:")))
+    assert any(x.startswith("# EDIT: the data to train on") for x in lines[at - 5 : at])
+
+
+@pytest.mark.parametrize("task", ["lora", "qlora", "finetune"])
+def test_llama_factory_config_names_a_bundled_dataset_and_a_template(task: str) -> None:
+    """hparams/parser.py get_train_args refuses training without `dataset`; stages other than pt need
+    a `template`: alpaca_en_demo (bundled in LLaMA-Factory's data/, as its llama3_lora_sft example uses)
+    and `default` (its README's choice for base models)."""
+    keys: dict[str, object] = {"model": "llama-3.2-1b", "task": task, "gpu": "A100"}
+    text = api.launch(make_workload(keys), "llama-factory").text
+    cfg = yaml.safe_load(text)
+    assert (cfg["stage"], cfg["dataset"], cfg["template"]) == ("sft", "alpaca_en_demo", "default")
+    assert cfg["output_dir"] == "saves/gpuplan"
+    _edit_comment_then(text, "dataset")
+    pt = yaml.safe_load(api.launch(make_workload({**keys, "task": "pretrain"}), "llama-factory").text)
+    assert (pt["stage"], pt["dataset"]) == ("pt", "c4_demo") and "template" not in pt
+
+
+def test_llama_factory_flags_an_instruct_model_template() -> None:
+    text = api.launch(make_workload({"model": "llama-3.3-70b", "task": "qlora", "gpu": "H100"}), "llama-factory").text
+    assert "meta-llama/Llama-3.3-70B-Instruct is an instruct/chat model: set its own" in text
+
+
+@pytest.mark.parametrize("task", ["lora", "finetune", "pretrain"])
+def test_axolotl_config_names_datasets_and_output_dir(task: str) -> None:
+    """Axolotl's Llama 3 example (examples/llama-3/lora-8b.yml): datasets [{path: mhenrichsen/alpaca_2k_test,
+    type: alpaca}] and an output_dir; pre-training reads the same rows as plain text (type: completion)."""
+    text = api.launch(make_workload({"model": "llama-3.2-1b", "task": task, "gpu": "A100"}), "axolotl").text
+    cfg = yaml.safe_load(text)
+    want = {"path": "mhenrichsen/alpaca_2k_test", "type": "alpaca"}
+    if task == "pretrain":
+        want = {"path": "mhenrichsen/alpaca_2k_test", "type": "completion", "field": "output"}
+    assert cfg["datasets"] == [want] and cfg["output_dir"] == "./outputs/gpuplan"
+    _edit_comment_then(text, "datasets")
+    assert "<" not in text.split("# run:", 1)[1]  # no <placeholder> left for the tool to choke on
