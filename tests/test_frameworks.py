@@ -322,15 +322,15 @@ AXOLOTL_KEYS = {
     "base_model", "load_in_8bit", "load_in_4bit", "adapter", "lora_r", "lora_alpha", "lora_dropout",
     "lora_target_linear", "lora_target_modules", "sequence_len", "micro_batch_size", "gradient_accumulation_steps",
     "optimizer", "bf16", "fp16", "tf32", "gradient_checkpointing", "flash_attention", "torch_compile", "plugins",
-    "liger_fused_linear_cross_entropy", "max_steps", "fsdp", "fsdp_config", "deepspeed",
+    "liger_fused_linear_cross_entropy", "max_steps", "fsdp", "fsdp_config", "deepspeed", "datasets", "output_dir",
 }  # fmt: skip
 # LLaMA-Factory's arguments (src/llamafactory/hparams/*_args.py@cc22c045a7ffef31a3da6a32f189fd100d7c38b2)
 # and the transformers TrainingArguments it extends
 LLAMA_FACTORY_KEYS = {
-    "model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank", "lora_dropout", "lora_target",
+    "model_name_or_path", "stage", "do_train", "finetuning_type", "lora_rank", "lora_alpha", "lora_dropout", "lora_target",
     "quantization_bit", "quantization_method", "deepspeed", "cutoff_len", "per_device_train_batch_size",
     "gradient_accumulation_steps", "optim", "bf16", "fp16", "flash_attn", "disable_gradient_checkpointing",
-    "enable_liger_kernel", "output_dir", "max_steps",
+    "enable_liger_kernel", "output_dir", "max_steps", "dataset", "template",
 }  # fmt: skip
 
 
@@ -411,7 +411,8 @@ def test_unsloth_is_one_gpu_python_and_torchtune_is_tune_run(run_cli: RunCli) ->
 def test_nemo_writes_fp16_on_a_card_without_bf16() -> None:
     w = _train(framework="nemo", cluster="1x8:V100", tp=2)
     text = api.launch(w, "", force=True).text
-    assert "trainer.plugins=fp16_mixed" in text and "(fp16)" in text.splitlines()[0]
+    title = next(x for x in text.splitlines() if x.startswith("# gpuplan:"))  # below --force's warning
+    assert "trainer.plugins=fp16_mixed" in text and "(fp16)" in title
 
 
 def test_axolotl_and_llama_factory_keep_the_workloads_micro_batch() -> None:

@@ -540,10 +540,10 @@ def test_a_local_config_json_launches_with_its_folder_as_the_model(run_cli: RunC
 
 def test_forced_launch_of_a_job_that_does_not_fit_warns_in_the_file_and_on_stderr(run_cli: RunCli) -> None:
     """QA3 F27.3: 8B full finetune on one RTX 4090 (141.7 GiB needed, 23.6 GiB usable): --force
-    writes it, with a warning below the header's title line and one stderr line."""
+    writes it, with a warning on the file's first line and one stderr line."""
     args = ("launch", "llama-3.1-8b", "--task", "finetune", "--gpu", "4090", "--set", "datacenter=false")
     code, out, err = run_cli(*args, "--format", "torchrun", "--force")
-    first = out.splitlines()[1]  # below the title line
+    first = out.splitlines()[0]  # the top of the file
     assert code == 0 and first.startswith("# WARNING: does not fit (")
     needed, usable = (float(x.split(" GiB")[0]) for x in first.split("(")[1].split(", ")[:2])
     assert needed == pytest.approx(141.7, abs=0.5) and usable == pytest.approx(23.6, abs=0.2)

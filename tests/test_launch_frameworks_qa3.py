@@ -214,7 +214,7 @@ def test_unsloth_says_what_script_it_drives_and_passes_the_settings() -> None:
     assert args.gradient_checkpointing is True and rest == ["--max_length=4096"]  # type: ignore[attr-defined]
     assert "TRL sft.py's spelling" in rec.text and "full_finetuning=True" in rec.text
     lora = api.launch("llama-3.1-8b", "", {"task": "lora", "gpu": "RTX 4090", "framework": "unsloth"}).text
-    assert 'get_peft_model(r=8, use_gradient_checkpointing="unsloth")' in lora
+    assert 'get_peft_model(r=8, lora_alpha=16, use_gradient_checkpointing="unsloth")' in lora
 
 
 # --- F4 + F5: torchtune's LoRA targets and QLoRA kernel -------------------------------------------

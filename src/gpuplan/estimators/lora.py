@@ -79,6 +79,15 @@ def _resolve(linears: list[ParamGroup], names: tuple[str, ...]) -> tuple[str, ..
     return tuple(out)
 
 
+def model_target_names(model: ModelSpec, names: list[str]) -> list[str]:
+    """A list of target names as `model` names its modules (q -> q_proj, output_proj -> o_proj, w1 ->
+    gate_proj on a Llama; the model's own names kept), each once, in the order given: what PEFT,
+    Axolotl and LLaMA-Factory match module names against. Names it has no module for pass through
+    unchanged (lora_targets refuses them)."""
+    resolved = _resolve([g for g in model.linear_layers() if g.numel > 0], tuple(names))
+    return list(dict.fromkeys(resolved))
+
+
 def adapter_params(targets: list[ParamGroup], rank: int) -> int:
     """Trainable LoRA parameters: r x (in + out) per adapted matrix (Hu et al. 2021)."""
     return sum(rank * (g.linear[0] + g.linear[1]) * g.count for g in targets if g.linear is not None)

@@ -133,7 +133,7 @@ def adapter_args(w: Workload, sharded: bool = False) -> list[str]:
     trl/trainer/model_config.py@f2cd57710ae345ea6428ae95363267fcf38a3dc8: --use_peft, --lora_r,
     --lora_alpha, --lora_dropout, --lora_target_modules, --load_in_4bit, --bnb_4bit_quant_type,
     --bnb_4bit_quant_storage), which trl/scripts/sft.py and HfArgumentParser scripts read; lora_alpha
-    = 2 r, a common choice the estimate does not use. `sharded`: the 4-bit base is sharded (FSDP, or
+    is the workload's (unset: 2 r, Workload.effective_lora_alpha), which the estimate does not use. `sharded`: the 4-bit base is sharded (FSDP, or
     ZeRO-3), which shards float tensors only, so the packed NF4 weights are stored in the model's
     dtype (bitsandbytes-foundation/bitsandbytes:docs/source/fsdp_qlora.md@0.50.2, "Quantized data
     storage"; huggingface/peft:examples/sft/run_peft_qlora_fsdp.sh@5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40)."""
@@ -142,7 +142,7 @@ def adapter_args(w: Workload, sharded: bool = False) -> list[str]:
     a = [
         "--use_peft",
         f"--lora_r={w.lora_rank}",
-        f"--lora_alpha={2 * w.lora_rank}",
+        f"--lora_alpha={w.effective_lora_alpha}",
         f"--lora_dropout={w.lora_dropout:g}",
     ]
     if w.lora_targets != "default":  # "default": PEFT's own targets for the model type
@@ -232,21 +232,27 @@ def _header(lp: LaunchPlan) -> list[str]:
 FIT_WARNING: Final = "WARNING: does not fit"
 
 
+def fit_warning(lp: LaunchPlan) -> str | None:
+    """The warning a file for a job that does not fit carries (only `launch --force` writes one), or
+    None where it fits: the memory it needs against the GPU's usable memory, or the KV budget's lack."""
+    m, cap = lp.memory, lp.memory.capacity_bytes
+    if m.fits or cap is None:
+        return None
+    why = (
+        f"{m.on_card_bytes / 2**30:.1f} GiB needed, {cap / 2**30:.1f} GiB usable per GPU"
+        if m.on_card_bytes > cap or m.serving is None
+        else f"{m.serving.limit} lacks {m.kv_short_bytes / 2**30:.2f} GiB for one sequence"
+    )
+    return f"{FIT_WARNING} ({why}); written because of --force, it would not run"
+
+
 def _header_text(lp: LaunchPlan) -> list[str]:
     w = lp.w
-    m, cap = lp.memory, lp.memory.capacity_bytes
-    # only `launch --force` writes a job that does not fit: the file says so below its title line
-    warn = []
-    if not m.fits and cap is not None:
-        why = (
-            f"{m.on_card_bytes / 2**30:.1f} GiB needed, {cap / 2**30:.1f} GiB usable per GPU"
-            if m.on_card_bytes > cap or m.serving is None
-            else f"{m.serving.limit} lacks {m.kv_short_bytes / 2**30:.2f} GiB for one sequence"
-        )
-        warn = [f"{FIT_WARNING} ({why}); written because of --force, it would not run"]
+    # only `launch --force` writes a job that does not fit: the file's first comment line says so
+    warn = [x for x in (fit_warning(lp),) if x]
     lines = [
-        f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
         *warn,
+        f"gpuplan: {lp.model.name} {w.task} ({w.precision}) on {lp.cluster.nodes} x {lp.cluster.gpus_per_node} {lp.cluster.gpu.name}",
         f"layout: {lp.layout_label}",
     ]
     if lp.training:
@@ -278,7 +284,7 @@ def adapter_line(w: Workload) -> str:
         else w.precision
     )
     return (
-        f"adapter: {w.task} r={w.lora_rank} alpha={2 * w.lora_rank} dropout={w.lora_dropout:g} targets={targets} "
+        f"adapter: {w.task} r={w.lora_rank} alpha={w.effective_lora_alpha} dropout={w.lora_dropout:g} targets={targets} "
         f"on a frozen {base} base"
     )
 

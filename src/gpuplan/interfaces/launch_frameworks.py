@@ -307,7 +307,7 @@ def nemo_argv(lp: LaunchPlan) -> list[str]:
     if w.train_tokens:
         a.append(f"trainer.max_steps={math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len))}")
     if w.task == "lora":  # the recipe's peft (llm.peft.LoRA: dim, alpha, dropout, target_modules)
-        a += [f"peft.dim={w.lora_rank}", f"peft.alpha={2 * w.lora_rank}", f"peft.dropout={w.lora_dropout:g}",
+        a += [f"peft.dim={w.lora_rank}", f"peft.alpha={w.effective_lora_alpha}", f"peft.dropout={w.lora_dropout:g}",
               f"peft.target_modules=[{','.join(nemo_lora_modules(lp))}]"]  # fmt: skip
     return ["nemo", "llm", verb, "--factory", factory, *a, "-y"]
 
@@ -388,7 +388,7 @@ def torchtune(lp: LaunchPlan) -> str:
             f"model.apply_lora_to_mlp={mlp}",
             f"model.apply_lora_to_output={head_out}",
             f"model.lora_rank={w.lora_rank}",
-            f"model.lora_alpha={2 * w.lora_rank}",
+            f"model.lora_alpha={w.effective_lora_alpha}",
             f"model.lora_dropout={w.lora_dropout:g}",
         ]
     config = tune_config(lp.model.name, w.task if adapter else "full", single)
@@ -473,7 +473,7 @@ def unsloth(lp: LaunchPlan) -> str:
     w = lp.w
     load = f"FastLanguageModel.from_pretrained(max_seq_length={w.seq_len}, load_in_4bit={w.task == 'qlora'}"
     calls = (
-        f'{load}), get_peft_model(r={w.lora_rank}, use_gradient_checkpointing="unsloth")'
+        f'{load}), get_peft_model(r={w.lora_rank}, lora_alpha={w.effective_lora_alpha}, use_gradient_checkpointing="unsloth")'
         if w.task in ("lora", "qlora")
         else f"{load}, full_finetuning=True)"
     )

@@ -8,7 +8,7 @@ ba1be71d70582bc0abf67ad604abb6739567f504; deepspeed_configs/zero{1,2,3}*.json sh
 LLaMA-Factory's argument dataclasses (hiyouga/LLaMA-Factory:src/llamafactory/hparams/model_args.py@
 cc22c045a7ffef31a3da6a32f189fd100d7c38b2 and ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30 (0.9.6.dev0):
 flash_attn, enable_liger_kernel, disable_gradient_checkpointing, quantization_bit, quantization_type;
-finetuning_args.py: stage, finetuning_type, lora_rank, lora_dropout, lora_target; the examples'
+finetuning_args.py: stage, finetuning_type, lora_rank, lora_alpha, lora_dropout, lora_target; the examples'
 deepspeed: examples/deepspeed/ds_z{2,3}[_offload]_config.json, or the DeepSpeed config inline where none
 matches) plus transformers' TrainingArguments.
 """
@@ -78,9 +78,63 @@ def _steps(w: Workload) -> int | None:
     return math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len)) if w.train_tokens else None
 
 
-def _dump(lp: LaunchPlan, cfg: dict[str, Any], run: str, notes: tuple[str, ...] = ()) -> str:
+def _dump(lp: LaunchPlan, cfg: dict[str, Any], run: str, notes: tuple[str, ...] = (), data: _Data | None = None) -> str:
     head = "".join(f"# {x}\n" for x in (*_header(lp), *notes)) + f"# run: {run}\n"
-    return head + yaml.safe_dump(cfg, sort_keys=False)
+    tail = (
+        "" if data is None else "\n" + "".join(f"# {x}\n" for x in data[0]) + yaml.safe_dump(data[1], sort_keys=False)
+    )
+    return head + yaml.safe_dump(cfg, sort_keys=False) + tail
+
+
+# The data keys each tool needs to start, written with a runnable example the user replaces: comment
+# lines, then the keys (written last, under their comment: YAML keys have no order the tools read)
+_Data = tuple[tuple[str, ...], dict[str, Any]]
+_EDIT: Final = "EDIT: the data to train on; the value below is a small public example that runs as written"
+# Axolotl: `datasets` (each a path and a prompt format) and output_dir, as its Llama 3 example writes them
+# (axolotl-ai-cloud/axolotl:examples/llama-3/lora-8b.yml@9f824ef76af48eff9f69f3a93ede03a6a2b4313a:
+# path mhenrichsen/alpaca_2k_test, type alpaca; output_dir ./outputs/lora-out; the schema's default
+# output_dir is ./model-out). Pre-training reads plain text: the `completion` format, whose `field` names
+# the column (src/axolotl/prompt_strategies/completion.py: ds_cfg["field"], default "text";
+# docs/dataset-formats/pretraining.qmd@5035f0f6a84887cd8f2d5007335d649950c41ef4).
+AXOLOTL_EXAMPLE_DATASET: Final = "mhenrichsen/alpaca_2k_test"
+# LLaMA-Factory: `dataset` names entries of dataset_dir's dataset_info.json (dataset_dir "data": a LLaMA-Factory
+# checkout's data/, which bundles the demo sets its examples train on: alpaca_en_demo in
+# examples/train_lora/llama3_lora_sft.yaml@e8e6af26514272e29a50649b38182beb4db4ebfa, c4_demo in
+# llama3_lora_pretrain.yaml@13d252fa7856ecb14ba6907e5adb10070e5cdde4); src/llamafactory/hparams/parser.py@
+# 003a2acb1a2eb374a862c86eff9b967889a26e34 get_train_args: "Please specify dataset for training.". `template`
+# formats the prompts of every stage but pt (older get_train_args: "Please specify which `template` to use.");
+# its README: base models take default, alpaca, vicuna ..., instruct/chat models their own template.
+LLAMA_FACTORY_EXAMPLE_DATASET: Final = {"pt": "c4_demo", "sft": "alpaca_en_demo"}
+
+
+def _axolotl_data(w: Workload) -> _Data:
+    pretrain = w.task == "pretrain"
+    ds: dict[str, Any] = {"path": AXOLOTL_EXAMPLE_DATASET}
+    ds |= {"type": "completion", "field": "output"} if pretrain else {"type": "alpaca"}
+    what = "its output column as plain text (type: completion)" if pretrain else "instruction/response pairs"
+    return (
+        (_EDIT, f"({AXOLOTL_EXAMPLE_DATASET}: the small Alpaca-format set Axolotl's Llama 3 examples train on; here {what}).",
+         "Replace path and type with your data's (docs: dataset-formats); output_dir is where checkpoints go."),
+        {"datasets": [ds], "output_dir": "./outputs/gpuplan"},
+    )  # fmt: skip
+
+
+def _llama_factory_data(lp: LaunchPlan, stage: str) -> _Data:
+    name = LLAMA_FACTORY_EXAMPLE_DATASET[stage]
+    lines: tuple[str, ...] = (
+        _EDIT,
+        f"({name}: the demo set LLaMA-Factory bundles in data/; run from a LLaMA-Factory checkout, or set",
+        "dataset_dir). Replace it with your dataset's name in data/dataset_info.json.",
+    )
+    if stage == "pt":  # plain text: no prompt template
+        return lines, {"dataset": name}
+    chat = any(t in lp.model_id.lower() for t in ("instruct", "-chat", "-it"))
+    lines += (
+        "template: the prompt format. `default` suits a base model; "
+        + (f"{lp.model_id} is an instruct/chat model: set its own (e.g. llama3 for Llama 3 Instruct)."
+           if chat else "an instruct/chat model needs its own (e.g. llama3 for Llama 3 Instruct)."),
+    )  # fmt: skip
+    return lines, {"dataset": name, "template": "default"}
 
 
 def axolotl(lp: LaunchPlan) -> str:
@@ -92,8 +146,9 @@ def axolotl(lp: LaunchPlan) -> str:
     cfg: dict[str, Any] = {"base_model": lp.model_id, "load_in_8bit": False, "load_in_4bit": w.task == "qlora"}
     if w.task in ("lora", "qlora"):
         targets = w.lora_targets
-        # lora_alpha = 2 r, a common choice: the estimate does not depend on it
-        cfg |= {"adapter": w.task, "lora_r": w.lora_rank, "lora_alpha": 2 * w.lora_rank, "lora_dropout": w.lora_dropout}
+        # lora_alpha: the workload's, unset 2 r (Workload.effective_lora_alpha); the estimate does not depend on it
+        alpha = w.effective_lora_alpha
+        cfg |= {"adapter": w.task, "lora_r": w.lora_rank, "lora_alpha": alpha, "lora_dropout": w.lora_dropout}
         cfg |= {"lora_target_linear": True} if targets == "all-linear" else {}
         cfg |= {"lora_target_modules": targets} if isinstance(targets, list) else {}
     cfg |= {
@@ -147,7 +202,7 @@ def axolotl(lp: LaunchPlan) -> str:
         else ""
     )
     run = f"accelerate launch {multi}--num_processes {lp.cluster.num_gpus} -m axolotl.cli.train config.yml"
-    return _dump(lp, cfg, run, notes)
+    return _dump(lp, cfg, run, notes, _axolotl_data(w))
 
 
 def _llama_factory_fp8(w: Workload) -> dict[str, Any]:
@@ -190,7 +245,7 @@ def llama_factory(lp: LaunchPlan) -> str:
     }
     if w.task in ("lora", "qlora"):
         targets = w.lora_targets
-        cfg |= {"lora_rank": w.lora_rank, "lora_dropout": w.lora_dropout}
+        cfg |= {"lora_rank": w.lora_rank, "lora_alpha": w.effective_lora_alpha, "lora_dropout": w.lora_dropout}
         cfg["lora_target"] = ",".join(targets) if isinstance(targets, list) else "all"
     if w.task == "qlora":
         # bitsandbytes NF4 on the fly; quantization_method is left at its default, which is bitsandbytes
@@ -219,7 +274,7 @@ def llama_factory(lp: LaunchPlan) -> str:
         cfg["max_steps"] = steps
     nodes = lp.cluster.nodes
     env = "FORCE_TORCHRUN=1 " + (f"NNODES={nodes} NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR " if nodes > 1 else "")
-    return _dump(lp, cfg, f"{env}llamafactory-cli train config.yaml", notes)
+    return _dump(lp, cfg, f"{env}llamafactory-cli train config.yaml", notes, _llama_factory_data(lp, cfg["stage"]))
 
 
 def render(lp: LaunchPlan, fmt: str) -> str:

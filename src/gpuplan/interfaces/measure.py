@@ -257,7 +257,7 @@ def _model(w: Workload, device: str, tiny: bool) -> Any:
         # lacks: gpt-oss, Llama 4 built from its text config)
         targets = "all-linear" if w.lora_targets == "all-linear" else (
             _default_targets(w) if w.lora_targets == "default" else list(w.lora_targets))  # fmt: skip
-        model = get_peft_model(model, LoraConfig(r=w.lora_rank, lora_alpha=2 * w.lora_rank, target_modules=targets,
+        model = get_peft_model(model, LoraConfig(r=w.lora_rank, lora_alpha=w.effective_lora_alpha, target_modules=targets,
                                                  lora_dropout=w.lora_dropout, task_type="CAUSAL_LM"),
                                autocast_adapter_dtype=adapters_fp32)  # fmt: skip
     if w.is_training and w.activation_checkpointing != "none":

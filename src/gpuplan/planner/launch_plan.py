@@ -10,6 +10,7 @@ from typing import Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import uncertainty
+from gpuplan.estimators.lora import model_target_names
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.layouts import CHECKPOINTING, Layout, search_layouts
@@ -161,6 +162,8 @@ def plan_launch(
         # _check_if_gpu_supports_dtype); trainers' bf16 autocast has no tensor cores there: fp16 it is
         w = w.with_(precision="fp16")
         notes.append(f"{cluster.gpu.name} has no BF16 (compute capability < 8.0): written as fp16")
+    w, renamed = _model_target_names(model, w)
+    notes += renamed
     mem = estimate_memory(model, w, cluster.gpu)
     training = estimate_training_time(model, w, cluster.gpu, cluster) if w.is_training else None
     inference = None if w.is_training else estimate_inference_time(model, w, cluster.gpu)
@@ -170,6 +173,22 @@ def plan_launch(
         model, model_id(model, name), w, cluster, label, training, inference, mem, script, script_args,
         secs, note, iw.fmt, iw.from_checkpoint, tuple(notes), searched_none,
     )  # fmt: skip
+
+
+def _model_target_names(model: ModelSpec, w: Workload) -> tuple[Workload, list[str]]:
+    """An adapter job's listed lora_targets as the model names its modules (torchtune's output_proj
+    -> o_proj, w1/w2/w3 -> gate/down/up_proj, q -> q_proj: estimators/lora.py), so the file's PEFT,
+    Axolotl or LLaMA-Factory adapter matches them; PEFT would skip a name that matches no module
+    beside names that do. A note names each one renamed."""
+    if w.task not in ("lora", "qlora") or not isinstance(w.lora_targets, list):
+        return w, []
+    names = model_target_names(model, w.lora_targets)
+    if names == w.lora_targets:
+        return w, []
+    each = [(a, model_target_names(model, [a])[0]) for a in w.lora_targets]
+    renamed = [f"{a} -> {b}" for a, b in each if a != b]
+    note = f"lora_targets written as {model.name} names its modules: {', '.join(dict.fromkeys(renamed))}"
+    return w.with_(lora_targets=names), [note] if renamed else []
 
 
 def _search(model: ModelSpec, w: Workload, cluster: Cluster, fw_keys: set[str]) -> tuple[Workload, str] | None:

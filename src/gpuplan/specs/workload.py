@@ -4,6 +4,8 @@ Keys and defaults are documented in docs/workload.md (generated from this model)
 offload, LoRA targets, attention kernel, loss, serving) say what the estimators must know to be
 exact. Values are validated here, once, with one clear message per bad key; the estimators can
 then trust them. YAML is read with the bounded safe loader of gpuplan.safeio only.
+The name tables (tasks, optimizer / attention / LoRA-target names) and the per-task key scopes
+(check_keys_apply) live in specs/workload_keys.py; this module re-exports them.
 """
 
 from __future__ import annotations
@@ -20,61 +22,19 @@ from gpuplan.errors import InvalidSettingError, did_you_mean
 from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped, whole_number
 from gpuplan.specs import frameworks
 from gpuplan.specs.durations import parse_duration_s
-from gpuplan.specs.engine_formats import check_engine_weight_format
 from gpuplan.specs.precision import storage_format
-
-TRAINING_TASKS: Final = ("pretrain", "finetune", "lora", "qlora")
-LLM_TASKS: Final = (*TRAINING_TASKS, "inference")
-GRAPHICS_TASKS: Final = ("streaming", "vdi", "render", "ai-video")
-
-# Optimizers and the bitsandbytes / torch variants users name; see estimators/optimizer.py.
-OPTIMIZERS: Final = (
-    "adamw", "adamw-foreach", "adam", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "sgd", "sgd-momentum",
-    "adafactor", "lion", "lion-8bit", "paged-lion-8bit",
-)  # fmt: skip
-_OPTIMIZER_ALIASES: Final = {
-    "adamw_torch": "adamw-foreach",
-    "adamw-torch": "adamw-foreach",
-    "adamw_torch_fused": "adamw",
-    "adamw-fused": "adamw",
-    "fused-adamw": "adamw",
-    "adamw_hf": "adamw",
-    "adamw_8bit": "adamw-8bit",
-    "adamw_bnb_8bit": "adamw-8bit",
-    "adam8bit": "adamw-8bit",
-    "adamw8bit": "adamw-8bit",
-    "8bit-adamw": "adamw-8bit",
-    "paged_adamw_32bit": "paged-adamw",
-    "paged-adamw-32bit": "paged-adamw",
-    "paged_adamw": "paged-adamw",
-    "paged_adamw_8bit": "paged-adamw-8bit",
-    "sgd_momentum": "sgd-momentum",
-    "lion_8bit": "lion-8bit",
-    "lion8bit": "lion-8bit",
-    "paged_lion_8bit": "paged-lion-8bit",
-}
-
-CHECKPOINTING: Final = ("none", "selective", "selective-op", "full")
-
-# attn_implementation names as transformers spells them (PreTrainedModel: "eager", "sdpa",
-# "flash_attention_2", "flash_attention_3") and the kernels they run here. "sdpa" is
-# torch.nn.functional.scaled_dot_product_attention, which on CUDA dispatches to FlashAttention-2 or
-# the memory-efficient kernel when the inputs allow (PyTorch docs, scaled_dot_product_attention:
-# "three supported implementations ... FlashAttention-2, Memory-Efficient Attention, a PyTorch
-# implementation defined in C++"), neither of which materialises the scores: "flash". Only its C++
-# math fallback would, and transformers' SDPA path takes the fused kernels on Ampere and later
-# (fp32 inputs take the memory-efficient kernel, slower than FlashAttention-2; the speed estimate
-# does not tell the two apart).
-_ATTENTION_ALIASES: Final = {
-    "sdpa": "flash",
-    "flash_attention_2": "flash",
-    "flash_attn_2": "flash",
-    "fa2": "flash",
-    "flash_attention": "flash",
-    "flash_attention_3": "fa3",
-    "flash_attn_3": "fa3",
-    "eager": "eager",
-}
+from gpuplan.specs.workload_keys import ADAPTER_ONLY as ADAPTER_ONLY
+from gpuplan.specs.workload_keys import CHECKPOINTING as CHECKPOINTING
+from gpuplan.specs.workload_keys import ENGINE_ONLY as ENGINE_ONLY
+from gpuplan.specs.workload_keys import GRAPHICS_ONLY as GRAPHICS_ONLY
+from gpuplan.specs.workload_keys import GRAPHICS_TASKS as GRAPHICS_TASKS
+from gpuplan.specs.workload_keys import INFERENCE_ONLY as INFERENCE_ONLY
+from gpuplan.specs.workload_keys import LLM_TASKS as LLM_TASKS
+from gpuplan.specs.workload_keys import OPTIMIZERS as OPTIMIZERS
+from gpuplan.specs.workload_keys import TRAINING_ONLY as TRAINING_ONLY
+from gpuplan.specs.workload_keys import TRAINING_TASKS as TRAINING_TASKS
+from gpuplan.specs.workload_keys import attention_name, lora_target_list, optimizer_name
+from gpuplan.specs.workload_keys import check_keys_apply as check_keys_apply
 
 # Host memory bandwidth a partial llama.cpp offload reads its CPU layers at, unless the workload says:
 # dual-channel DDR5-5600, 2 channels x 8 bytes x 5600 MT/s = 89.6 GB/s (the JEDEC DDR5 data rate;
@@ -126,6 +86,10 @@ class Workload(BaseModel):
     cluster: str | None = None
     lora_rank: int = Field(8, ge=1, le=65_536)
     lora_dropout: float = Field(0.0, ge=0, lt=1)  # PEFT LoraConfig default 0.0
+    # LoRA's alpha (the adapter's update is scaled by alpha / r); unset: 2 x lora_rank, LLaMA-Factory's
+    # default (hparams/finetuning_args.py: lora_alpha = lora_alpha or lora_rank * 2). An int, as PEFT's
+    # LoraConfig, TRL, Axolotl, LLaMA-Factory and fsdp_qlora's train.py type it. The estimate does not read it.
+    lora_alpha: int | None = Field(None, gt=0, le=1_000_000)
     input_len: int = Field(128, ge=0, le=10_000_000)
     output_len: int = Field(128, ge=0, le=10_000_000)
     weight_dtype: str | None = None  # inference weights; default: the compute precision
@@ -283,14 +247,7 @@ class Workload(BaseModel):
     @field_validator("optimizer", mode="before")
     @classmethod
     def _optimizer(cls, v: Any) -> str:
-        if not isinstance(v, str):
-            raise ValueError(f"must be one of {', '.join(OPTIMIZERS)}. Got {v!r}.")
-        key = v.strip().lower()
-        key = _OPTIMIZER_ALIASES.get(key, _OPTIMIZER_ALIASES.get(key.replace("-", "_"), key.replace("_", "-")))
-        if key not in OPTIMIZERS:
-            hint = did_you_mean(key, OPTIMIZERS)
-            raise ValueError(f"must be one of {', '.join(OPTIMIZERS)}. Got {v!r}.{hint}")
-        return key
+        return optimizer_name(v)  # specs/workload_keys.py: the names torch, transformers, bitsandbytes use
 
     @field_validator("weight_dtype", "kv_dtype", mode="before")
     @classmethod
@@ -311,23 +268,12 @@ class Workload(BaseModel):
     @classmethod
     def _attention_names(cls, v: Any) -> Any:
         """transformers' attn_implementation names (and FA's) read as the kernel they run."""
-        if isinstance(v, str):
-            return _ATTENTION_ALIASES.get(v.strip().lower().replace("-", "_"), v)
-        return v
+        return attention_name(v)
 
     @field_validator("lora_targets", mode="before")
     @classmethod
     def _targets(cls, v: Any) -> str | list[str]:
-        if isinstance(v, str):
-            items = [s.strip() for s in v.split(",") if s.strip()]
-            if len(items) == 1 and items[0].lower() in ("default", "all-linear", "all_linear", "all"):
-                return "all-linear" if items[0].lower() != "default" else "default"
-            if not items:
-                raise ValueError("needs at least one module name, 'default' or 'all-linear'.")
-            return items
-        if isinstance(v, list) and v and all(isinstance(s, str) and s.strip() for s in v):
-            return [s.strip() for s in v]
-        raise ValueError(f"must be 'default', 'all-linear' or a list of module names. Got {v!r}.")
+        return lora_target_list(v)
 
     @model_validator(mode="before")
     @classmethod
@@ -447,6 +393,11 @@ class Workload(BaseModel):
         return "fp32" if self.precision == "tf32" else self.precision
 
     @property
+    def effective_lora_alpha(self) -> int:
+        """The LoRA alpha the launch files write: `lora_alpha`, else 2 x lora_rank (LLaMA-Factory's default)."""
+        return self.lora_alpha if self.lora_alpha is not None else 2 * self.lora_rank
+
+    @property
     def host_bandwidth_gbps(self) -> float:
         """The host memory bandwidth (GB/s) a partial offload reads its CPU layers at."""
         return self.host_memory_bandwidth or DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS
@@ -530,71 +481,3 @@ def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = N
     merged = dict(data)
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return make_workload(merged)
-
-
-# Keys that only some tasks read. A user who sets one for a task that ignores it gets one line
-# naming the task it needs, not an answer that silently left it out.
-TRAINING_ONLY: Final = frozenset(
-    {
-        "seq_len", "grad_accum", "optimizer", "activation_checkpointing", "zero", "global_batch", "master_weights",
-        "offload", "loss_impl", "activation_offloading", "optimizer_in_backward", "grads_set_to_none", "sharding",
-        "epochs", "dataset_tokens", "sequence_parallel", "tp_comm_overlap", "vp", "cp", "framework", "fp8_recipe",
-        "fsdp_wrap", "fsdp_no_sync",
-    }
-)  # fmt: skip
-ADAPTER_ONLY: Final = frozenset({"lora_rank", "lora_dropout", "lora_targets"})
-INFERENCE_ONLY: Final = frozenset(
-    {
-        "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
-        "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
-        "max_tpot_ms", "max_ttft_ms", "awq_version", "input_len_p90", "output_len_p90",
-    }
-)  # fmt: skip
-# Inference keys that only some engines read (the same one-line refusal names the engines)
-ENGINE_ONLY: Final = {
-    "cache_implementation": ("transformers",),
-    "gpu_layers": ("llama.cpp", "ollama"),
-    "host_memory_bandwidth": ("llama.cpp", "ollama"),
-    "num_ctx": ("ollama", "autoawq"),
-    "awq_version": ("autoawq",),
-}
-GRAPHICS_ONLY: Final = frozenset(
-    {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}
-)
-
-
-def check_keys_apply(w: Workload) -> None:
-    """Refuse a key the workload's task ignores (set by the user, not a default), in one line that
-    names the task that reads it. The task defaults to inference when none is given."""
-    given = w.model_fields_set
-    task = w.task + ("" if "task" in given else " (the default: no task was given)")
-    if w.task == "inference":
-        check_engine_weight_format(w.engine, w.weight_dtype)
-    if "fp8_recipe" in given and w.is_training and w.precision != "fp8":
-        raise InvalidSettingError(
-            f"The 'fp8_recipe' key is read only by fp8 training; this workload's precision is {w.precision}. "
-            "Set precision: fp8 or drop fp8_recipe."
-        )
-    for key in sorted(given):
-        if key in TRAINING_ONLY and not w.is_training:
-            need = "training (pretrain, finetune, lora, qlora)"
-        elif key in ADAPTER_ONLY and w.task not in ("lora", "qlora"):
-            need = "adapter (lora, qlora)"
-        elif key in INFERENCE_ONLY and w.task != "inference":
-            need = "inference"
-        elif key in GRAPHICS_ONLY and not w.is_graphics:
-            need = f"graphics ({', '.join(GRAPHICS_TASKS)})"
-        elif key == "model" and w.task in ("streaming", "vdi", "render"):
-            need = "language-model and ai-video"
-        elif key in ENGINE_ONLY and w.task == "inference" and w.engine not in ENGINE_ONLY[key]:
-            engines = " and ".join(ENGINE_ONLY[key])
-            raise InvalidSettingError(
-                f"The '{key}' key is read only by the {engines} engine{'s' if len(ENGINE_ONLY[key]) > 1 else ''}; "
-                f"this workload's engine is {w.engine}. Set engine: {ENGINE_ONLY[key][0]} or drop {key}."
-            )
-        else:
-            continue
-        raise InvalidSettingError(
-            f"The '{key}' key is read only by {need} jobs; this workload's task is {task}. Set the task "
-            f"(task: ... or --task) or drop {key}."
-        )

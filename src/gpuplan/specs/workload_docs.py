@@ -30,6 +30,9 @@ KEY_DOCS: Final[dict[str, str]] = {
     "global_batch": "Sequences per optimizer step, all GPUs together; sets the micro-batches per step.",
     "cluster": "Where it runs: NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100 (sets gpu and num_gpus).",
     "lora_rank": "LoRA rank r of the adapters.",
+    "lora_alpha": "LoRA alpha (updates scaled by alpha / r), written into the launch files; unset: 2 x lora_rank "
+    "(LLaMA-Factory's default). Tools differ (fsdp_qlora's train.py and PEFT LoraConfig: 16 and 8): set it to "
+    "reproduce a recipe. The estimates do not depend on it.",
     "lora_dropout": "LoRA dropout (PEFT LoraConfig; default 0.0).",
     "fp8_recipe": "fp8 training's scaling recipe: delayed (Transformer Engine's delayed scaling, its casts fused into "
     "the neighbouring kernels: NeMo, Megatron-LM, llm-foundry) or torchao.float8's dynamic recipes (torchtitan): "

@@ -141,16 +141,17 @@ def launch(
 
 
 def _json_notes(lp: LaunchPlan, fmt: str) -> list[str]:
-    """A JSON file has no comment for its header: the layout and the command go beside it (stderr)."""
+    """A JSON file has no comment for its header: the layout and the command go beside it (stderr),
+    after the --force warning of a job that does not fit."""
     if fmt != "deepspeed" or not lp.w.is_training:
         return []
-    from gpuplan.interfaces.launch import peft_script
+    from gpuplan.interfaces.launch import fit_warning, peft_script
     from gpuplan.interfaces.quoting import shell_line
 
     cl = lp.cluster
     nodes = f"--num_nodes {cl.nodes} --hostfile hostfile " if cl.nodes > 1 else ""
     script = shell_line(peft_script(lp)) if lp.w.task in ("lora", "qlora") else lp.script
-    return [
+    return [x for x in (fit_warning(lp),) if x] + [
         f"layout {lp.layout_label} on {cl.label}; run: deepspeed {nodes}--num_gpus {cl.gpus_per_node} "
         f"{script} --deepspeed ds_config.json (this file)"
     ]

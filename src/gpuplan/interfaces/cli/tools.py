@@ -186,14 +186,18 @@ def launch(
     )
     from gpuplan.interfaces.launch import FIT_WARNING
 
-    warning = next((x for x in rec.text.splitlines() if x.startswith(f"# {FIT_WARNING}")), None)
-    if warning:  # launch --force on a job that does not fit: said on stderr too, not only in the file
-        sys.stderr.write(f"gpuplan: {warning.removeprefix('# ')}\n")
+    # launch --force on a job that does not fit: said on stderr too, not only in the file (a JSON
+    # file, which has no comments, carries it among its notes)
+    lines = [x.removeprefix("# ") for x in rec.text.splitlines()[:3]] + rec.notes
+    warning = next((x for x in lines if x.startswith(FIT_WARNING)), None)
+    if warning:
+        sys.stderr.write(f"gpuplan: {warning}\n")
     if as_json:
         emit_json(rec)
         return
     for note in rec.notes:  # a changed setting, a JSON file's layout: beside the file, not in it
-        sys.stderr.write(f"gpuplan: {note}\n")
+        if note != warning:
+            sys.stderr.write(f"gpuplan: {note}\n")
     if out is not None:
         try:
             out.write_text(rec.text, encoding="utf-8")
