@@ -27,6 +27,7 @@ from gpuplan.interfaces.launch_frameworks import nemo_recipe
 from gpuplan.planner import validation
 from gpuplan.planner.validation_columns import gpu_of, model_of
 from gpuplan.planner.validation_perf import predict_speed
+from gpuplan.results import LayoutPlan
 from gpuplan.specs import frameworks
 from gpuplan.specs.gpu import bundled_catalog
 from gpuplan.specs.models import load_model
@@ -236,7 +237,10 @@ def test_torchtitan_toml_has_its_job_config_fields() -> None:
     assert doc["model"] == {"name": "llama3", "flavor": "8B"}
     assert (t["seq_len"], t["local_batch_size"], t["global_batch_size"]) == (8192, 1, 16)
     assert t["steps"] == -(-1e9 // (16 * 8192))  # tokens / (global batch x sequence), rounded up
-    assert doc["activation_checkpoint"]["mode"] == "selective"
+    # on a named cluster the file runs `gpuplan plan --cluster`'s best layout (QA F28): its checkpointing
+    best = api.plan(w)
+    assert isinstance(best, LayoutPlan) and best.layouts[0].layout == rec.layout == "TP1 PP1 DP16 ZeRO-3 mb1x1 no ckpt"
+    assert best.layouts[0].keys["activation_checkpointing"] == doc["activation_checkpoint"]["mode"] == "none"
     # fp8: torchao's float8 converter with the workload's recipe (tensorwise: float8 all-gather under FSDP)
     f8 = tomllib.loads(api.launch(w.with_(precision="fp8"), "").text)
     assert f8["model"]["converters"] == ["float8"]

@@ -14,6 +14,7 @@ import yaml
 from conftest import RunCli
 from gpuplan.errors import InvalidSettingError
 from gpuplan.interfaces import api
+from gpuplan.results import LayoutPlan
 from gpuplan.specs import frameworks
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -352,3 +353,23 @@ def test_deepspeed_json_stderr_runs_the_peft_script_for_an_adapter_job(run_cli: 
     assert code == 0 and json.loads(out)["zero_optimization"]["stage"] == 3
     assert "run: deepspeed --num_gpus 2 train.py --use_peft --lora_r=64" in err
     assert "--bnb_4bit_quant_storage=bfloat16" in err and "--per_device_train_batch_size=2" in err
+
+
+@pytest.mark.parametrize("name", ["torchtitan", "megatron"])
+def test_on_a_named_cluster_a_framework_launch_runs_plans_best_layout(name: str) -> None:
+    """QA F28: Llama 2 70B on 64 x 8 H100 (examples/pretrain-70b-cluster.yaml) with `framework:` and
+    no layout keys: the file's layout and estimate are `gpuplan plan --cluster`'s first row (searched
+    among what the framework's launch runs), and a note names what changed from the workload as
+    written; before, torchtitan's file ran its defaults (10% slower) and Megatron's refused."""
+    ex = str(Path(__file__).resolve().parent.parent / "examples" / "pretrain-70b-cluster.yaml")
+    w = api.build_workload(ex, {"framework": name})
+    best = api.plan(w)
+    assert isinstance(best, LayoutPlan)
+    rec = api.launch(ex, "", {"framework": name})
+    assert rec.layout == best.layouts[0].layout
+    assert f"{best.layouts[0].tokens_per_s:,.0f} tokens/s" in rec.text  # the header's estimate is plan's
+    assert any("changed from the workload" in x for x in rec.notes)
+    # the same framework on GPUs named by gpu and num_gpus writes the workload as estimated (QA F2)
+    keys = {"task": "finetune", "gpu": "H100", "num_gpus": 8, "framework": name}
+    on_gpus = api.launch("llama-3.1-8b", "", keys)
+    assert not any("changed from the workload" in x for x in on_gpus.notes)

@@ -14,7 +14,6 @@ from gpuplan.estimators.lora import model_target_names
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory, inference_weights
 from gpuplan.estimators.perf import InferenceTime, TrainingTime, estimate_inference_time, estimate_training_time
 from gpuplan.planner.layouts import CHECKPOINTING, Layout, search_layouts
-from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster, implied_cluster
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec, family_of
@@ -129,23 +128,25 @@ def plan_launch(
     inference job."""
     if w.gpu is None and cluster is None:
         raise InvalidSettingError("A launch file needs a GPU: set gpu: NAME (and num_gpus) or cluster: NODESxGPUS:GPU.")
+    named_cluster = cluster is not None  # a cluster the workload names, not gpu x num_gpus
     if cluster is None:
         gpu = catalog.get(w.gpu or "")
         cluster = implied_cluster(gpu, w.num_gpus)
     layout_keys = {"tp", "pp", "cp", "ep", "etp", "vp", "zero", "sequence_parallel"}
-    # a framework's layout defaults (torchtitan's FSDP2, NeMo's distributed optimizer) fix the
-    # layout as the user's keys do: the search's ZeRO stages are not all ones the framework runs
-    fw_keys = set(frameworks.fill(w.framework, w.model_dump(exclude_unset=True))) if w.framework else set()
-    # a framework's file is written for the workload as estimated: a layout it does not fit is refused
-    # with estimate's best fix, in every framework alike (a search would pick stages some cannot run)
-    fixed = bool(layout_keys & (w.model_fields_set | fw_keys)) or w.framework is not None
+    # the layout keys the user sets fix the layout (the one `gpuplan estimate` judges, refused with its
+    # best fix where it does not fit). So does a framework on GPUs named by gpu and num_gpus: its file
+    # is written for the workload as estimated, refused alike in every framework (QA F2). On a named
+    # cluster, `gpuplan plan --cluster`'s face, the file runs plan's best layout: the search finds it
+    # among what the framework's launch runs (its ZeRO stages, data parallel only for the PEFT
+    # trainers: planner/layouts.py), checkpointing searched as plan searches it (QA F28)
+    fixed = bool(layout_keys & w.model_fields_set) or (w.framework is not None and not named_cluster)
     label = ""
     searched_none = False
     notes: list[str] = []
     if w.is_training and search and not fixed and cluster.num_gpus > 1:
         asked = w.with_(gpu=cluster.gpu.name, num_gpus=cluster.num_gpus)
         pinned = w.with_(**{k: 1 for k in ("tp", "pp", "cp", "ep") if k not in w.model_fields_set})
-        found = _search(model, pinned if data_parallel else w, cluster, fw_keys)
+        found = _search(model, pinned if data_parallel else w, cluster)
         if found is not None:
             w, label = found
             if label:
@@ -191,12 +192,12 @@ def _model_target_names(model: ModelSpec, w: Workload) -> tuple[Workload, list[s
     return w.with_(lora_targets=names), [note] if renamed else []
 
 
-def _search(model: ModelSpec, w: Workload, cluster: Cluster, fw_keys: set[str]) -> tuple[Workload, str] | None:
+def _search(model: ModelSpec, w: Workload, cluster: Cluster) -> tuple[Workload, str] | None:
     """The fastest searched layout and its label ("" where none keeps the workload's batch_size and
-    grad_accum: its own layout), or None where none fits. The workload's (or its
-    framework's) activation checkpointing is kept; an adapter job (LoRA/QLoRA) is searched over data
+    grad_accum: its own layout), or None where none fits: `gpuplan plan`'s first. The activation
+    checkpointing the workload sets is kept; an adapter job (LoRA/QLoRA) is searched over data
     parallel layouts only (planner/layouts.py search_layouts)."""
-    held = "activation_checkpointing" in (w.model_fields_set | fw_keys)
+    held = "activation_checkpointing" in w.model_fields_set
     ckpts = (w.activation_checkpointing,) if held else CHECKPOINTING
     # a micro-batch and accumulation the workload sets are kept: only layouts that run them
     keep = {k: getattr(w, k) for k in ("batch_size", "grad_accum") if k in w.model_fields_set}

@@ -124,7 +124,11 @@ def launch(
 
         fmt = serving_format(w, fmt, model_id(model, w.model))
     precheck(fmt, w, model)  # a model the framework's file cannot name: one line, before any estimate
-    dp_only = fmt in ("accelerate", "fsdp", "deepspeed", *frameworks.names())  # formats with no TP/PP/CP
+    # formats with no TP/PP/CP: the plain trainers', and the frameworks that run data parallel only
+    # (frameworks.toml `parallel`); torchtitan, NeMo and Megatron-LM split tensors, pipelines and sequences
+    dp_only = fmt in ("accelerate", "fsdp", "deepspeed") or (
+        fmt in frameworks.names() and frameworks.frameworks()[fmt].data_parallel
+    )
     lp = plan_launch(model, w.model, w, cl, cat, script, tuple(script_args), data_parallel=dp_only)
     if not lp.memory.fits and not force:
         _refuse(model, lp.w, lp.memory, ctx, lp.layout_label if lp.searched_none else None)
