@@ -299,7 +299,16 @@ def test_fit_table_counts_the_batch_a_vllm_pool_holds_and_the_rest_wait(run_cli:
             assert (s.runs_at_once == 64) == (r.per_gpu_bytes <= s.reserved_bytes)
             assert s.runs_at_once == min(s.max_sequences, 64)
     code, out, err = run_cli(
-        "fit", LLAMA8, "--task", "inference", "--set", "batch_size=64", "--set", "input_len=2048", "--set", "output_len=512"
+        "fit",
+        LLAMA8,
+        "--task",
+        "inference",
+        "--set",
+        "batch_size=64",
+        "--set",
+        "input_len=2048",
+        "--set",
+        "output_len=512",
     )
     assert code == 0, err
     first = " ".join(out.split("; 49 of")[0].split())
