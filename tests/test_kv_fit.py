@@ -272,10 +272,10 @@ def test_fit_table_says_what_a_vllm_job_needs_not_what_vllm_reserves() -> None:
     for name, held in (("RTX A4500", 17), ("L4", 88)):
         e = gpuplan.estimate(LLAMA8, task="inference", gpu=name)
         assert isinstance(e, Estimate) and e.memory.serving is not None
-        assert rows[name].serving is not None and rows[name].serving.max_sequences == e.memory.serving.max_sequences
-        assert e.memory.serving.max_sequences == held
+        s = rows[name].serving
+        assert s is not None and s.max_sequences == e.memory.serving.max_sequences == held
         # the estimate's per_gpu_bytes is what vLLM reserves, the fit row's what the job needs
-        assert e.memory.per_gpu_bytes == pytest.approx(rows[name].serving.reserved_bytes, rel=1e-9)
+        assert e.memory.per_gpu_bytes == pytest.approx(s.reserved_bytes, rel=1e-9)
 
 
 def test_fit_table_counts_the_batch_a_vllm_pool_holds_and_the_rest_wait(run_cli: RunCli) -> None:
