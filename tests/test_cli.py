@@ -194,10 +194,11 @@ def test_fit_table_over_catalog(run_cli: RunCli) -> None:
     rows = {r["gpu"]: r for r in rec["gpus"]}
     assert len(rows) >= 29
     assert rows["B200"]["fits"] and not rows["H100 SXM5 80GB"]["fits"]
-    # one H200 holds the peak (0.39 GiB spare), but 131 GiB of bf16 weights exceed vLLM's 0.9 of the
-    # card: no KV cache, vLLM would not start; two (TP 2) do
+    # one H200 holds what the job needs (1.40 GiB spare), but 131 GiB of bf16 weights exceed vLLM's 0.9
+    # of the card: no KV cache, vLLM would not start; two (TP 2) do
     h200 = rows["H200 SXM 141GB"]
     assert not h200["fits"] and h200["headroom_bytes"] > 0 and h200["min_gpus"] == 2
+    assert h200["serving"]["reserved_bytes"] < h200["per_gpu_bytes"] < h200["capacity_bytes"]
     assert rows["H100 SXM5 80GB"]["min_gpus"] == 2 and rows["H100 SXM5 80GB"]["min_gpus_layout"]["tp"] == 2
 
 

@@ -6,6 +6,7 @@ not a miss: vLLM runs that many at once and queues the rest."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -225,3 +226,134 @@ def test_paged_engine_verdict_is_start_up_feasibility_not_the_batch() -> None:
     # TGI (engine None in the serving view) keeps the per-batch view: its fit still moves with the batch
     tgi = gpuplan.estimate(CHAT, engine="tgi", gpu="L4", **ECC_OFF)
     assert "KV cache" in tgi.memory.breakdown and "KV cache (pool)" not in tgi.memory.breakdown
+
+
+# `gpuplan fit` without a GPU, on an engine that preallocates: the memory estimate's per_gpu_bytes is
+# gpu_memory_utilization x the card (vLLM takes it at start-up), so the table says what the job needs
+LLAMA8 = "llama-3.1-8b"
+GIB = 2**30
+LLAMA8_BF16_WEIGHTS = 16_060_522_496  # 8.03B parameters x 2 bytes
+LLAMA8_KV_PER_TOKEN = 32 * 8 * 128 * 2 * 2  # layers x KV heads x head dim x (K, V) x bf16: 128 KiB
+
+
+def _table(**keys: Any) -> dict[str, gpuplan.FitRow]:
+    t = gpuplan.fit(LLAMA8, task="inference", **keys)
+    assert isinstance(t, gpuplan.FitTable)
+    return {r.gpu: r for r in t.gpus}
+
+
+def test_fit_table_says_what_a_vllm_job_needs_not_what_vllm_reserves() -> None:
+    rows = _table()
+    a4500, l4, a10, h100 = rows["RTX A4500"], rows["L4"], rows["A10"], rows["H100 SXM5 80GB"]
+    for r in (a4500, l4, a10, h100):
+        s = r.serving
+        assert s is not None and s.engine == "vLLM" and s.batch_size == 1 and r.fits
+        assert r.capacity_bytes is not None
+        # what vLLM takes at start-up: gpu_memory_utilization 0.9 of the usable memory
+        assert s.reserved_bytes == pytest.approx(0.9 * r.capacity_bytes, rel=1e-12)
+        # the need's terms: the weights, one sequence of 128 + 128 tokens of KV, the profile run, the CUDA context
+        assert r.breakdown["weights (bf16)"] == LLAMA8_BF16_WEIGHTS
+        assert r.breakdown["KV cache"] == 256 * LLAMA8_KV_PER_TOKEN
+        assert r.breakdown["CUDA context"] == 400 * 2**20
+        assert sum(r.breakdown.values()) == pytest.approx(r.per_gpu_bytes, rel=1e-12)
+        assert r.headroom_bytes == pytest.approx(r.capacity_bytes - r.per_gpu_bytes, rel=1e-12)
+        assert s.start_bytes == pytest.approx(r.per_gpu_bytes, rel=1e-12)  # a batch of one: the start is the batch
+    # the old figure was vLLM's share: 17.73 GiB on the 20 GiB A4500, 19.94 on the 24 GiB L4
+    assert a4500.serving is not None and a4500.serving.reserved_bytes / GIB == pytest.approx(17.73, abs=0.005)
+    assert l4.serving is not None and l4.serving.reserved_bytes / GIB == pytest.approx(19.94, abs=0.005)
+    # the need does not grow with the card: 17.20 GiB on every card whose vLLM schedules 256 sequences a step
+    assert a4500.per_gpu_bytes / GIB == pytest.approx(17.20, abs=0.005)
+    assert a4500.per_gpu_bytes == l4.per_gpu_bytes == a10.per_gpu_bytes == rows["A100 SXM4 80GB"].per_gpu_bytes
+    # on an H100 (>= 70 GiB, not an A100) vLLM's profile run samples 1,024 sequences, not 256: that alone differs
+    sampler = (1024 - 256) * 128_256 * 32.0  # sequences x vocabulary x VLLM_SAMPLER_BYTES_PER_LOGIT
+    assert h100.per_gpu_bytes - l4.per_gpu_bytes == pytest.approx(sampler, rel=1e-9)
+    assert h100.per_gpu_bytes == rows["B200"].per_gpu_bytes
+    # how many sequences the pool holds: the memory estimate's ServingCapacity.max_sequences
+    for name, held in (("RTX A4500", 17), ("L4", 88)):
+        e = gpuplan.estimate(LLAMA8, task="inference", gpu=name)
+        assert isinstance(e, Estimate) and e.memory.serving is not None
+        s = rows[name].serving
+        assert s is not None and s.max_sequences == e.memory.serving.max_sequences == held
+        # the estimate's per_gpu_bytes is what vLLM reserves, the fit row's what the job needs
+        assert e.memory.per_gpu_bytes == pytest.approx(s.reserved_bytes, rel=1e-9)
+
+
+def test_fit_table_counts_the_batch_a_vllm_pool_holds_and_the_rest_wait(run_cli: RunCli) -> None:
+    """64 requests of 2,048 + 512 tokens: the job needs their whole KV cache (64 x 2,560 tokens x 128
+    KiB = 20 GiB) beside the weights; an L4's pool holds 8 of them, which run at once while 56 wait."""
+    rows = _table(batch_size=64, input_len=2048, output_len=512)
+    one = _table(input_len=2048, output_len=512)
+    l4 = rows["L4"]
+    assert l4.serving is not None and l4.fits
+    batch_kv = 64 * 2560 * LLAMA8_KV_PER_TOKEN
+    assert l4.breakdown["KV cache"] == batch_kv
+    assert l4.per_gpu_bytes - l4.serving.start_bytes == pytest.approx(batch_kv - 2560 * LLAMA8_KV_PER_TOKEN, rel=1e-12)
+    assert l4.serving.start_bytes == pytest.approx(one["L4"].per_gpu_bytes, rel=1e-12)
+    assert (l4.serving.max_sequences, l4.serving.runs_at_once) == (8, 8)
+    for r in rows.values():
+        s = r.serving
+        assert s is not None
+        # the fit is the start-up check's; the whole batch runs at once exactly when its KV fits the pool
+        assert r.fits == (s.start_bytes <= s.reserved_bytes)
+        if r.fits:
+            assert (s.runs_at_once == 64) == (r.per_gpu_bytes <= s.reserved_bytes)
+            assert s.runs_at_once == min(s.max_sequences, 64)
+    code, out, err = run_cli(
+        "fit",
+        LLAMA8,
+        "--task",
+        "inference",
+        "--set",
+        "batch_size=64",
+        "--set",
+        "input_len=2048",
+        "--set",
+        "output_len=512",
+    )
+    assert code == 0, err
+    first = " ".join(out.split("; 49 of")[0].split())
+    assert first == (
+        "✓ Fits on 1× RTX A4500 (needs 37.17 GiB per GPU for its batch of 64, 17.48 GiB to start with one; vLLM "
+        "reserves 17.73 GiB at gpu_memory_utilization 0.9), the smallest that holds it; it runs 1 of the 64 "
+        "sequences at once and the rest wait (all 64 at once from 1× L40)"
+    )
+    row = next(line for line in out.splitlines() if line.startswith("│ L4 "))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[2].startswith("37.17 GiB") and cells[3:7] == ["17.48 GiB", "19.94 GiB", "yes", "8 of 64 (56 wait)"]
+
+
+def test_fit_table_cli_and_json_of_a_vllm_job(run_cli: RunCli) -> None:
+    code, out, err = run_cli("fit", LLAMA8, "--task", "inference")
+    assert code == 0, err
+    assert out.startswith(
+        "✓ Fits on 1× RTX A4500 (needs 17.20 GiB per GPU for its batch of 1; vLLM reserves 17.73 GiB at "
+        "gpu_memory_utilization 0.9), the smallest that holds it; 49 of"
+    )
+    assert "to start" not in out  # a batch of one starts with what it needs
+    row = next(line for line in out.splitlines() if line.startswith("│ L4 "))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[2].startswith("17.20 GiB") and cells[3:6] == ["19.94 GiB", "yes", "all 1 (holds 88)"]
+    t4 = next(line for line in out.splitlines() if line.startswith("│ T4 "))
+    assert "2 (TP 2, 9.41 GiB each)" in t4  # what two need each, not vLLM's share of them
+    code, out, err = run_cli("fit", LLAMA8, "--task", "inference", "--json")
+    assert code == 0, err
+    rows = {r["gpu"]: r for r in json.loads(out)["gpus"]}
+    assert rows["L4"]["serving"] == {
+        "engine": "vLLM",
+        "gpu_memory_utilization": 0.9,
+        "reserved_bytes": pytest.approx(0.9 * rows["L4"]["capacity_bytes"], rel=1e-12),
+        "start_bytes": rows["L4"]["per_gpu_bytes"],
+        "max_sequences": 88,
+        "batch_size": 1,
+        "runs_at_once": 1,
+    }
+    assert rows["T4"]["fits"] is False and rows["T4"]["serving"]["runs_at_once"] == 0
+
+
+@pytest.mark.parametrize("keys", [{"engine": "transformers"}, {"engine": "llama.cpp"}, {"engine": "tgi"}])
+def test_fit_table_of_an_engine_that_does_not_preallocate_is_its_estimate(keys: dict[str, Any]) -> None:
+    rows = _table(**keys)
+    e = gpuplan.estimate(LLAMA8, task="inference", gpu="L4", **keys)
+    assert isinstance(e, Estimate)
+    assert rows["L4"].serving is None and "serving" not in rows["L4"].to_dict()
+    assert rows["L4"].per_gpu_bytes == e.memory.per_gpu_bytes and rows["L4"].headroom_bytes == e.memory.headroom_bytes

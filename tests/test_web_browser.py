@@ -115,6 +115,13 @@ def check_page_equals_api(page: Page, base_url: str, workload: dict[str, Any]) -
         for field in ("per_gpu_bytes", "fits", "min_gpus"):
             cell = row.query_selector(f"td[data-field={field}]")
             assert cell is not None and raw(cell.get_attribute("data-raw") or "null") == g[field], (g["gpu"], field)
+        # an engine that preallocates its KV cache: what it reserves and the batch it runs at once, beside the need
+        for field in ("reserved_bytes", "runs_at_once"):
+            cell = row.query_selector(f"td[data-field={field}]")
+            if "serving" not in g:
+                assert cell is None, (g["gpu"], field)
+            else:
+                assert cell is not None and raw(cell.get_attribute("data-raw") or "null") == g["serving"][field]
 
     # every chart is drawn: Plotly's SVG, with as many series as the data has
     for chart in ("chart-pareto", "chart-memory", "chart-roofline", "chart-relative"):
@@ -248,6 +255,45 @@ def test_a_batch_the_kv_cache_queues_shows_the_median_request(page: Page, base_u
     assert "median request" in page.inner_text("#estimate [data-key='time.ttft_s']")
     rate = page.inner_text("#estimate [data-key='time.output_tokens_per_s']")
     assert f"{q['held']} of 64 at once, {q['waves']} waves" in rate
+
+
+def test_a_vllm_fit_table_shows_what_the_job_needs_and_what_vllm_reserves(page: Page, base_url: str) -> None:
+    """The fit table of 64 requests of 2,048 + 512 tokens on vLLM: "needs per GPU" is the job's (the
+    weights, activations and the whole batch's KV, the same on every 24 GiB card), vLLM's 0.9 of the
+    card a column of its own, and an L4 runs 8 of the 64 at once while the rest wait."""
+    body = {"model": "llama-3.1-8b", "task": "inference", "gpu": "L4", "batch_size": 64, "input_len": 2048,
+            "output_len": 512}  # fmt: skip
+    page.goto(f"{base_url}/?" + "&".join(f"{k}={v}" for k, v in body.items()))
+    finished(page, 1)
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    fit = api(base_url, "/api/fit", {k: v for k, v in body.items() if k != "gpu"})
+    heads = [h.inner_text() for h in page.query_selector_all("#fit-table thead th")]
+    assert heads == [
+        "GPU",
+        "memory",
+        "needs per GPU",
+        "vLLM reserves",
+        "fits on 1",
+        "runs at once",
+        "fewest GPUs",
+        "layout",
+    ]
+    by_name = {g["gpu"]: g for g in fit["gpus"]}
+    l4, a10 = by_name["L4"], by_name["A10"]
+    assert l4["per_gpu_bytes"] == a10["per_gpu_bytes"] and l4["serving"]["reserved_bytes"] < l4["per_gpu_bytes"]
+    row = page.query_selector("#fit-table tr[data-gpu='L4']")
+    assert row is not None
+    cells = [c.inner_text() for c in row.query_selector_all("td")]
+    assert (
+        cells[2] == f"{l4['per_gpu_bytes'] / GIB:.2f} GiB"
+        and cells[3] == f"{l4['serving']['reserved_bytes'] / GIB:.2f} GiB"
+    )
+    assert cells[5] == "8 of 64 (56 wait)"
+    l40 = page.query_selector("#fit-table tr[data-gpu='L40'] td[data-field=runs_at_once]")
+    assert l40 is not None and l40.inner_text().startswith("all 64 (holds ")
+    # the chart's bars are the need's terms: the batch's KV cache, not vLLM's pool
+    assert "KV cache" in l4["breakdown"] and "KV cache (pool)" not in l4["breakdown"]
+    assert "vLLM reserves gpu_memory_utilization 0.9 of each card" in page.inner_text("#fit-caption")
 
 
 def test_a_cluster_plan_shows_the_best_layout(page: Page, base_url: str) -> None:

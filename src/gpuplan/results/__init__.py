@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "Estimate": "gpuplan.results.estimate",
     "FitResult": "gpuplan.results.estimate",
     "FitRow": "gpuplan.results.estimate",
+    "FitServing": "gpuplan.results.estimate",
     "FitTable": "gpuplan.results.estimate",
     "FixResult": "gpuplan.results.estimate",
     "GraphicsOption": "gpuplan.results.plan",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.results.estimate import Estimate as Estimate
     from gpuplan.results.estimate import FitResult as FitResult
     from gpuplan.results.estimate import FitRow as FitRow
+    from gpuplan.results.estimate import FitServing as FitServing
     from gpuplan.results.estimate import FitTable as FitTable
     from gpuplan.results.estimate import FixResult as FixResult
     from gpuplan.results.estimate import InferenceSpeed as InferenceSpeed

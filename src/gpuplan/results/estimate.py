@@ -366,8 +366,29 @@ class FitResult(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
+class FitServing(Result):
+    """A fit row's engine that preallocates its KV cache (vLLM, SGLang): it takes
+    `gpu_memory_utilization` of the card at start-up (`reserved_bytes`) whatever the job needs, and
+    starts when the weights, its activations, non-torch memory and one sequence's KV fit in that
+    share (`start_bytes`). Its KV pool holds `max_sequences` sequences of input_len + output_len
+    tokens; of the batch's `batch_size`, `runs_at_once` run together and the rest wait for a slot."""
+
+    engine: str
+    gpu_memory_utilization: float
+    reserved_bytes: float  # gpu_memory_utilization x the usable memory: what the engine takes at start-up
+    start_bytes: float  # the least that starts it: per_gpu_bytes with one sequence's KV, not the batch's
+    max_sequences: int  # sequences the KV pool holds at once (0: the engine does not start)
+    batch_size: int
+    runs_at_once: int  # min(max_sequences, batch_size)
+
+
+@dataclass(frozen=True, kw_only=True)
 class FitRow(Result):
-    """One catalog GPU in `gpuplan fit` without a GPU: does it fit, and on how many."""
+    """One catalog GPU in `gpuplan fit` without a GPU: does it fit, and on how many. `per_gpu_bytes`
+    is what the job needs per GPU; for an engine that preallocates its KV cache (`serving`) that is
+    the weights, activations, non-torch memory and the whole batch's KV cache, not the share of the
+    card the engine reserves (`serving.reserved_bytes`), and `breakdown` lists those terms.
+    `headroom_bytes` is the usable memory less `per_gpu_bytes` (negative: the shortfall)."""
 
     gpu: str
     memory_bytes: float
@@ -382,6 +403,7 @@ class FitRow(Result):
     min_gpus: int | None
     min_gpus_layout: dict[str, Any]
     min_gpus_per_gpu_bytes: float | None
+    serving: FitServing | None = optional()  # present where the engine preallocates its KV cache
 
 
 @dataclass(frozen=True, kw_only=True)

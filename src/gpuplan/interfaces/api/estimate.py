@@ -15,6 +15,7 @@ from gpuplan.interfaces.api.records import (
     bandwidth_of,
     cost_result,
     energy_result,
+    fit_need,
     inference_speed,
     memory_kind,
     memory_result,
@@ -222,24 +223,28 @@ def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
             None if e.fits else smallest_gpu_count(model, w, g, candidates=cands) for g, e in found
         ]
     for (g, e), need in zip(found, needs, strict=True):
-        low, high = band(e.per_gpu_bytes, memory_kind(g.architecture))
+        # a preallocating engine's estimate is the share of the card it reserves: the row says what
+        # the job needs (fit_need), and what the engine reserves beside it
+        srv = fit_need(e)
+        per_gpu = srv.per_gpu_bytes if srv else e.per_gpu_bytes
+        cap = e.capacity_bytes
+        low, high = band(per_gpu, memory_kind(g.architecture))
         rows.append(
             FitRow(
                 gpu=g.name,
                 memory_bytes=g.memory_bytes,
                 fits=e.fits,
-                per_gpu_bytes=e.per_gpu_bytes,
+                per_gpu_bytes=per_gpu,
                 per_gpu_bytes_low=low,
                 per_gpu_bytes_high=high,
-                capacity_bytes=e.capacity_bytes,
-                breakdown=e.breakdown(),
-                headroom_bytes=e.headroom_bytes,
+                capacity_bytes=cap,
+                breakdown=srv.breakdown if srv else e.breakdown(),
+                headroom_bytes=(None if cap is None else cap - per_gpu) if srv else e.headroom_bytes,
                 paged_spill_bytes=e.paged_spill_bytes,
                 min_gpus=w.num_gpus if e.fits else (need.num_gpus if need else None),
                 min_gpus_layout={} if e.fits or need is None else need.layout,
-                min_gpus_per_gpu_bytes=e.per_gpu_bytes
-                if e.fits
-                else (need.estimate.per_gpu_bytes if need and need.estimate else None),
+                min_gpus_per_gpu_bytes=per_gpu if e.fits else (_needed(need.estimate) if need else None),
+                serving=srv.serving if srv else None,
             )
         )
     rows.sort(key=lambda r: (r.min_gpus is None, r.min_gpus or 0, r.memory_bytes))
@@ -252,3 +257,11 @@ def fit_table(w: Workload, ctx: Context | None, model: ModelSpec) -> FitTable:
         cannot_run=cannot,
         cannot_run_why=why,
     )
+
+
+def _needed(e: MemoryEstimate | None) -> float | None:
+    """What the job needs per GPU on `e`'s layout: fit_need's where the engine preallocates."""
+    if e is None:
+        return None
+    srv = fit_need(e)
+    return srv.per_gpu_bytes if srv else e.per_gpu_bytes

@@ -3,18 +3,20 @@ cost and energy (results/estimate.py's types)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators import uncertainty
+from gpuplan.estimators import runtime, uncertainty
 from gpuplan.estimators.cost import CostEnergy
 from gpuplan.estimators.memory import MemoryEstimate, estimate_memory
 from gpuplan.interfaces.api.catalog import context
 from gpuplan.results import (
     Cost,
     Energy,
+    FitServing,
     FixResult,
     InferenceSpeed,
     Memory,
@@ -94,6 +96,44 @@ def memory_result(e: MemoryEstimate) -> Memory:
             engine=s.engine,
         ),
     )
+
+
+@dataclass(frozen=True)
+class ServingNeed:
+    """What a job on a preallocating engine needs per GPU (fit_need), beside what the engine takes."""
+
+    per_gpu_bytes: float  # the weights, activations, non-torch memory and the whole batch's KV cache
+    breakdown: dict[str, float]  # those terms; the KV pool's line becomes the batch's "KV cache"
+    serving: FitServing
+
+
+def fit_need(e: MemoryEstimate) -> ServingNeed | None:
+    """The per-GPU bytes a job on an engine that preallocates its KV cache (vLLM, SGLang:
+    runtime.PREALLOCATING_ENGINES) needs to run its whole batch at once, from the memory estimate
+    alone: its lines less the KV pool (estimators/memory/inference.py _pool_lines sizes the pool to
+    gpu_memory_utilization x the card less the rest), plus batch_size sequences of input_len +
+    output_len tokens in whole KV blocks (runtime.VLLM_BLOCK_TOKENS, as ServingCapacity.max_sequences
+    counts them: the batch's KV fits the pool exactly when max_sequences >= batch_size). None for
+    any other engine or job: its per_gpu_bytes already is what it needs."""
+    s, cap = e.serving, e.capacity_bytes
+    if s is None or s.engine is None or cap is None:
+        return None
+    w = e.workload
+    rest = e.per_gpu_bytes - s.kv_budget_bytes  # the pool's line is kv_budget_bytes (absent when 0)
+    blocks = math.ceil(max(w.input_len + w.output_len, 1) / runtime.VLLM_BLOCK_TOKENS)
+    batch_kv = w.batch_size * blocks * runtime.VLLM_BLOCK_TOKENS * s.kv_bytes_per_token
+    lines = [x for x in e.lines if not x.name.startswith("KV cache")]
+    breakdown = {x.name: x.bytes for x in lines[:1]} | {"KV cache": batch_kv} | {x.name: x.bytes for x in lines[1:]}
+    serving = FitServing(
+        engine=s.engine,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        reserved_bytes=s.gpu_memory_utilization * cap,
+        start_bytes=rest + s.sequence_kv_bytes,
+        max_sequences=s.max_sequences,
+        batch_size=w.batch_size,
+        runs_at_once=min(s.max_sequences, w.batch_size),
+    )
+    return ServingNeed(rest + batch_kv, breakdown, serving)
 
 
 def op_times(ops: Iterable[Op]) -> list[OpTime]:

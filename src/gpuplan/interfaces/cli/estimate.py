@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from gpuplan.results import (
         Estimate,
         FitResult,
+        FitRow,
         FitTable,
         InferenceSpeed,
         Memory,
@@ -251,6 +252,8 @@ def _fit_table_answer(rec: FitTable) -> str:
 
     fits = [r for r in rec.gpus if r.fits]
     n = rec.num_gpus
+    if fits and fits[0].serving is not None:
+        return f"{_serving_answer(fits, n)}; {len(fits)} of {len(rec.gpus)} GPU types do."
     if fits:
         r = fits[0]
         return f"[green]✓ Fits[/green] on {n}× {escape(r.gpu)} ({gib(r.per_gpu_bytes)} per GPU), the smallest that holds it; {len(fits)} of {len(rec.gpus)} GPU types do."
@@ -265,15 +268,51 @@ def _fit_table_answer(rec: FitTable) -> str:
     )
 
 
+def _serving_answer(fits: list[FitRow], n: int) -> str:
+    """The answer for an engine that preallocates its KV cache: what the job needs on the smallest
+    card that starts it, what the engine reserves there, and how much of the batch runs at once."""
+    from rich.markup import escape
+
+    r, s = fits[0], fits[0].serving
+    assert s is not None
+    start = f", {gib(s.start_bytes)} to start with one" if s.start_bytes < r.per_gpu_bytes - 0.5 else ""
+    out = (
+        f"[green]✓ Fits[/green] on {n}× {escape(r.gpu)} (needs {gib(r.per_gpu_bytes)} per GPU for its batch of "
+        f"{s.batch_size}{start}; {escape(s.engine)} reserves {gib(s.reserved_bytes)} at gpu_memory_utilization "
+        f"{s.gpu_memory_utilization:g}), the smallest that holds it"
+    )
+    if s.runs_at_once < s.batch_size:
+        whole = next((x for x in fits if x.serving and x.serving.runs_at_once >= s.batch_size), None)
+        out += f"; it runs {s.runs_at_once} of the {s.batch_size} sequences at once and the rest wait"
+        out += f" (all {s.batch_size} at once from {n}× {escape(whole.gpu)})" if whole else ""
+    return out
+
+
+def _runs_at_once(r: FitRow) -> str:
+    s = r.serving
+    if s is None or not r.fits:
+        return ""
+    if s.runs_at_once >= s.batch_size:
+        return f"all {s.batch_size} (holds {s.max_sequences:,})"
+    return f"{s.runs_at_once} of {s.batch_size} ({s.batch_size - s.runs_at_once} wait)"
+
+
 def _print_fit_table(c: Console, rec: FitTable) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     c.print(_fit_table_answer(rec))  # the answer first, then the table
     t = Table(title=f"{escape(_workload_title(rec.model, rec.workload))} · {rec.num_gpus} GPU(s)")
-    for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right"), ("fits", "center")):
+    srv = next((r.serving for r in rec.gpus if r.serving), None)  # every row's engine preallocates, or none
+    start = srv is not None and any(r.serving and r.serving.start_bytes < r.per_gpu_bytes - 0.5 for r in rec.gpus)
+    for col, j in (("GPU", "left"), ("memory", "right"), ("needs per GPU", "right")):
         t.add_column(col, justify=j)  # type: ignore[arg-type]
-    t.add_column("headroom", justify="right")
+    if start:
+        t.add_column("to start", justify="right")
+    if srv:
+        t.add_column(f"{escape(srv.engine)} reserves", justify="right")
+    t.add_column("fits", justify="center")
+    t.add_column("runs at once" if srv else "headroom", justify="right")
     # the fewest GPUs by sharding alone (ZeRO-3 / TP / PP): `plan` may need fewer with checkpointing
     t.add_column("GPUs needed (sharding alone)", justify="right")
     for r in rec.gpus:
@@ -290,11 +329,20 @@ def _print_fit_table(c: Console, rec: FitTable) -> None:
             r.gpu,
             gib(r.memory_bytes),
             with_range(r, "per_gpu_bytes", gib),
+            *([gib(r.serving.start_bytes if r.serving else None)] if start else []),
+            *([gib(r.serving.reserved_bytes if r.serving else None)] if srv else []),
             "[green]yes[/green]" if r.fits else "[red]no[/red]",
-            gib(r.headroom_bytes) if r.fits else "",
+            _runs_at_once(r) if srv else (gib(r.headroom_bytes) if r.fits else ""),
             need,
         )
     c.print(t)
+    if srv:
+        c.print(
+            "needs per GPU: the weights, activations, CUDA context and the whole batch's KV cache. "
+            f"{escape(srv.engine)} reserves gpu_memory_utilization {srv.gpu_memory_utilization:g} of each card "
+            "at start-up whatever the job needs (its KV pool fills the rest) and starts where one sequence's KV "
+            "fits in it; where the pool holds fewer sequences than the batch, that many run at once and the rest wait."
+        )
     if rec.cannot_run:
         c.print(f"Cannot run it ({escape(rec.cannot_run_why)}): {escape(', '.join(rec.cannot_run))}.")
 

@@ -403,19 +403,26 @@ function fitCandidates(f, chosen) {
 
 function renderFit(f, chosen) {
   $("fit-box").hidden = false;
-  const head = el("tr", {}, ...["GPU", "memory", "needs per GPU", `fits on ${f.num_gpus}`, "fewest GPUs", "layout"].map((h) => el("th", { scope: "col" }, h)));
+  // an engine that preallocates its KV cache (vLLM, SGLang) reserves a share of every card whatever the
+  // job needs: "needs per GPU" is the job's (the whole batch's KV), the share a column of its own
+  const srv = (f.gpus.find((g) => g.serving) || {}).serving;
+  const cols = ["GPU", "memory", "needs per GPU", ...(srv ? [`${srv.engine} reserves`] : []), `fits on ${f.num_gpus}`, ...(srv ? ["runs at once"] : []), "fewest GPUs", "layout"];
+  const head = el("tr", {}, ...cols.map((h) => el("th", { scope: "col" }, h)));
+  const atOnce = (s, fits) => !fits || !s ? "" : s.runs_at_once >= s.batch_size ? `all ${s.batch_size} (holds ${s.max_sequences})` : `${s.runs_at_once} of ${s.batch_size} (${s.batch_size - s.runs_at_once} wait)`;
   const rows = f.gpus.map((g) =>
     el("tr", { "data-gpu": g.gpu, class: g.gpu === chosen ? "chosen" : null },
       el("td", {}, g.gpu),
       num("memory_bytes", g.memory_bytes, fmt.bytes(g.memory_bytes)),
       num("per_gpu_bytes", g.per_gpu_bytes, fmt.bytes(g.per_gpu_bytes)),
+      srv ? num("reserved_bytes", g.serving.reserved_bytes, fmt.bytes(g.serving.reserved_bytes)) : null,
       el("td", { "data-field": "fits", "data-raw": g.fits, class: g.fits ? "yes" : "no" }, fmt.yesno(g.fits)),
+      srv ? num("runs_at_once", g.serving.runs_at_once, atOnce(g.serving, g.fits)) : null,
       num("min_gpus", g.min_gpus, g.min_gpus == null ? "none" : g.min_gpus),
       el("td", {}, Object.entries(g.min_gpus_layout || {}).map(([k, v]) => `${k}=${v}`).join(" "))));
   $("fit-table").replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows));
   const shown = fitCandidates(f, chosen);
   const layout = Object.entries(f.workload).filter(([k, v]) => ["tp", "pp", "zero"].includes(k) && (k === "zero" ? v > 0 : v > 1)).map(([k, v]) => `${k}=${v}`).join(" ");
-  $("fit-caption").textContent = (f.num_gpus > 1 ? `On ${f.num_gpus} GPUs of each type${layout ? ` (${layout})` : ""}. ` : "") + `The chart shows the ${shown.length} GPUs nearest the line (the largest that do not fit on ${f.num_gpus}, the smallest that do); the table lists all ${f.gpus.length}. Bars: memory each GPU needs; ┃ the card's memory.`;
+  $("fit-caption").textContent = (f.num_gpus > 1 ? `On ${f.num_gpus} GPUs of each type${layout ? ` (${layout})` : ""}. ` : "") + `The chart shows the ${shown.length} GPUs nearest the line (the largest that do not fit on ${f.num_gpus}, the smallest that do); the table lists all ${f.gpus.length}. Bars: memory each GPU needs${srv ? ` for the whole batch; ${srv.engine} reserves gpu_memory_utilization ${srv.gpu_memory_utilization} of each card at start-up and starts where one sequence's KV fits in it` : ""}; ┃ the card's memory.`;
   const names = shown.map((g) => g.gpu);
   const parts = [];
   for (const g of shown) for (const k of Object.keys(g.breakdown || {})) if (!parts.includes(k)) parts.push(k);
