@@ -383,3 +383,50 @@ def serving_memory_fraction(w: Workload) -> float:
     if w.engine != "sglang" or "gpu_memory_utilization" in w.model_fields_set:
         return w.gpu_memory_utilization
     return next(f for tp, f in SGLANG_MEM_FRACTION_STATIC if w.tp >= tp)
+
+
+# --- prefix cache (the workload's cached_prefix_tokens) ---------------------------------------
+# Tokens a cache hit is counted in, for the engines whose prefix cache is on by default:
+# - vLLM: automatic prefix caching, on by default in its V1 engine (CacheConfig.enable_prefix_caching),
+#   hashes full 16-token blocks (runtime.VLLM_BLOCK_TOKENS); a request reuses the full blocks of its
+#   prompt already cached, up to num_tokens - 1 so the last token is always computed
+#   (vllm/v1/core/kv_cache_manager.py get_computed_blocks: max_cache_hit_length = request.num_tokens - 1).
+# - SGLang: the radix cache, on unless --disable-radix-cache, matches token by token (page_size 1
+#   by default) and also leaves the last prompt token to compute (managers/schedule_batch.py
+#   Req.init_next_round_input: the match is capped at input_len - 1, to produce its logits).
+# - TGI v3: prefix caching on by default (PREFIX_CACHING, with the flashinfer attention it
+#   defaults to, BLOCK_SIZE 1: server/text_generation_server/models/globals.py; v3 radix allocator
+#   backends/v3/src/radix.rs), token-granular.
+# - TensorRT-LLM: KV cache block reuse, on by default in the LLM API (KvCacheConfig.enable_block_reuse
+#   = True, tokens_per_block = 32; the older executor API defaulted it off), whole blocks.
+# - llama.cpp server: cache_prompt true by default (tools/server README "cache_prompt: Re-use KV cache
+#   from a previous request if possible"): a slot keeps its last prompt's KV and reuses the common
+#   prefix, token by token, but only within that slot: no block is shared between sequences.
+# transformers' generate keeps no cache across calls; Ollama, MLC and AutoAWQ: not modelled (refused).
+PREFIX_CACHE_BLOCK_TOKENS: Final[dict[str, int]] = {
+    "vllm": runtime.VLLM_BLOCK_TOKENS,
+    "sglang": 1,
+    "tgi": 1,
+    "tensorrt-llm": 32,
+    "llama.cpp": 1,
+}
+# engines whose cached blocks are shared by every sequence that holds the prefix, stored once in the
+# pool (vLLM's BlockPool hands the same block to each request whose block hash matches, ref-counted)
+PREFIX_SHARING_ENGINES: Final = frozenset({"vllm", "sglang", "tgi", "tensorrt-llm"})
+
+
+def prefix_reused_tokens(w: Workload) -> int:
+    """Prompt tokens of each request the engine takes from its prefix cache instead of computing:
+    the cached prefix in whole cache blocks, leaving at least the prompt's last token to compute
+    (PREFIX_CACHE_BLOCK_TOKENS). 0 without a cached prefix."""
+    block = PREFIX_CACHE_BLOCK_TOKENS.get(w.engine)
+    if not w.cached_prefix_tokens or block is None or w.input_len < 2:
+        return 0
+    hit = min(w.cached_prefix_tokens, w.input_len - 1)
+    return hit // block * block
+
+
+def prefix_shared_tokens(w: Workload) -> int:
+    """Tokens of each sequence's KV cache held once for all sequences (the reused prefix's blocks),
+    where the engine shares them across sequences; 0 for llama.cpp's per-slot cache."""
+    return prefix_reused_tokens(w) if w.engine in PREFIX_SHARING_ENGINES else 0
