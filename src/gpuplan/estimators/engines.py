@@ -390,18 +390,22 @@ def serving_memory_fraction(w: Workload) -> float:
 # - vLLM: automatic prefix caching, on by default in its V1 engine (CacheConfig.enable_prefix_caching),
 #   hashes full 16-token blocks (runtime.VLLM_BLOCK_TOKENS); a request reuses the full blocks of its
 #   prompt already cached, up to num_tokens - 1 so the last token is always computed
-#   (vllm/v1/core/kv_cache_manager.py get_computed_blocks: max_cache_hit_length = request.num_tokens - 1).
+#   (vllm/v1/core/kv_cache_manager.py get_computed_blocks: "When all tokens hit the cache, we must
+#   recompute the last token to obtain logits", max_cache_hit_length = request.num_tokens - 1; the
+#   finder takes max_cache_hit_length // block_size whole blocks).
 # - SGLang: the radix cache, on unless --disable-radix-cache, matches token by token (page_size 1
-#   by default) and also leaves the last prompt token to compute (managers/schedule_batch.py
-#   Req.init_next_round_input: the match is capped at input_len - 1, to produce its logits).
-# - TGI v3: prefix caching on by default (PREFIX_CACHING, with the flashinfer attention it
-#   defaults to, BLOCK_SIZE 1: server/text_generation_server/models/globals.py; v3 radix allocator
-#   backends/v3/src/radix.rs), token-granular.
+#   by default) and also leaves the last prompt token to compute (managers/schedule_batch.py Req:
+#   max_prefix_len = input_len - 1, "to enable logprob computation").
+# - TGI v3: prefix caching on by default (launcher/src/main.rs resolve_attention: prefix_caching
+#   unset reads "true", with the flashinfer attention it then defaults to; off on paged attention or a
+#   model flashinfer does not run), token by token (server/text_generation_server/models/globals.py:
+#   BLOCK_SIZE 1 under flashinfer).
 # - TensorRT-LLM: KV cache block reuse, on by default in the LLM API (KvCacheConfig.enable_block_reuse
 #   = True, tokens_per_block = 32; the older executor API defaulted it off), whole blocks.
-# - llama.cpp server: cache_prompt true by default (tools/server README "cache_prompt: Re-use KV cache
-#   from a previous request if possible"): a slot keeps its last prompt's KV and reuses the common
-#   prefix, token by token, but only within that slot: no block is shared between sequences.
+# - llama.cpp server: cache_prompt true by default (tools/server/README.md: "Re-use KV cache from a
+#   previous request if possible ... Default: true"): a slot keeps its last prompt's KV and reuses the
+#   common prefix token by token, always evaluating at least one token (server.cpp: "must eval >= 1
+#   token"), but only within that slot: no block is shared between sequences.
 # transformers' generate keeps no cache across calls; Ollama, MLC and AutoAWQ: not modelled (refused).
 PREFIX_CACHE_BLOCK_TOKENS: Final[dict[str, int]] = {
     "vllm": runtime.VLLM_BLOCK_TOKENS,
