@@ -294,7 +294,7 @@ def _serving(
     blocks = math.floor(budget / (per_token * runtime.VLLM_BLOCK_TOKENS))
     tokens = blocks * runtime.VLLM_BLOCK_TOKENS
     seqs = blocks // blocks_per_seq
-    shared = engines.prefix_shared_tokens(w)
+    shared = engines.prefix_shared_tokens(w) if model.kind == "decoder" else 0
     if shared:
         # the cached prefix's blocks are held once for every sequence that reuses them (vLLM's BlockPool
         # hands each matching request the same ref-counted block; SGLang's radix tree shares its nodes):
@@ -328,6 +328,6 @@ def _tgi_serving(
         return ServingCapacity(fraction, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, None)
     tokens = math.floor(budget / per_token)
     # TGI v3's radix allocator shares the cached prefix's slots between the requests that match it
-    shared = engines.prefix_shared_tokens(w)
+    shared = engines.prefix_shared_tokens(w) if model.kind == "decoder" else 0
     seqs = max(tokens - shared, 0) // (per_seq_len - shared)
     return ServingCapacity(fraction, budget, per_token, tokens, seqs, seq_bytes, short, None)
