@@ -383,3 +383,54 @@ def serving_memory_fraction(w: Workload) -> float:
     if w.engine != "sglang" or "gpu_memory_utilization" in w.model_fields_set:
         return w.gpu_memory_utilization
     return next(f for tp, f in SGLANG_MEM_FRACTION_STATIC if w.tp >= tp)
+
+
+# --- prefix cache (the workload's cached_prefix_tokens) ---------------------------------------
+# Tokens a cache hit is counted in, for the engines whose prefix cache is on by default:
+# - vLLM: automatic prefix caching, on by default in its V1 engine (CacheConfig.enable_prefix_caching),
+#   hashes full 16-token blocks (runtime.VLLM_BLOCK_TOKENS); a request reuses the full blocks of its
+#   prompt already cached, up to num_tokens - 1 so the last token is always computed
+#   (vllm/v1/core/kv_cache_manager.py get_computed_blocks: "When all tokens hit the cache, we must
+#   recompute the last token to obtain logits", max_cache_hit_length = request.num_tokens - 1; the
+#   finder takes max_cache_hit_length // block_size whole blocks).
+# - SGLang: the radix cache, on unless --disable-radix-cache, matches token by token (page_size 1
+#   by default) and also leaves the last prompt token to compute (managers/schedule_batch.py Req:
+#   max_prefix_len = input_len - 1, "to enable logprob computation").
+# - TGI v3: prefix caching on by default (launcher/src/main.rs resolve_attention: prefix_caching
+#   unset reads "true", with the flashinfer attention it then defaults to; off on paged attention or a
+#   model flashinfer does not run), token by token (server/text_generation_server/models/globals.py:
+#   BLOCK_SIZE 1 under flashinfer).
+# - TensorRT-LLM: KV cache block reuse, on by default in the LLM API (KvCacheConfig.enable_block_reuse
+#   = True, tokens_per_block = 32; the older executor API defaulted it off), whole blocks.
+# - llama.cpp server: cache_prompt true by default (tools/server/README.md: "Re-use KV cache from a
+#   previous request if possible ... Default: true"): a slot keeps its last prompt's KV and reuses the
+#   common prefix token by token, always evaluating at least one token (server.cpp: "must eval >= 1
+#   token"), but only within that slot: no block is shared between sequences.
+# transformers' generate keeps no cache across calls; Ollama, MLC and AutoAWQ: not modelled (refused).
+PREFIX_CACHE_BLOCK_TOKENS: Final[dict[str, int]] = {
+    "vllm": runtime.VLLM_BLOCK_TOKENS,
+    "sglang": 1,
+    "tgi": 1,
+    "tensorrt-llm": 32,
+    "llama.cpp": 1,
+}
+# engines whose cached blocks are shared by every sequence that holds the prefix, stored once in the
+# pool (vLLM's BlockPool hands the same block to each request whose block hash matches, ref-counted)
+PREFIX_SHARING_ENGINES: Final = frozenset({"vllm", "sglang", "tgi", "tensorrt-llm"})
+
+
+def prefix_reused_tokens(w: Workload) -> int:
+    """Prompt tokens of each request the engine takes from its prefix cache instead of computing:
+    the cached prefix in whole cache blocks, leaving at least the prompt's last token to compute
+    (PREFIX_CACHE_BLOCK_TOKENS). 0 without a cached prefix."""
+    block = PREFIX_CACHE_BLOCK_TOKENS.get(w.engine)
+    if not w.cached_prefix_tokens or block is None or w.input_len < 2:
+        return 0
+    hit = min(w.cached_prefix_tokens, w.input_len - 1)
+    return hit // block * block
+
+
+def prefix_shared_tokens(w: Workload) -> int:
+    """Tokens of each sequence's KV cache held once for all sequences (the reused prefix's blocks),
+    where the engine shares them across sequences; 0 for llama.cpp's per-slot cache."""
+    return prefix_reused_tokens(w) if w.engine in PREFIX_SHARING_ENGINES else 0

@@ -235,6 +235,10 @@ class Workload(BaseModel):
     # staying the means; the KV fit check and max_model_len take them (estimators/memory/inference.py)
     input_len_p90: int | None = Field(None, ge=1, le=10_000_000)
     output_len_p90: int | None = Field(None, ge=1, le=10_000_000)
+    # the tokens at the start of each request's prompt already in the serving engine's prefix cache
+    # (a shared system prompt, a repeated prompt); what the engine reuses of them, and where, is
+    # estimators/engines.py prefix_reused_tokens; unset (None) is 0, and leaves the workload's dumps as they were
+    cached_prefix_tokens: int | None = Field(None, ge=0, le=10_000_000)
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -293,6 +297,11 @@ class Workload(BaseModel):
             raise ValueError("seq_len must be at least 1 for training.")
         if self.task == "inference" and self.input_len + self.output_len < 1:
             raise ValueError("input_len + output_len must be at least 1 token for inference.")
+        if self.cached_prefix_tokens is not None and self.cached_prefix_tokens > self.input_len:
+            raise ValueError(
+                f"cached_prefix_tokens={self.cached_prefix_tokens} is more than the prompt (input_len={self.input_len}): "
+                "the cached prefix is part of each prompt; set it to at most input_len."
+            )
         mp = self.tp * self.pp * self.cp
         if self.num_gpus % mp:
             raise ValueError(

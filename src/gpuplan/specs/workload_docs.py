@@ -110,4 +110,9 @@ KEY_DOCS: Final[dict[str, str]] = {
     "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB). "
     "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_seq_len; unset: its default 2048).",
     "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",
+    "cached_prefix_tokens": "Tokens at the start of each prompt already in the engine's prefix cache (a shared system "
+    "prompt, a repeated prompt); 0 by default, at most input_len. The prefill computes only the rest, attending over "
+    "the cached keys (vLLM reuses whole 16-token blocks, TensorRT-LLM 32-token ones, SGLang, TGI and llama.cpp token "
+    "by token; each computes at least the last token), and vLLM, SGLang, TGI and TensorRT-LLM hold the prefix's KV "
+    "once for all sequences. Engines with a prefix cache on by default only: vllm, sglang, tgi, tensorrt-llm, llama.cpp.",
 }

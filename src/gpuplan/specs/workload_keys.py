@@ -117,7 +117,7 @@ INFERENCE_ONLY: Final = frozenset(
     {
         "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
         "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
-        "max_tpot_ms", "max_ttft_ms", "awq_version", "input_len_p90", "output_len_p90",
+        "max_tpot_ms", "max_ttft_ms", "awq_version", "input_len_p90", "output_len_p90", "cached_prefix_tokens",
     }
 )  # fmt: skip
 # Inference keys that only some engines read (the same one-line refusal names the engines)
@@ -127,6 +127,8 @@ ENGINE_ONLY: Final = {
     "host_memory_bandwidth": ("llama.cpp", "ollama"),
     "num_ctx": ("ollama", "autoawq"),
     "awq_version": ("autoawq",),
+    # the engines whose prefix cache is on by default (estimators/engines.py PREFIX_CACHE_BLOCK_TOKENS)
+    "cached_prefix_tokens": ("vllm", "sglang", "tgi", "tensorrt-llm", "llama.cpp"),
 }
 GRAPHICS_ONLY: Final = frozenset(
     {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}
@@ -157,7 +159,8 @@ def check_keys_apply(w: Workload) -> None:
         elif key == "model" and w.task in ("streaming", "vdi", "render"):
             need = "language-model and ai-video"
         elif key in ENGINE_ONLY and w.task == "inference" and w.engine not in ENGINE_ONLY[key]:
-            engines = " and ".join(ENGINE_ONLY[key])
+            names = ENGINE_ONLY[key]
+            engines = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
             raise InvalidSettingError(
                 f"The '{key}' key is read only by the {engines} engine{'s' if len(ENGINE_ONLY[key]) > 1 else ''}; "
                 f"this workload's engine is {w.engine}. Set engine: {ENGINE_ONLY[key][0]} or drop {key}."

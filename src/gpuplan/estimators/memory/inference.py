@@ -92,6 +92,11 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         t_prefill, t_full = engines.kv_tokens_per_sequence(w, model, gpu)
         kv_prefill = b * model.kv_cache_bytes(t_prefill, kv_b, input_len=n_in) / kv_split
         kv_full = b * model.kv_cache_bytes(t_full, kv_b, input_len=n_in) / kv_split
+        shared = engines.prefix_shared_tokens(w) if model.kind == "decoder" and b > 1 else 0
+        if shared:  # the reused prefix's KV held once, not per sequence (engines.PREFIX_SHARING_ENGINES)
+            once = (b - 1) * model.kv_cache_bytes(shared, kv_b, input_len=shared) / kv_split
+            kv_prefill, kv_full = kv_prefill - once, kv_full - once
+            notes.append(f"the {shared:,}-token cached prefix's KV is held once for the {b} sequences")
         if (t_prefill, t_full) != (n_in, n_in + n_out):
             notes.append(f"the {w.engine} engine allocates the KV cache of {t_full:,} tokens per sequence up front")
         if t_full < n_in + n_out and w.engine == "autoawq":
@@ -289,6 +294,14 @@ def _serving(
     blocks = math.floor(budget / (per_token * runtime.VLLM_BLOCK_TOKENS))
     tokens = blocks * runtime.VLLM_BLOCK_TOKENS
     seqs = blocks // blocks_per_seq
+    shared = engines.prefix_shared_tokens(w) if model.kind == "decoder" else 0
+    if shared:
+        # the cached prefix's blocks are held once for every sequence that reuses them (vLLM's BlockPool
+        # hands each matching request the same ref-counted block; SGLang's radix tree shares its nodes):
+        # each sequence owns only the blocks after it
+        shared_blocks = math.ceil(shared / runtime.VLLM_BLOCK_TOKENS)
+        own_blocks = math.ceil((per_seq_len - shared) / runtime.VLLM_BLOCK_TOKENS)
+        seqs = max(blocks - shared_blocks, 0) // own_blocks
     return ServingCapacity(util, budget, per_token, tokens, seqs, seq_bytes, short, engine)
 
 
@@ -314,4 +327,7 @@ def _tgi_serving(
     if budget <= 0 or per_token <= 0:
         return ServingCapacity(fraction, max(budget, 0.0), per_token, 0, 0, seq_bytes, short, None)
     tokens = math.floor(budget / per_token)
-    return ServingCapacity(fraction, budget, per_token, tokens, tokens // per_seq_len, seq_bytes, short, None)
+    # TGI v3's radix allocator shares the cached prefix's slots between the requests that match it
+    shared = engines.prefix_shared_tokens(w) if model.kind == "decoder" else 0
+    seqs = max(tokens - shared, 0) // (per_seq_len - shared)
+    return ServingCapacity(fraction, budget, per_token, tokens, seqs, seq_bytes, short, None)

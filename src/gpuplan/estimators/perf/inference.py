@@ -159,6 +159,8 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
         kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
         if phase == "prefill":
             attn_ctx = avg_context(new_tokens, a_stack.window, a_stack.stack == "decoder")
+            if ctx_len > 0:  # a cached prefix: the new tokens attend to its keys too
+                attn_ctx = _after_prefix_context(new_tokens, ctx_len, a_stack.window)
             qtok = tokens
         else:
             full = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
@@ -182,6 +184,9 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
         if phase == "prefill":
             nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
             nbytes += written * kv_per_tok * kv_b / kv_shards(model, tp)  # KV write
+            if ctx_len > 0:  # the cached prefix's K/V, read once per sequence and layer
+                seen = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
+                nbytes += batch * seen * layers * kv_per_tok * kv_b / kv_shards(model, tp)
             e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(new_tokens)
         else:
             nbytes = batch * key_layers * kv_per_tok * kv_b / kv_shards(model, tp)
@@ -205,6 +210,23 @@ def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, 
         ew = elementwise_bytes(a_stack, c) * tokens * layers / tp
         ops.append(roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
     return ops
+
+
+def _after_prefix_context(new: float, prefix: float, window: float | None) -> float:
+    """Mean keys a causal query attends to when `new` tokens follow `prefix` cached ones: the keys
+    of positions prefix .. prefix + new - 1, the whole square's less the prefix's own (prefix +
+    (new + 1) / 2 without a window; avg_context's ramp with one)."""
+    whole = avg_context(prefix + new, window, True) * (prefix + new)
+    return (whole - avg_context(prefix, window, True) * prefix) / new
+
+
+def _prefill_ops(c: Ctx, batch: float) -> list[Op]:
+    """A prompt's prefill for `batch` sequences. With a cached prefix (cached_prefix_tokens) the
+    engine computes only the tokens after what it reuses (engines.prefix_reused_tokens: vLLM's whole
+    16-token blocks, at least the last token), attending over the cached keys as well."""
+    w = c.w
+    reused = engines.prefix_reused_tokens(w) if c.model.kind == "decoder" else 0
+    return _inference_step(c, batch, max(w.input_len - reused, 1), float(reused), "prefill")
 
 
 def _stage_layers(c: Ctx) -> float:
@@ -259,7 +281,8 @@ def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op
 
 def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
     """One engine step: `batch` sequences each adding `new_tokens` tokens at context `ctx_len`
-    (prefill: new_tokens = prompt, ctx from 0; decode: new_tokens = 1 at ctx_len)."""
+    (prefill: new_tokens = the prompt's computed tokens after ctx_len cached ones; decode: new_tokens = 1
+    at ctx_len)."""
     model, w = c.model, c.w
     pp = w.pp
     bnb = _bnb_kernel(c)
@@ -370,7 +393,7 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> tuple[int, float | N
     decode step under way to end (half a step on average: the caller adds it). Past what the engine
     serves the queue sets it, and None leaves the batch's own prefill."""
     out = max(c.w.output_len, 1)
-    one_prefill = total_time(_inference_step(c, 1, max(c.w.input_len, 1), 0.0, "prefill"))
+    one_prefill = total_time(_prefill_ops(c, 1))
     most = max(most, 1)
     ttft_most, step_most, *_ = _static(c, most)
     q = min(one_prefill, ttft_most / most)
@@ -402,7 +425,7 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> tuple[int, float | N
 def _static(c: Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
     """(prefill time, mean decode step) for a static batch of `batch` sequences."""
     w = c.w
-    pre = _inference_step(c, batch, max(w.input_len, 1), 0.0, "prefill")
+    pre = _prefill_ops(c, batch)
     mid = w.input_len + (w.output_len + 1) / 2.0
     dec = _inference_step(c, batch, 1.0, mid, "decode")
     return total_time(pre), total_time(dec), pre, dec
@@ -504,7 +527,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
             top_b, top_t = cand, t
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
-    single = ttft if b == 1 else total_time(_inference_step(c, 1, max(w.input_len, 1), 0.0, "prefill"))
+    single = ttft if b == 1 else total_time(_prefill_ops(c, 1))
     delivered, offered = _delivered(w, tput, replicas)
     if offered is not None and delivered < tput * replicas:
         c.notes.append(
