@@ -100,7 +100,8 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
     elif "images_per_s" in metric:
         value = it.output_tokens_per_s * (work.num_gpus if model.kind == "cnn" else 1)
     elif "first_token" in metric:
-        value = it.ttft_s * 1e3
+        # a closed loop's requests see the steady state's first token (ttft_single_s), not the batch's prefill
+        value = (it.ttft_single_s if work.closed_loop else it.ttft_s) * 1e3
     elif "decode_tokens_per_s" in metric:
         # per sequence, or summed over the batch where the source multiplies by it (AutoAWQ's
         # benchmark.py: 1 / median step time x batch size)

@@ -239,6 +239,10 @@ class Workload(BaseModel):
     # (a shared system prompt, a repeated prompt); what the engine reuses of them, and where, is
     # estimators/engines.py prefix_reused_tokens; unset (None) is 0, and leaves the workload's dumps as they were
     cached_prefix_tokens: int | None = Field(None, ge=0, le=10_000_000)
+    # batch_size requests kept in flight, each finished one replaced by the next (a benchmark's
+    # --max-concurrency over more prompts): time to first token is the steady state's, not the batch's
+    # prefill (estimators/perf/inference.py); unset (None) is false, and leaves the dumps as they were
+    closed_loop: bool | None = None
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -301,6 +305,11 @@ class Workload(BaseModel):
             raise ValueError(
                 f"cached_prefix_tokens={self.cached_prefix_tokens} is more than the prompt (input_len={self.input_len}): "
                 "the cached prefix is part of each prompt; set it to at most input_len."
+            )
+        if self.closed_loop and (self.request_rate is not None or self.tokens is not None):
+            raise ValueError(
+                "closed_loop keeps batch_size requests in flight; request_rate (an open loop) and tokens (a batch "
+                "job) say otherwise: drop closed_loop or the other key."
             )
         mp = self.tp * self.pp * self.cp
         if self.num_gpus % mp:

@@ -110,6 +110,12 @@ KEY_DOCS: Final[dict[str, str]] = {
     "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by GPU memory (<24/<48/48+ GiB). "
     "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_seq_len; unset: its default 2048).",
     "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",
+    "closed_loop": "true: batch_size requests are kept in flight, each finished one replaced by the next (vllm bench "
+    "serve and SGLang bench_serving --max-concurrency over more prompts than that). Throughput counts the steps a "
+    "replaced slot stays empty either way; with closed_loop the time to first token is the steady state's too: the "
+    "step(s) the engine has taken up when the successor arrives (vLLM one, SGLang two), then the step that "
+    "prefills it beside the others' decodes. Unset: the batch's prompts are sent at once, and time to first token "
+    "is their prefill. vllm and sglang only; not with request_rate or tokens.",
     "cached_prefix_tokens": "Tokens at the start of each prompt already in the engine's prefix cache (a shared system "
     "prompt, a repeated prompt); 0 by default, at most input_len. The prefill computes only the rest, attending over "
     "the cached keys (vLLM reuses whole 16-token blocks, TensorRT-LLM 32-token ones, SGLang, TGI and llama.cpp token "

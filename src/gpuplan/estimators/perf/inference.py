@@ -528,6 +528,15 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
     single = ttft if b == 1 else total_time(_prefill_ops(c, 1))
+    latency = ttft + (out - 1) * tpot
+    if w.closed_loop and b > 1 and rate_ttft is None:
+        # a closed loop (batch_size kept in flight, each finished request replaced): a request's first
+        # token is the steady state's, not the batch's prefill (ttft_s stays that). The successor is sent
+        # after the engine has taken up its next step(s) and waits them out (closed_loop_gap_steps, the
+        # empty slot the throughput counts: vLLM one, SGLang two), then is prefilled in the next step
+        # beside the others' decodes, a step as long as the longer of a decode step and its own prefill
+        single = engines.closed_loop_gap_steps(w.engine) * tpot + max(tpot, single)
+        latency = single + (out - 1) * tpot
     delivered, offered = _delivered(w, tput, replicas)
     if offered is not None and delivered < tput * replicas:
         c.notes.append(
@@ -539,7 +548,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         ttft_single_s=single,
         tpot_s=tpot,
         output_tokens_per_s=delivered,
-        request_latency_s=ttft + (out - 1) * tpot,
+        request_latency_s=latency,
         batch=b,
         max_batch=limit,
         best_batch=best_b,

@@ -393,7 +393,12 @@ def _rate(v: float) -> str:
 
 
 def _time_rows(
-    tab: Table, t: TrainingSpeed | InferenceSpeed, images: bool, rate: float | None = None, engine: Any = "vllm"
+    tab: Table,
+    t: TrainingSpeed | InferenceSpeed,
+    images: bool,
+    rate: float | None = None,
+    engine: Any = "vllm",
+    closed_loop: bool = False,
 ) -> None:
     """The speed rows of the time table: a training step, or latency and throughput of inference."""
     from gpuplan.results import TrainingSpeed
@@ -410,7 +415,8 @@ def _time_rows(
     elif t.queue is not None:
         _queue_rows(tab, t, t.queue)
     else:
-        tab.add_row("time to first token (one request)", with_range(t, "ttft_s", fmt_dur))
+        who = f"{t.batch} kept in flight" if closed_loop and t.batch > 1 else "one request"
+        tab.add_row(f"time to first token ({who})", with_range(t, "ttft_s", fmt_dur))
         if t.batch > 1:
             tab.add_row(f"prefill of the batch ({t.batch} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("time per output token", with_range(t, "tpot_s", fmt_dur))
@@ -452,7 +458,8 @@ def _print_time(c: Console, rec: Estimate) -> None:
     tab.add_column("figure")
     tab.add_column("value (validation range)", justify="right")
     images = rec.throughput_unit == "images/s"
-    _time_rows(tab, t, images, rec.workload.get("request_rate"), rec.workload.get("engine", "vllm"))
+    w = rec.workload
+    _time_rows(tab, t, images, w.get("request_rate"), w.get("engine", "vllm"), bool(w.get("closed_loop")))
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
         "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"
