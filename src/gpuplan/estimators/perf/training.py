@@ -15,7 +15,7 @@ from gpuplan.estimators.memory import (
     estimate_memory,
 )
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO
-from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
+from gpuplan.estimators.parallel import MicroProfile, compose, fsdp_keeps_stage_gathered, stage_share
 from gpuplan.estimators.perf.cnn import cnn_training, launch_s
 from gpuplan.estimators.perf.ops import (
     CPU_ADAM_PARAMS_PER_S,
@@ -358,7 +358,8 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     check_layout(model, w)
     mo = training_ops(model, w, gpu)
     pp, m = w.pp, w.micro_batches
-    parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding)
+    once = fsdp_keeps_stage_gathered(w.framework, w.zero, pp, w.dp * w.cp)
+    parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding, once)
     spill_bytes, page_s = _paged_spill(model, w, gpu)
     step = float(parts.step) + page_s
     micro_launch = float(parts.launch) / m
@@ -412,6 +413,11 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     notes = list(mo.notes)
     if pp > 1:
         notes.append(f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step")
+        if once:
+            notes.append(
+                "torchtitan FSDP + PP: each stage's parameters are all-gathered once per step and its gradients "
+                "reduce-scattered after the last micro-batch (reshard_after_forward off under PP)"
+            )
         layers = max(model.num_layers, 1)
         if layers % (pp * w.vp):
             most = math.ceil(layers / (pp * w.vp))
