@@ -158,10 +158,8 @@ def compose(
     zero: int | Arr,
     micro_batches: int | Arr,
     sharding: str = "fsdp",
-    gather_once: bool = False,
+    gather_once: bool = False,  # ZeRO-3 with pp > 1 gathers each stage once a step (FSDP_PP_GATHER_ONCE)
 ) -> StepParts:
-    """The step of each layout; `gather_once`: ZeRO-3 with pp > 1 gathers each stage once per
-    step (torchtitan: FSDP_PP_GATHER_ONCE) rather than in every micro-batch."""
     # numpy for arrays (the layout search), Python floats for one layout (comm.xp)
     np = comm.xp(tp, cp, ep, pp, vp, dp, zero, micro_batches, *vars(p).values())
     tp_a, cp_a, ep_a, pp_a, vp_a, dp_a, z, m = (_f(x) for x in (tp, cp, ep, pp, vp, dp, zero, micro_batches))
@@ -222,11 +220,8 @@ def compose(
         + ag3 * (gathers - hidden) * m  # backward gathers that wait in line
         + ag3 * gathers / np.maximum(p.layers, 1)
     )
-    # FSDP2 under torchtitan's pipeline (FSDP_PP_GATHER_ONCE): the stage's gathers run once, prefetched
-    # behind the first micro-batch's forward; its reduce-scatter runs after the last backward, on the
-    # first stage the step's last compute, so nothing hides it
-    dp_z3_once = comm.exposed(ag3, fwd_first) + rs
-    dp_z3 = np.where((pp_a > 1) & gather_once, dp_z3_once, dp_z3)
+    # FSDP_PP_GATHER_ONCE: one gather behind the first forward; the reduce-scatter after the last backward, exposed
+    dp_z3 = np.where((pp_a > 1) & gather_once, comm.exposed(ag3, fwd_first) + rs, dp_z3)
     dp_exposed = np.where(z >= 3, dp_z3, np.where(z >= 1, dp_z12, dp_z0))
     dp_exposed = np.where(dpc > 1, dp_exposed, 0.0)
 
