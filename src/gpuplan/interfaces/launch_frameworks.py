@@ -44,6 +44,12 @@ TORCHTITAN_LLAMA3_FLAVORS: Final = ("8B", "70B", "405B")
 _AC: Final = {"none": "none", "selective": "selective", "selective-op": "selective", "full": "full"}
 
 
+# torchtitan's virtual stages per rank for looped schedules without pipeline_parallel_layers_per_stage
+# (pytorch/torchtitan:torchtitan/distributed/pipeline_parallel.py pipeline_llm: "default is 2 virtual
+# stages per rank"); the layout search tries vp 1 or 2 for torchtitan (planner/layouts.py)
+TORCHTITAN_STAGES_PER_RANK: Final = 2
+
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -122,6 +128,11 @@ def torchtitan(lp: LaunchPlan) -> str:
         raise InvalidSettingError(
             f"torchtitan's expert parallelism runs over data-parallel ranks; ep={w.ep} exceeds them."
         )
+    if w.vp > TORCHTITAN_STAGES_PER_RANK:
+        raise InvalidSettingError(
+            f"torchtitan's looped pipeline schedules run {TORCHTITAN_STAGES_PER_RANK} virtual stages per rank "
+            f"(pipeline_llm's default); vp={w.vp} is Megatron's: set vp: 1 or 2."
+        )
     name, flavor, note = _flavor(lp)
     steps = math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len)) if w.train_tokens else 1000
     doc: dict[str, dict[str, Any]] = {
@@ -129,7 +140,9 @@ def torchtitan(lp: LaunchPlan) -> str:
         "model": {"name": name, "flavor": flavor, **({"converters": ["float8"]} if w.precision == "fp8" else {})},
         "optimizer": {"name": "AdamW", "implementation": "fused"},
         "training": {
-            "local_batch_size": w.batch_size,
+            # under PP the local batch is split into pipeline micro-batches of pipeline_parallel_microbatch_size
+            # (build_pipeline_schedule: n_microbatches = local_batch_size // microbatch size)
+            "local_batch_size": w.batch_size * (w.micro_batches if w.pp > 1 else 1),
             "global_batch_size": w.batch_size * w.micro_batches * w.dp,
             "seq_len": w.seq_len,
             "steps": steps,
@@ -146,7 +159,7 @@ def torchtitan(lp: LaunchPlan) -> str:
             "pipeline_parallel_degree": w.pp,
             "context_parallel_degree": w.cp,
             "expert_parallel_degree": w.ep,
-            **({"pipeline_parallel_schedule": "Interleaved1F1B"} if w.vp > 1 else {}),
+            **(_torchtitan_pipeline(w) if w.pp > 1 else {}),
         },
         "activation_checkpoint": {"mode": _AC[w.activation_checkpointing], "selective_ac_option": "op"},
     }
@@ -160,6 +173,19 @@ def torchtitan(lp: LaunchPlan) -> str:
     if cl.nodes > 1:
         head.append("# on every node, with MASTER_ADDR set to the first node's address")
     return "\n".join(head) + "\n" + _toml(doc)
+
+
+def _torchtitan_pipeline(w: Workload) -> dict[str, Any]:
+    """torchtitan's pipeline keys (JobConfig.Parallelism at the commit above): the schedule (1F1B, or
+    Interleaved1F1B for vp 2), the micro-batch size, and under FSDP the reshard policy the estimate
+    assumes ("default": no reshard after forward under PP, estimators/parallel.FSDP_PP_GATHER_ONCE)."""
+    keys: dict[str, Any] = {
+        "pipeline_parallel_schedule": "Interleaved1F1B" if w.vp > 1 else "1F1B",
+        "pipeline_parallel_microbatch_size": w.batch_size,
+    }
+    if w.zero == 3:
+        keys["fsdp_reshard_after_forward"] = "default"
+    return keys
 
 
 def _torchtitan_float8(w: Workload) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Every layout is enumerated under Megatron-Core's rules (tp divides the attention
 KV groups and stays inside an NVLink domain unless allowed; pp x vp divides the layers; cp splits
 the sequence into 2 x cp load-balanced chunks; ep divides the experts and the data-parallel x
 context-parallel ranks; ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed; Megatron's
-distributed optimizer is ZeRO-1); the interleaved schedule needs micro-batches divisible by pp;
+distributed optimizer is ZeRO-1) except under torchtitan, whose FSDP2 shards each pipeline stage
+(estimators/parallel.FSDP_PP_GATHER_ONCE); the interleaved schedule needs micro-batches divisible by pp;
 the global batch divides into micro-batches). A micro-batch's compute depends on only a few of
 these (tp, cp, ep, micro-batch, checkpointing, sequence parallelism): it is computed once per
 such shape by the operator roofline (perf.training_ops), and the step of every layout sharing it
@@ -31,7 +32,13 @@ import numpy as np
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import comm, runtime
 from gpuplan.estimators.memory import MemoryEstimate, activation_lines, estimate_memory
-from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
+from gpuplan.estimators.parallel import (
+    FSDP_PP_GATHER_ONCE,
+    FSDP_PP_GRAD_BYTES,
+    MicroProfile,
+    compose,
+    stage_share,
+)
 from gpuplan.estimators.perf import TrainingTime, estimate_training_time, training_ops, with_checkpointing
 from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster
@@ -50,6 +57,10 @@ FRAMEWORK_ZERO_STAGES: Final[dict[str, tuple[int, ...]]] = {
     "nemo": (0, 1),
     "megatron": (0, 1),
 }
+# The most interleaved virtual stages per rank a framework's launch writes: torchtitan's looped
+# schedules run 2 per rank unless pipeline_parallel_layers_per_stage is set (pytorch/torchtitan:
+# torchtitan/distributed/pipeline_parallel.py pipeline_llm), which its launch does not write.
+FRAMEWORK_MAX_VP: Final[dict[str, int]] = {"torchtitan": 2}
 MAX_MICRO_BATCH: Final = 64
 # virtual chunks tried where pp does not divide the layers (an uneven split): DeepSeek-V3's
 # published layouts use vp 4 on pp 8 (Megatron-Bridge deepseek_v3 recipe) and 1 on pp 16
@@ -269,10 +280,13 @@ def _enumerate(
     rejected: Counter[str],
     ckpts: tuple[str, ...] = CHECKPOINTING,
     stages: tuple[int, ...] = ZERO_STAGES,
+    zero_with_pp: bool = False,
+    max_vp: int = MAX_MICRO_BATCH,
 ) -> tuple[list[_Cells], int]:
     """Every (tp, cp, ep) x (micro-batch, pipeline pair, ZeRO stage) that passes the rules, as masks
     (cheap), and the number of candidate layouts they make (counted against MAX_SEARCH_LAYOUTS
-    before any profile is built)."""
+    before any profile is built). `zero_with_pp`: ZeRO-2/3 may combine with pp > 1 (torchtitan);
+    `max_vp`: the most virtual stages per rank the framework runs (FRAMEWORK_MAX_VP)."""
     tps, cps, eps = axes
     zeros = np.array(stages, dtype=np.float64)
     mbs = np.arange(1, MAX_MICRO_BATCH + 1, dtype=np.float64)
@@ -282,7 +296,7 @@ def _enumerate(
         if n % (tp * cp):
             continue
         rest = n // (tp * cp)
-        pairs = [(p, v) for p, v in _pipeline_pairs(rest, layers) if p == pinned.get("pp", p)]
+        pairs = [(p, v) for p, v in _pipeline_pairs(rest, layers) if p == pinned.get("pp", p) and v <= max_vp]
         if not pairs:
             continue
         pp_a = np.array([p for p, _ in pairs], dtype=np.float64)
@@ -295,8 +309,9 @@ def _enumerate(
         pp_g, vp_g, dp_g = pp_a[pair_g], vp_a[pair_g], dp_a[pair_g]
         m_g = gb / (mb_g * dp_g)
         ok_batch = (m_g >= 1) & (np.mod(m_g, 1.0) == 0) & ((vp_g == 1) | (np.mod(m_g, pp_g) == 0))
-        # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed); ZeRO needs dp x cp > 1
-        ok_zero = ((z_g <= 1) | (pp_g == 1)) & ((z_g == 0) | (dp_g * cp > 1))
+        # ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed), except under torchtitan's
+        # FSDP2 (zero_with_pp); ZeRO needs dp x cp > 1
+        ok_zero = ((z_g <= 1) | (pp_g == 1) | zero_with_pp) & ((z_g == 0) | (dp_g * cp > 1))
         for ep in eps:
             ok_ep = np.mod(dp_g * cp, ep) == 0
             ok = ok_batch & ok_zero & ok_ep
@@ -365,6 +380,8 @@ def _screen_memory(
     ep_factor = 1.0 - expert_share + expert_share / ep_s
     dpc = dp_s * cp_s
     mp = tp_s / share
+    # torchtitan FSDP + PP: the stage stays gathered, its gradients unsharded in fp32 (parallel.py)
+    kept = (z_s >= 3) & (pp_s > 1) & (dpc > 1) & (w.framework in FSDP_PP_GATHER_ONCE)
     mem_states = np.zeros_like(pp_s)
     grads = np.zeros_like(pp_s)
     for name, (b0, stage) in _state_bytes(model, w).items():
@@ -373,11 +390,14 @@ def _screen_memory(
             # mixed precision keeps fp32 gradients without ZeRO, 16-bit ones with it (memory.py)
             b = np.where(z_s >= 1, b0 * c_bytes / 4.0, b0)
         local = np.where(z_s >= stage, b / (mp * dpc), b * ep_factor / mp)
-        mem_states += local
         if name.startswith("gradients"):
             grads = local
+            local = np.where(kept, b / c_bytes * FSDP_PP_GRAD_BYTES / mp, local)  # elements x fp32
+        mem_states += local
     buffers = np.where((z_s == 0) & (dpc > 1), grads, 0.0)
-    buffers += np.where(z_s >= 3, 2 * per_layer_params * c_bytes / tp_s, 0.0)
+    buffers += np.where(
+        z_s >= 3, np.where(kept, model.total_params * c_bytes / mp, 2 * per_layer_params * c_bytes / tp_s), 0.0
+    )
     buffers += np.where(
         (z_s >= 1) & (z_s <= 2), np.minimum(_ZERO_BUCKET_ELEMENTS, model.total_params / mp) * c_bytes, 0.0
     )
@@ -404,7 +424,7 @@ def _rank(
     }
     parts = compose(
         MicroProfile(**fields), cluster, lay["tp"], lay["cp"], lay["ep"], lay["pp"], lay["vp"], lay["dp"], lay["z"],
-        lay["m"], w.sharding,
+        lay["m"], w.sharding, w.framework in FSDP_PP_GATHER_ONCE,
     )  # fmt: skip
     mem = _screen_memory(model, w, cluster, np.array(g.act_rows, dtype=np.float64)[sh], lay)
     fits = mem <= runtime.usable_memory_bytes(gpu, w.ecc)
@@ -460,7 +480,11 @@ def search_layouts(
     pinned, tps, cps, eps = _parallel_axes(model, w, cluster, allow_cross_node_tp, rejected)
     stages = FRAMEWORK_ZERO_STAGES.get(w.framework or "", ZERO_STAGES)
     axes = (tps, cps, eps)
-    kept, weighed = _enumerate(n, gb, max(model.num_layers, 1), pinned, axes, rejected, checkpointing, stages)
+    zero_pp = w.framework in FSDP_PP_GATHER_ONCE
+    max_vp = FRAMEWORK_MAX_VP.get(w.framework or "", MAX_MICRO_BATCH)
+    kept, weighed = _enumerate(
+        n, gb, max(model.num_layers, 1), pinned, axes, rejected, checkpointing, stages, zero_pp, max_vp
+    )
     if weighed > MAX_SEARCH_LAYOUTS:
         raise InvalidSettingError(
             f"The layout search for {model.name} on {cluster.label} weighs {weighed:,} candidate layouts, over its "

@@ -20,6 +20,7 @@ from gpuplan.estimators.memory.base import (
     weight_bytes,
 )
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO, optimizer_state_bytes
+from gpuplan.estimators.parallel import FSDP_PP_GRAD_BYTES, fsdp_keeps_stage_gathered
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
 from gpuplan.specs.precision import storage_format
@@ -273,7 +274,10 @@ def _buffers(model: ModelSpec, w: Workload, sp: _Split, st: _States) -> list[Mem
         stored = (
             st.model_lines[0].bytes * sp.shard(3) / max(model.total_params, 1) if w.task in ("lora", "qlora") else 0.0
         )
-        buffers.append(_gathered_line(model, w, stored or sp.c, sp.mp))
+        if fsdp_keeps_stage_gathered(w.framework, sp.zero, w.pp, sp.dp):
+            buffers.append(_stage_gathered_line(model, sp))
+        else:
+            buffers.append(_gathered_line(model, w, stored or sp.c, sp.mp))
         if w.sharding == "fsdp" and w.fsdp_wrap == "adapters" and w.task in ("lora", "qlora"):
             buffers.append(_root_unit_line(model, w, sp))
     elif sp.dp > 1 and sp.zero >= 1:
@@ -321,7 +325,9 @@ def training_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEst
         fwd = fwd + _no_sync_grads(w, sp, st.grads_lines)
     elif head_grads:
         fwd = [*fwd, MemoryLine("gradients", head_grads, "the output head's gradients arrive first", "model")]
-    step = st.model_lines + buffers + st.grads_lines
+    # torchtitan FSDP + PP reshards the gathered stage after the last backward, before the step
+    kept = fsdp_keeps_stage_gathered(w.framework, sp.zero, w.pp, sp.dp)
+    step = st.model_lines + [b for b in buffers if not (kept and b.name == "gathered parameters")] + st.grads_lines
     if st.step_temp:
         step = [*step, MemoryLine("optimizer step temporaries", st.step_temp, "torch foreach AdamW: sqrt(v)", "model")]
     phases = {"forward/backward": fwd, "optimizer step": step}
@@ -338,7 +344,20 @@ def _no_sync_grads(w: Workload, sp: _Split, grads: list[MemoryLine]) -> list[Mem
     docstring), so through the forward/backward of every micro-batch each GPU holds the unsharded
     gradients; the sync's reduce-scatter leaves the shard the optimizer step reads. LitGPT's
     finetune/full.py accumulates under fabric.no_backward_sync, which is FSDP's no_sync
-    (Lightning-AI/litgpt@03ffc5515b251fb7e3a461efd0e3c163e45b6b3b)."""
+    (Lightning-AI/litgpt@03ffc5515b251fb7e3a461efd0e3c163e45b6b3b). Under torchtitan's pipeline the
+    same holds without fsdp_no_sync: the stage's gradients stay unsharded, in the fp32 reduce dtype,
+    until the last micro-batch's backward (parallel.FSDP_PP_GATHER_ONCE)."""
+    if fsdp_keeps_stage_gathered(w.framework, sp.zero, w.pp, sp.dp):
+        return [
+            MemoryLine(
+                g.name,
+                g.bytes * sp.dp * FSDP_PP_GRAD_BYTES / sp.c,
+                "unsharded fp32 (reduce dtype): the stage's gradients accumulate until the last micro-batch "
+                "(torchtitan FSDP + PP)",
+                g.kind,
+            )
+            for g in grads
+        ]
     if not (w.fsdp_no_sync and w.sharding == "fsdp" and sp.zero >= 2 and w.micro_batches > 1 and sp.dp > 1):
         return grads
     return [
@@ -398,6 +417,17 @@ def _root_unit_line(model: ModelSpec, w: Workload, sp: _Split) -> MemoryLine:
         "gathered root unit",
         root - held,
         "FSDP1 keeps the root unit (embeddings, final norm, head) unsharded from forward through backward",
+        "model",
+    )
+
+
+def _stage_gathered_line(model: ModelSpec, sp: _Split) -> MemoryLine:
+    """torchtitan FSDP + PP: the whole stage's parameters stay gathered from the first forward to the
+    last backward of a step (reshard_after_forward off under PP: parallel.FSDP_PP_GATHER_ONCE)."""
+    return MemoryLine(
+        "gathered parameters",
+        model.total_params * sp.c / sp.mp,
+        "torchtitan FSDP + PP: the stage's parameters stay gathered through the step (no reshard after forward)",
         "model",
     )
 

@@ -15,7 +15,7 @@ from gpuplan.estimators.memory import (
     estimate_memory,
 )
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO
-from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
+from gpuplan.estimators.parallel import MicroProfile, compose, fsdp_keeps_stage_gathered, stage_share
 from gpuplan.estimators.perf.cnn import cnn_training, launch_s
 from gpuplan.estimators.perf.ops import (
     CPU_ADAM_PARAMS_PER_S,
@@ -350,6 +350,27 @@ def _links(gpu: GPU, w: Workload, cluster: Cluster | None) -> tuple[GPU, Cluster
     return gpu, replace(cluster, gpu=gpu) if cluster else implied_cluster(gpu, w.num_gpus)
 
 
+def _pipeline_notes(model: ModelSpec, w: Workload, once: bool) -> list[str]:
+    """The bubble, the FSDP + PP gathers (torchtitan) and an uneven split, where pp > 1."""
+    pp, m = w.pp, w.micro_batches
+    if pp <= 1:
+        return []
+    notes = [f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step"]
+    if once:
+        notes.append(
+            "torchtitan FSDP + PP: each stage's parameters are all-gathered once per step and its gradients "
+            "reduce-scattered after the last micro-batch (reshard_after_forward off under PP)"
+        )
+    layers = max(model.num_layers, 1)
+    if layers % (pp * w.vp):
+        most = math.ceil(layers / (pp * w.vp))
+        notes.append(
+            f"uneven pipeline: {layers} layers over {pp} x {w.vp} virtual stages, up to {most} a stage; "
+            "timed on the fullest rank (Megatron-Core --pipeline-model-parallel-layout)"
+        )
+    return notes
+
+
 def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Cluster | None = None) -> TrainingTime:
     """One training step of workload `w` on `gpu` (or on `cluster`'s nodes; default: 8-GPU nodes)."""
     if model.kind == "cnn":
@@ -358,7 +379,8 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     check_layout(model, w)
     mo = training_ops(model, w, gpu)
     pp, m = w.pp, w.micro_batches
-    parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding)
+    once = fsdp_keeps_stage_gathered(w.framework, w.zero, pp, w.dp * w.cp)
+    parts = compose(mo.profile, cl, w.tp, w.cp, w.ep, pp, w.vp, w.dp, w.zero, m, w.sharding, once)
     spill_bytes, page_s = _paged_spill(model, w, gpu)
     step = float(parts.step) + page_s
     micro_launch = float(parts.launch) / m
@@ -410,15 +432,7 @@ def estimate_training_time(model: ModelSpec, w: Workload, gpu: GPU, cluster: Clu
     bottleneck = max(split, key=lambda k: split[k])
     train_tokens = w.train_tokens
     notes = list(mo.notes)
-    if pp > 1:
-        notes.append(f"pipeline bubble: (pp-1)/(vp x micro-batches) = {pp - 1}/({w.vp} x {m}) of a step")
-        layers = max(model.num_layers, 1)
-        if layers % (pp * w.vp):
-            most = math.ceil(layers / (pp * w.vp))
-            notes.append(
-                f"uneven pipeline: {layers} layers over {pp} x {w.vp} virtual stages, up to {most} a stage; "
-                "timed on the fullest rank (Megatron-Core --pipeline-model-parallel-layout)"
-            )
+    notes += _pipeline_notes(model, w, once)
     layers_s = float(mo.profile.layer_fwd_s + mo.profile.layer_bwd_s + mo.profile.layer_rec_s)
     attn_share = float(mo.profile.attn_s) / max(layers_s, 1e-12)
     native = eff.attention_efficiency(gpu, kernel="fa3") / eff.attention_efficiency(gpu)
