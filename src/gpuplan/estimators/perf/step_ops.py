@@ -71,7 +71,7 @@ class _Linear(NamedTuple):
     n_out: float  # shard out
     per_elt: float  # bytes per weight element
     quantised: bool  # read through a weight-only dequantising kernel
-    count: float  # g.count / pp (/ ep when expert-parallel); the head's comes from the step
+    per_stage: float  # g.count / pp (/ ep when expert-parallel); the head's comes from the step
     nkw: float  # n_out x k_in x per_elt: the weight bytes of one GEMM
     bw: float  # the streaming bandwidth its GEMMs read at (gemm's, rows >= GEMV_ROWS)
     bw_gemv: float  # the same below GEMV_ROWS (weight-only GEMV shares)
@@ -168,7 +168,7 @@ def linear_step_ops(
         # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
         # last stage, which runs it once per micro-batch passing it a step (head_passes)
         role, af = g.role, g.active_fraction
-        count = row.count if role != "head" else head_passes / pp
+        count = row.per_stage if role != "head" else head_passes / pp
         m = tokens * af
         if row.is_ep:
             # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
