@@ -65,6 +65,9 @@ class _Linear(NamedTuple):
     """The step-invariant terms of one linear group on a context (`_linear_layers`)."""
 
     g: ParamGroup
+    stack: str  # g's
+    role: str
+    af: float  # g.active_fraction
     name: str  # its operators' name
     is_ep: bool  # expert-parallel
     k_in: float  # shard in
@@ -137,7 +140,12 @@ def _linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
         wo = WEIGHT_ONLY_COMPUTE_SHARE if quantised else 1.0
         nkw = n_out * k_in * per_elt
         name = f"linear {g.name}"
-        out.append(_Linear(g, name, is_ep, k_in, n_out, per_elt, quantised, count, nkw, bw, bw_gemv, fn, fk, wo))
+        out.append(
+            _Linear(
+                g, g.stack, g.role, g.active_fraction, name, is_ep, k_in, n_out, per_elt, quantised, count, nkw, bw,
+                bw_gemv, fn, fk, wo,
+            )
+        )  # fmt: skip
     return out
 
 
@@ -160,55 +168,54 @@ def linear_step_ops(
     act_b, gemm_eff, peak, fp4 = c.act_b, c.gemm_eff, c.peak, c.runs_as == "fp4"
     gemv_rate = c.fp32_peak * eff.FP32_CORE_EFF
     ops: list[Op] = []
+    gemv_rows, half_rows, p, inv_p, new, append = GEMV_ROWS, eff.GEMM_HALF_ROWS, ROOF_P, _ROOF_EXP, _new_op, ops.append
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
     for row in _linear_layers(c, ep, etp):
-        g = row.g
-        if decode and g.stack == "encoder":
+        _, stack, role, af, name, is_ep, k_in, n_out, _, quantised, per_stage, nkw, bw_mem, bw_gemv, fn, fk, wo = row
+        if decode and stack == "encoder":
             continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
         # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
         # last stage, which runs it once per micro-batch passing it a step (head_passes)
-        role, af = g.role, g.active_fraction
-        count = row.per_stage if role != "head" else head_passes / pp
+        count = per_stage if role != "head" else head_passes / pp
         m = tokens * af
-        if row.is_ep:
+        if is_ep:
             # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
             # and computes them for the tokens of every data-parallel replica
             m *= dp
         if role == "head":
             m = batch if last_token_logits else tokens  # logits for the last position only, or all
-        if prefill_encdec and g.stack == "decoder":
+        if prefill_encdec and stack == "decoder":
             m = batch  # the prompt goes to the encoder; the decoder starts from one start token
         touched = 1.0
         if role == "expert" and af < 1.0:
             # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
-            routed = tokens * (dp if row.is_ep else 1)
+            routed = tokens * (dp if is_ep else 1)
             touched = max(1.0 - (1.0 - af) ** max(routed, 1.0), 1e-9)
         rows = m / touched
         n = count * touched
         calls += n
-        qcalls += n if row.quantised else 0.0
-        if slow or (bnb4 and row.quantised and rows > 1.0):
+        qcalls += n if quantised else 0.0
+        if slow or (bnb4 and quantised and rows > 1.0):
             op = _slow_gemm(c, row, phase, rows, (count, touched), bnb4, ops)
         else:
-            # gemm() and roof(), written out
-            k_in, n_out = row.k_in, row.n_out
+            # gemm() and roof(), written out (max(e, 1e-6) as max picks it: e unless e < 1e-6, NaN included)
             flops = 2.0 * rows * n_out * k_in * n
-            nbytes = n * (row.nkw + (rows * k_in + rows * n_out) * act_b)
-            if rows < GEMV_ROWS:
-                rate, bw = gemv_rate, row.bw_gemv
+            nbytes = n * (nkw + (rows * k_in + rows * n_out) * act_b)
+            if rows < gemv_rows:
+                rate, bw = gemv_rate, bw_gemv
             else:
-                fm = rows / (rows + eff.GEMM_HALF_ROWS) if rows > 0 else 0.0
-                e = gemm_eff * (fm * row.fn * row.fk) * row.wo
-                rate, bw = peak * max(e, 1e-6), row.bw
+                fm = rows / (rows + half_rows) if rows > 0 else 0.0
+                e = gemm_eff * (fm * fn * fk) * wo
+                rate, bw = peak * (1e-6 if e < 1e-6 else e), bw_mem
             t_c = flops / rate if flops > 0 else 0.0
             t_m = nbytes / bw if nbytes > 0 else 0.0
-            t = (t_c**ROOF_P + t_m**ROOF_P) ** _ROOF_EXP
-            op = _new_op(Op, (row.name, phase, flops, nbytes, t, "compute" if t_c >= t_m else "memory"))
+            t = (t_c**p + t_m**p) ** inv_p
+            op = new(Op, (name, phase, flops, nbytes, t, "compute" if t_c >= t_m else "memory"))
         if fp4:
             # one (grouped) block-scaled GEMM launch per layer and projection: its fixed latency
             launches = count / model.num_experts if role == "expert" and model.num_experts else count
             op = Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
-        ops.append(op)
+        append(op)
     return ops, calls, qcalls
 
 
