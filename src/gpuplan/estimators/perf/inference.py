@@ -58,6 +58,8 @@ def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op
     model, w = c.model, c.w
     tp, pp = w.tp, w.pp
     ops: list[Op] = []
+    if tp <= 1 and not (ep > 1 and dp > 1):
+        return ops  # one GPU per replica and no all-to-all: none
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations. Expert
     # parallelism inside one replica (dp = 1) keeps that: every GPU already holds all the tokens,
     # runs its own experts on them and the MoE output is all-reduced like a TP MLP's. Across
