@@ -81,6 +81,7 @@ class _Linear(NamedTuple):
     fn: float  # gemm_size_factor's column and depth terms
     fk: float
     wo: float  # weight-only share of the tensor-core rate
+    same: int  # the first earlier row with all the terms above but g and name alike (k and v, gate and up), else -1
 
 
 # (model id, what _linear_rows reads of a context) -> (the model, its rows): shared by the contexts of
@@ -114,7 +115,7 @@ def _linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     and the bandwidth (the key of _LINEAR_ROWS)."""
     wb, weight_only, other_b = weight_bytes_per_element(c)
     w, pp = c.w, c.w.pp
-    out = []
+    out: list[_Linear] = []
     for g in c.model.groups:
         if g.linear is None:
             continue
@@ -139,13 +140,10 @@ def _linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
         fk = k_in / (k_in + eff.GEMM_HALF_DIM) if k_in > 0 else 0.0
         wo = WEIGHT_ONLY_COMPUTE_SHARE if quantised else 1.0
         nkw = n_out * k_in * per_elt
-        name = f"linear {g.name}"
-        out.append(
-            _Linear(
-                g, g.stack, g.role, g.active_fraction, name, is_ep, k_in, n_out, per_elt, quantised, count, nkw, bw,
-                bw_gemv, fn, fk, wo,
-            )
-        )  # fmt: skip
+        terms = (is_ep, k_in, n_out, per_elt, quantised, count, nkw, bw, bw_gemv, fn, fk, wo)
+        key = (g.stack, g.role, g.active_fraction, terms)
+        same = next((i for i, r in enumerate(out) if (r.stack, r.role, r.af, r[5:17]) == key), -1)
+        out.append(_Linear(g, g.stack, g.role, g.active_fraction, f"linear {g.name}", *terms, same))
     return out
 
 
@@ -170,10 +168,43 @@ def linear_step_ops(
     ops: list[Op] = []
     gemv_rows, half_rows, p, inv_p, new, append = GEMV_ROWS, eff.GEMM_HALF_ROWS, ROOF_P, _ROOF_EXP, _new_op, ops.append
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
+    made: list[tuple[float, float, float, float, float, str] | None] = []  # each row's numbers
     for row in _linear_layers(c, ep, etp):
-        _, stack, role, af, name, is_ep, k_in, n_out, _, quantised, per_stage, nkw, bw_mem, bw_gemv, fn, fk, wo = row
+        (
+            _,
+            stack,
+            role,
+            af,
+            name,
+            is_ep,
+            k_in,
+            n_out,
+            _,
+            quantised,
+            per_stage,
+            nkw,
+            bw_mem,
+            bw_gemv,
+            fn,
+            fk,
+            wo,
+            same,
+        ) = row
         if decode and stack == "encoder":
+            made.append(None)
             continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
+        hit = made[same] if same >= 0 else None
+        if hit is not None:
+            # the same terms as an earlier row of this step: the same numbers
+            count, n, flops, nbytes, t, bound = hit
+            calls += n
+            qcalls += n if quantised else 0.0
+            made.append(hit)
+            op = new(Op, (name, phase, flops, nbytes, t, bound))
+            if fp4:
+                op = _fp4_launches(model, op, role, count)
+            append(op)
+            continue
         # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
         # last stage, which runs it once per micro-batch passing it a step (head_passes)
         count = per_stage if role != "head" else head_passes / pp
@@ -197,6 +228,7 @@ def linear_step_ops(
         qcalls += n if quantised else 0.0
         if slow or (bnb4 and quantised and rows > 1.0):
             op = _slow_gemm(c, row, phase, rows, (count, touched), bnb4, ops)
+            made.append(None)
         else:
             # gemm() and roof(), written out (max(e, 1e-6) as max picks it: e unless e < 1e-6, NaN included)
             flops = 2.0 * rows * n_out * k_in * n
@@ -210,13 +242,19 @@ def linear_step_ops(
             t_c = flops / rate if flops > 0 else 0.0
             t_m = nbytes / bw if nbytes > 0 else 0.0
             t = (t_c**p + t_m**p) ** inv_p
-            op = new(Op, (name, phase, flops, nbytes, t, "compute" if t_c >= t_m else "memory"))
+            bound = "compute" if t_c >= t_m else "memory"
+            made.append((count, n, flops, nbytes, t, bound))
+            op = new(Op, (name, phase, flops, nbytes, t, bound))
         if fp4:
-            # one (grouped) block-scaled GEMM launch per layer and projection: its fixed latency
-            launches = count / model.num_experts if role == "expert" and model.num_experts else count
-            op = Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
+            op = _fp4_launches(model, op, role, count)
         append(op)
     return ops, calls, qcalls
+
+
+def _fp4_launches(model: ModelSpec, op: Op, role: str, count: float) -> Op:
+    """One (grouped) block-scaled GEMM launch per layer and projection: its fixed latency added."""
+    launches = count / model.num_experts if role == "expert" and model.num_experts else count
+    return Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
 
 
 def _slow_gemm(
