@@ -84,10 +84,10 @@ class _Linear(NamedTuple):
     same: int  # the first earlier row with all the terms above but g and name alike (k and v, gate and up), else -1
 
 
-# (model id, what _linear_rows reads of a context) -> (the model, its rows): shared by the contexts of
-# one model, weight format, precision, layout, engine and bandwidth (a plan makes ~700 contexts, of
-# ~200 such kinds); the model is kept, and compared, so that its id cannot be another model's
-_LINEAR_ROWS: dict[tuple[Any, ...], tuple[ModelSpec, list[_Linear]]] = {}
+# (what _linear_rows reads of a context) -> its rows: shared by the contexts of one model's parameter
+# groups (by value: each request loads its model afresh, and the groups are frozen dataclasses), weight
+# format, precision, layout, engine and bandwidth (a plan makes ~670 contexts, of ~170 such kinds)
+_LINEAR_ROWS: dict[tuple[Any, ...], list[_Linear]] = {}
 
 
 def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
@@ -96,14 +96,12 @@ def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
 
     def shared() -> list[_Linear]:
         w, iw = c.w, c.weights
-        key = (id(c.model), iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
-        hit = _LINEAR_ROWS.get(key)
-        if hit is not None and hit[0] is c.model:
-            return hit[1]
-        if len(_LINEAR_ROWS) > 4096:
-            _LINEAR_ROWS.clear()
-        rows = _linear_rows(c, ep, etp)
-        _LINEAR_ROWS[key] = (c.model, rows)
+        key = (c.model.groups, iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
+        rows = _LINEAR_ROWS.get(key)
+        if rows is None:
+            if len(_LINEAR_ROWS) > 4096:
+                _LINEAR_ROWS.clear()
+            rows = _LINEAR_ROWS[key] = _linear_rows(c, ep, etp)
         return rows
 
     return c.once(("linear", ep, etp), shared)
@@ -111,7 +109,7 @@ def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
 
 def _linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     """Each linear group's `_Linear`: the operands gemm() derives from it, in its order of operations.
-    Reads the model, the weights' format, the precision the GEMMs run at, tp, pp, ep, etp, the engine
+    Reads the model's groups (nothing else of it), the weights' format, the precision the GEMMs run at, tp, pp, ep, etp, the engine
     and the bandwidth (the key of _LINEAR_ROWS)."""
     wb, weight_only, other_b = weight_bytes_per_element(c)
     w, pp = c.w, c.w.pp
