@@ -285,39 +285,64 @@ class _Stack(NamedTuple):
     cross: bool  # an encoder-decoder's decoder with cross-attention
 
 
+# (model id, what _attention_terms reads of a context) -> (the model, its terms): shared by a plan's
+# contexts of one model, KV format, kernel, layout, GPU architecture and rates; the model is kept, and
+# compared, so that its id cannot be another model's
+_ATTENTION: dict[tuple[Any, ...], tuple[ModelSpec, tuple[float, str, str, list[_Stack]]]] = {}
+
+
 def _attention_stacks(c: Ctx) -> tuple[float, str, str, list[_Stack]]:
     """(KV bytes per value, prefill kernel, decode kernel, each stack's `_Stack`), once per context."""
 
-    def make() -> tuple[float, str, str, list[_Stack]]:
-        model, w = c.model, c.w
-        kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
-        kernel = attn_kernel(c)
-        # AutoAWQ decodes one query with FasterTransformer's fused single_query_attention kernel
-        dec_kernel = "fa2" if w.engine == "autoawq" else kernel
-        # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
-        gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
-        e_dec = eff.attention_efficiency(c.gpu, kernel=dec_kernel) * eff.size_factor(gqa * 16)
-        out = []
-        for a in stack_shapes(model):
-            kv_per_tok = (a.k + a.v) if model.attention_type != "mla" else a.latent
-            cross = bool(a.cross_layers) and a.stack == "decoder" and model.kind == "encoder-decoder"
-            out.append(
-                _Stack(
-                    a,
-                    a.layers / w.pp,
-                    kv_per_tok,
-                    kv_shards(model, w.tp),
-                    2 * a.q + kv_per_tok,
-                    a.q + a.attn_out,
-                    eff.attention_efficiency(c.gpu, kernel=kernel),
-                    c.peak16 * e_dec,
-                    elementwise_bytes(a, c),
-                    cross,
-                )
-            )
-        return kv_b, kernel, dec_kernel, out
+    def shared() -> tuple[float, str, str, list[_Stack]]:
+        w = c.w
+        key = (
+            id(c.model), w.effective_kv_dtype, w.engine, w.attention_impl, w.is_training, w.tp, w.pp,
+            c.gpu.architecture, c.peak16, c.act_b, c.fused,
+        )  # fmt: skip
+        hit = _ATTENTION.get(key)
+        if hit is not None and hit[0] is c.model:
+            return hit[1]
+        if len(_ATTENTION) > 4096:
+            _ATTENTION.clear()
+        terms = _attention_terms(c)
+        _ATTENTION[key] = (c.model, terms)
+        return terms
 
-    return c.once("attention", make)
+    return c.once("attention", shared)
+
+
+def _attention_terms(c: Ctx) -> tuple[float, str, str, list[_Stack]]:
+    """`_attention_stacks`' terms. Reads the model, the workload's KV format, engine, attention_impl,
+    task, tp and pp, the GPU's architecture (attention_efficiency), the 16-bit rate, the activation
+    bytes and whether the elementwise kernels are fused (the key of _ATTENTION)."""
+    model, w = c.model, c.w
+    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
+    kernel = attn_kernel(c)
+    # AutoAWQ decodes one query with FasterTransformer's fused single_query_attention kernel
+    dec_kernel = "fa2" if w.engine == "autoawq" else kernel
+    # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
+    gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
+    e_dec = eff.attention_efficiency(c.gpu, kernel=dec_kernel) * eff.size_factor(gqa * 16)
+    out = []
+    for a in stack_shapes(model):
+        kv_per_tok = (a.k + a.v) if model.attention_type != "mla" else a.latent
+        cross = bool(a.cross_layers) and a.stack == "decoder" and model.kind == "encoder-decoder"
+        out.append(
+            _Stack(
+                a,
+                a.layers / w.pp,
+                kv_per_tok,
+                kv_shards(model, w.tp),
+                2 * a.q + kv_per_tok,
+                a.q + a.attn_out,
+                eff.attention_efficiency(c.gpu, kernel=kernel),
+                c.peak16 * e_dec,
+                elementwise_bytes(a, c),
+                cross,
+            )
+        )
+    return kv_b, kernel, dec_kernel, out
 
 
 def attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
