@@ -86,8 +86,28 @@ class _Linear(NamedTuple):
 
 # (what _linear_rows reads of a context) -> its rows: shared by the contexts of one model's parameter
 # groups (by value: each request loads its model afresh, and the groups are frozen dataclasses), weight
-# format, precision, layout, engine and bandwidth (a plan makes ~670 contexts, of ~170 such kinds)
+# format, precision, layout, engine and bandwidth (a plan makes ~670 contexts, of ~170 such kinds). The
+# groups stand in the key as a token, one per distinct groups tuple (_GROUPS), found once per model
+# object (_MODEL_GROUPS, which keeps the model so that its id cannot be another's): comparing the
+# groups themselves on every lookup costs as much as a step
 _LINEAR_ROWS: dict[tuple[Any, ...], list[_Linear]] = {}
+_GROUPS: dict[tuple[ParamGroup, ...], int] = {}
+_MODEL_GROUPS: dict[int, tuple[ModelSpec, int]] = {}
+
+
+def _groups_token(model: ModelSpec) -> int:
+    """The token of the model's parameter groups in _GROUPS (equal groups, one token)."""
+    hit = _MODEL_GROUPS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    if len(_GROUPS) > 256 or len(_MODEL_GROUPS) > 64:
+        # all three at once: a token is only ever reused after the rows keyed by it are gone
+        _GROUPS.clear()
+        _MODEL_GROUPS.clear()
+        _LINEAR_ROWS.clear()
+    token = _GROUPS.setdefault(model.groups, len(_GROUPS))
+    _MODEL_GROUPS[id(model)] = (model, token)
+    return token
 
 
 def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
@@ -96,11 +116,11 @@ def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
 
     def shared() -> list[_Linear]:
         w, iw = c.w, c.weights
-        key = (c.model.groups, iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
+        key = (_groups_token(c.model), iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
         rows = _LINEAR_ROWS.get(key)
         if rows is None:
             if len(_LINEAR_ROWS) > 4096:
-                _LINEAR_ROWS.clear()
+                _LINEAR_ROWS.clear()  # the tokens stay valid: only _groups_token clears _GROUPS
             rows = _LINEAR_ROWS[key] = _linear_rows(c, ep, etp)
         return rows
 
