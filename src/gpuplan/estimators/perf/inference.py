@@ -49,7 +49,12 @@ def _prefill_ops(c: Ctx, batch: float) -> list[Op]:
 
 def _stage_layers(c: Ctx) -> float:
     """Transformer layers on one pipeline stage (every stack's), once per context."""
-    return c.once("stage_layers", lambda: sum(s.layers for s in stack_shapes(c.model)) / c.w.pp)
+    hit: float | None = c.memo.get("stage_layers")  # the memo read first: once() takes a closure a call
+    return (
+        hit
+        if hit is not None
+        else c.once("stage_layers", lambda: sum(s.layers for s in stack_shapes(c.model)) / c.w.pp)
+    )
 
 
 def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op]:
@@ -105,7 +110,10 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     at ctx_len)."""
     model, w = c.model, c.w
     pp = w.pp
-    bnb, (ep, etp, dp), kernels, graph_max, eager, off = c.once("step", lambda: _step_statics(c))
+    statics = c.memo.get("step")  # the memo read first: once() takes a closure a call
+    if statics is None:
+        statics = c.once("step", lambda: _step_statics(c))
+    bnb, (ep, etp, dp), kernels, graph_max, eager, off = statics
     if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
         # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
         # (a sequence is not split: fewer sequences than stages leave stages idle)

@@ -48,10 +48,14 @@ def weight_bytes_per_element(c: Ctx) -> tuple[float, bool, float]:
     return b, weight_only and c.runs_as != "fp32", other
 
 
+_UNSET: Final = object()
+
+
 def bnb_kernel(c: Ctx) -> str | None:
     """The bitsandbytes path transformers runs a quantised checkpoint through, if any: "int8"
     (load_in_8bit: LLM.int8), "4bit" (load_in_4bit) or "4bit-dq" (with double quantisation)."""
-    return c.once("bnb", lambda: _bnb_kernel(c))
+    hit = c.memo.get("bnb", _UNSET)  # the memo read first: once() takes a closure a call
+    return c.once("bnb", lambda: _bnb_kernel(c)) if hit is _UNSET else hit
 
 
 def _bnb_kernel(c: Ctx) -> str | None:
@@ -112,25 +116,28 @@ def _groups_token(model: ModelSpec) -> int:
 
 def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     """The step-invariant terms of each linear group on this context (`_Linear`), once per context
-    and layout."""
+    and layout (the memo read first: once() takes a closure a call)."""
+    key = ("linear", ep, etp)
+    hit: list[_Linear] | None = c.memo.get(key)
+    return hit if hit is not None else c.once(key, lambda: _shared_linear_rows(c, ep, etp))
 
-    def shared() -> list[_Linear]:
-        w, iw = c.w, c.weights
-        key = (_groups_token(c.model), iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
-        rows = _LINEAR_ROWS.get(key)
-        if rows is None:
-            if len(_LINEAR_ROWS) > 4096:
-                _LINEAR_ROWS.clear()  # the tokens stay valid: only _groups_token clears _GROUPS
-            rows = _LINEAR_ROWS[key] = _linear_rows(c, ep, etp)
-        return rows
 
-    return c.once(("linear", ep, etp), shared)
+def _shared_linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
+    """_linear_rows, shared through _LINEAR_ROWS."""
+    w, iw = c.w, c.weights
+    key = (_groups_token(c.model), iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
+    rows = _LINEAR_ROWS.get(key)
+    if rows is None:
+        if len(_LINEAR_ROWS) > 4096:
+            _LINEAR_ROWS.clear()  # the tokens stay valid: only _groups_token clears _GROUPS
+        rows = _LINEAR_ROWS[key] = _linear_rows(c, ep, etp)
+    return rows
 
 
 def _linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     """Each linear group's `_Linear`: the operands gemm() derives from it, in its order of operations.
-    Reads the model's groups (nothing else of it), the weights' format, the precision the GEMMs run at, tp, pp, ep, etp, the engine
-    and the bandwidth (the key of _LINEAR_ROWS)."""
+    Reads the model's groups (nothing else of it), the weights' format, the precision the GEMMs run
+    at, tp, pp, ep, etp, the engine and the bandwidth (the key of _LINEAR_ROWS)."""
     wb, weight_only, other_b = weight_bytes_per_element(c)
     w, pp = c.w, c.w.pp
     out: list[_Linear] = []
@@ -312,24 +319,27 @@ _ATTENTION: dict[tuple[Any, ...], tuple[ModelSpec, tuple[float, str, str, list[_
 
 
 def _attention_stacks(c: Ctx) -> tuple[float, str, str, list[_Stack]]:
-    """(KV bytes per value, prefill kernel, decode kernel, each stack's `_Stack`), once per context."""
+    """(KV bytes per value, prefill kernel, decode kernel, each stack's `_Stack`), once per context
+    (the memo read first: once() takes a closure a call)."""
+    hit: tuple[float, str, str, list[_Stack]] | None = c.memo.get("attention")
+    return hit if hit is not None else c.once("attention", lambda: _shared_attention_terms(c))
 
-    def shared() -> tuple[float, str, str, list[_Stack]]:
-        w = c.w
-        key = (
-            id(c.model), w.effective_kv_dtype, w.engine, w.attention_impl, w.is_training, w.tp, w.pp,
-            c.gpu.architecture, c.peak16, c.act_b, c.fused,
-        )  # fmt: skip
-        hit = _ATTENTION.get(key)
-        if hit is not None and hit[0] is c.model:
-            return hit[1]
-        if len(_ATTENTION) > 4096:
-            _ATTENTION.clear()
-        terms = _attention_terms(c)
-        _ATTENTION[key] = (c.model, terms)
-        return terms
 
-    return c.once("attention", shared)
+def _shared_attention_terms(c: Ctx) -> tuple[float, str, str, list[_Stack]]:
+    """_attention_terms, shared through _ATTENTION."""
+    w = c.w
+    key = (
+        id(c.model), w.effective_kv_dtype, w.engine, w.attention_impl, w.is_training, w.tp, w.pp,
+        c.gpu.architecture, c.peak16, c.act_b, c.fused,
+    )  # fmt: skip
+    hit = _ATTENTION.get(key)
+    if hit is not None and hit[0] is c.model:
+        return hit[1]
+    if len(_ATTENTION) > 4096:
+        _ATTENTION.clear()
+    terms = _attention_terms(c)
+    _ATTENTION[key] = (c.model, terms)
+    return terms
 
 
 def _attention_terms(c: Ctx) -> tuple[float, str, str, list[_Stack]]:
