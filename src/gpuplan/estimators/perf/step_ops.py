@@ -125,7 +125,9 @@ def _linear_layers(c: Ctx, ep: int, etp: int) -> list[_Linear]:
 def _shared_linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     """_linear_rows, shared through _LINEAR_ROWS."""
     w, iw = c.w, c.weights
-    key = (_groups_token(c.model), iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, c.bw, c.bw_eff)
+    # the experts' bandwidth share read now, not kept: it follows engines.FUSED_MOE_BW_SHARE as it is
+    share = engines.expert_bw_share(w.engine)
+    key = (_groups_token(c.model), iw.fmt, iw.kept, c.runs_as, w.tp, w.pp, ep, etp, w.engine, share, c.bw, c.bw_eff)
     rows = _LINEAR_ROWS.get(key)
     if rows is None:
         if len(_LINEAR_ROWS) > 4096:
@@ -137,7 +139,8 @@ def _shared_linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
 def _linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     """Each linear group's `_Linear`: the operands gemm() derives from it, in its order of operations.
     Reads the model's groups (nothing else of it), the weights' format, the precision the GEMMs run
-    at, tp, pp, ep, etp, the engine and the bandwidth (the key of _LINEAR_ROWS)."""
+    at, tp, pp, ep, etp, the engine, its experts' bandwidth share and the bandwidth (the key of
+    _LINEAR_ROWS)."""
     wb, weight_only, other_b = weight_bytes_per_element(c)
     w, pp = c.w, c.w.pp
     out: list[_Linear] = []
@@ -195,26 +198,9 @@ def linear_step_ops(
     calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
     made: list[tuple[float, float, float, float, float, str] | None] = []  # each row's numbers
     for row in _linear_layers(c, ep, etp):
-        (
-            _,
-            stack,
-            role,
-            af,
-            name,
-            is_ep,
-            k_in,
-            n_out,
-            _,
-            quantised,
-            per_stage,
-            nkw,
-            bw_mem,
-            bw_gemv,
-            fn,
-            fk,
-            wo,
-            same,
-        ) = row
+        _, stack, role, af, name, is_ep, k_in, n_out, _, quantised, per_stage, nkw, bw_mem, bw_gemv, fn, fk, wo, same = (
+            row
+        )  # fmt: skip
         if decode and stack == "encoder":
             made.append(None)
             continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
