@@ -66,7 +66,18 @@ def _kv_cache_bytes(model: ModelSpec, context_len: int, kv_b: float, input_len: 
 
 
 def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, float, MemoryLine, engines.Offload | None]:
-    """(weights on each GPU, weights in host memory, their memory line, the partial offload)."""
+    """(weights on each GPU, weights in host memory, their memory line, the partial offload); once per
+    model and layout and format where no layer is offloaded (not llama.cpp, Ollama: the GPU plays no
+    part then, and the line is a frozen dataclass)."""
+    if w.engine in ("llama.cpp", "ollama"):
+        return _weights_of(model, w, gpu)
+    key = ("weights line", w.tp, w.pp, w.ep, w.dp, w.weight_dtype, w.effective_weight_dtype, w.task)
+    return _per_model(model, key, lambda: _weights_of(model, w, gpu))
+
+
+def _weights_of(
+    model: ModelSpec, w: Workload, gpu: GPU | None
+) -> tuple[float, float, MemoryLine, engines.Offload | None]:
     mp = w.tp * w.pp
     iw = inference_weights(model, w)
     fmt = iw.fmt
