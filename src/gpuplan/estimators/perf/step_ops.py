@@ -409,7 +409,11 @@ def attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, c
         else:
             nbytes = batch * key_layers * kv_per_tok * kv_b / st.kv_shards
             rate = st.rate_decode
-        op = roof("attention", phase, flops, nbytes, rate, bw)
+        # roof(), written out (as below)
+        t_c = flops / rate if flops > 0 else 0.0
+        t_m = nbytes / bw if nbytes > 0 else 0.0
+        t = (t_c**ROOF_P + t_m**ROOF_P) ** _ROOF_EXP
+        op = _new_op(Op, ("attention", phase, flops, nbytes, t, "compute" if t_c >= t_m else "memory"))
         if awq and not prefill:
             # FasterTransformer's masked MHA: one thread block per query head and sequence streams
             # its KV head's cache at a per-block rate (estimators/engines.py)
@@ -424,7 +428,11 @@ def attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, c
             keys = square if prefill else attn_ctx
             ops.append(eager_scores_op(c, phase, qtok * keys * max(a_stack.heads, 1) / tp * layers, False))
         ew = st.ew * tokens * layers / tp
-        ops.append(roof("norms, activations, residuals", phase, 0.0, ew, 1.0, copy_bw))
+        t_c, t_m = 0.0, ew / copy_bw if ew > 0 else 0.0  # no FLOPs: roof()'s compute term is 0
+        t = (t_c**ROOF_P + t_m**ROOF_P) ** _ROOF_EXP
+        ops.append(
+            _new_op(Op, ("norms, activations, residuals", phase, 0.0, ew, t, "compute" if t_c >= t_m else "memory"))
+        )
     return ops
 
 
