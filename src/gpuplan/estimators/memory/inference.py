@@ -40,6 +40,7 @@ _T = TypeVar("_T")
 # reading the KV bytes three times), kept by model object as activations.stack_shapes keeps its
 # shapes: ModelSpec is frozen, and the model is held and compared so that its id cannot be another's.
 _PER_MODEL: dict[int, tuple[ModelSpec, dict[Hashable, Any]]] = {}
+_UNSET: Any = object()
 
 
 def _per_model(model: ModelSpec, key: Hashable, make: Callable[[], _T]) -> _T:
@@ -50,11 +51,12 @@ def _per_model(model: ModelSpec, key: Hashable, make: Callable[[], _T]) -> _T:
             _PER_MODEL.clear()
         hit = _PER_MODEL[id(model)] = (model, {})
     memo = hit[1]
-    if key not in memo:
+    value: _T = memo.get(key, _UNSET)  # one read: another thread may clear the memo between two
+    if value is _UNSET:
+        value = make()
         if len(memo) > 4096:
             memo.clear()
-        memo[key] = make()
-    value: _T = memo[key]
+        memo[key] = value
     return value
 
 
