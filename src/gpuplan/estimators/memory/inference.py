@@ -4,6 +4,8 @@ engine's KV budget."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from gpuplan.estimators import engines, runtime
 from gpuplan.estimators.activations import (
@@ -30,16 +32,62 @@ from gpuplan.specs.precision import storage_format
 from gpuplan.specs.request_lengths import tail_sequence_len
 from gpuplan.specs.workload import Workload
 
+_T = TypeVar("_T")
+
 # --- inference --------------------------------------------------------------------------------
+
+# Per-model terms the memory estimates ask for again and again (a plan makes ~730 of them, each
+# reading the KV bytes three times), kept by model object as activations.stack_shapes keeps its
+# shapes: ModelSpec is frozen, and the model is held and compared so that its id cannot be another's.
+_PER_MODEL: dict[int, tuple[ModelSpec, dict[Hashable, Any]]] = {}
+_UNSET: Any = object()
+
+
+def _per_model(model: ModelSpec, key: Hashable, make: Callable[[], _T]) -> _T:
+    """`make()`, computed the first time `key` is asked for on this model object and kept."""
+    hit = _PER_MODEL.get(id(model))
+    if hit is None or hit[0] is not model:
+        if len(_PER_MODEL) > 64:
+            _PER_MODEL.clear()
+        hit = _PER_MODEL[id(model)] = (model, {})
+    memo = hit[1]
+    value: _T = memo.get(key, _UNSET)  # one read: another thread may clear the memo between two
+    if value is _UNSET:
+        value = make()
+        if len(memo) > 4096:
+            memo.clear()
+        memo[key] = value
+    return value
+
+
+def _kv_cache_bytes(model: ModelSpec, context_len: int, kv_b: float, input_len: int) -> float:
+    """model.kv_cache_bytes, once per model and arguments (their types in the key too: 2 and 2.0
+    are one key, and need not be one result)."""
+    key = ("kv", context_len, type(context_len), kv_b, type(kv_b), input_len, type(input_len))
+    return _per_model(model, key, lambda: model.kv_cache_bytes(context_len, kv_b, input_len=input_len))
 
 
 def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, float, MemoryLine, engines.Offload | None]:
-    """(weights on each GPU, weights in host memory, their memory line, the partial offload)."""
+    """(weights on each GPU, weights in host memory, their memory line, the partial offload); once per
+    model and layout and format where no layer is offloaded (not llama.cpp, Ollama: the GPU plays no
+    part then, and the line is a frozen dataclass)."""
+    if w.engine in ("llama.cpp", "ollama"):
+        return _weights_of(model, w, gpu)
+    key = ("weights line", w.tp, w.pp, w.ep, w.dp, w.weight_dtype, w.effective_weight_dtype, w.task)
+    return _per_model(model, key, lambda: _weights_of(model, w, gpu))
+
+
+def _weights_of(
+    model: ModelSpec, w: Workload, gpu: GPU | None
+) -> tuple[float, float, MemoryLine, engines.Offload | None]:
     mp = w.tp * w.pp
     iw = inference_weights(model, w)
     fmt = iw.fmt
     other = 4.0 if fmt == "fp32" else 2.0
-    weights = weight_bytes(list(model.groups), fmt, other, iw.kept) / mp
+    weights = _per_model(
+        model, ("weights", fmt, other, iw.kept), lambda: weight_bytes(list(model.groups), fmt, other, iw.kept)
+    )
+    weights /= mp
     ep_note = ""
     if w.ep > 1 and model.is_moe:
         # attention data parallelism + expert parallelism: the experts are spread over all
@@ -56,11 +104,15 @@ def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, flo
         weights = block * off.gpu_share + (output if off.head_on_gpu else 0.0)
         ep_note = f"; {engines.host_link_note(off, w.gpu_layers is None)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
-    kept_params = sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None)
+    kept_params = _per_model(
+        model,
+        ("kept", iw.kept),
+        lambda: sum(g.total for g in model.groups if g.name in iw.kept and g.linear is not None),
+    )
     line = MemoryLine(
         f"weights ({fmt})",
         weights,
-        f"{model.total_params / 1e9:.3g}B params; "
+        f"{_per_model(model, 'params', lambda: model.total_params) / 1e9:.3g}B params; "
         + ("all tensors" if fmt in GGUF else "block linears")
         + f" at {bits:.3g} bits"
         + ("" if fmt in GGUF or bits >= 16 else f", embeddings/head at {8 * other:g}")
@@ -90,11 +142,11 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
     if model.kind in ("decoder", "encoder-decoder"):
         # what the engine allocates per sequence (Ollama: its num_ctx; a static cache: all of it)
         t_prefill, t_full = engines.kv_tokens_per_sequence(w, model, gpu)
-        kv_prefill = b * model.kv_cache_bytes(t_prefill, kv_b, input_len=n_in) / kv_split
-        kv_full = b * model.kv_cache_bytes(t_full, kv_b, input_len=n_in) / kv_split
+        kv_prefill = b * _kv_cache_bytes(model, t_prefill, kv_b, n_in) / kv_split
+        kv_full = b * _kv_cache_bytes(model, t_full, kv_b, n_in) / kv_split
         shared = engines.prefix_shared_tokens(w) if model.kind == "decoder" and b > 1 else 0
         if shared:  # the reused prefix's KV held once, not per sequence (engines.PREFIX_SHARING_ENGINES)
-            once = (b - 1) * model.kv_cache_bytes(shared, kv_b, input_len=shared) / kv_split
+            once = (b - 1) * _kv_cache_bytes(model, shared, kv_b, shared) / kv_split
             kv_prefill, kv_full = kv_prefill - once, kv_full - once
             notes.append(f"the {shared:,}-token cached prefix's KV is held once for the {b} sequences")
         if (t_prefill, t_full) != (n_in, n_in + n_out):
@@ -128,7 +180,9 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         ctx = seq if shapes[-1].window is None else min(seq, int(shapes[-1].window))
         per = engines.AUTOAWQ_SCORE_BYTES if w.engine == "autoawq" else 4.0 + c
         work += b * model.num_heads / w.tp * seq * ctx * per
-    logits = b * model.vocab_size * (c + 4.0) / w.tp if has_lm_head(model) else 0.0
+    logits = (
+        b * model.vocab_size * (c + 4.0) / w.tp if _per_model(model, "lm_head", lambda: has_lm_head(model)) else 0.0
+    )
     kv_note, pre_note = _kv_notes(model, w, b, t_full, kv_b, kv_split)
     prefill = [
         *lines_w,
@@ -169,17 +223,19 @@ def _kv_notes(model: ModelSpec, w: Workload, b: int, t_full: int, kv_b: float, k
     """(decode, prefill) notes of the KV cache line: the tokens per sequence and bytes per token."""
     n_in, n_out = w.input_len, w.output_len
     fam = family_of(model.model_type)
+    per_token = _per_model(model, ("kv/token", kv_b), lambda: model.kv_bytes_per_token(kv_b))
+    windowed = _per_model(model, "windowed", lambda: any(a.window for a in model.attention_layers))
     shown = (
         f"{n_in}+{n_out}"
         if model.kind not in ("decoder", "encoder-decoder") or t_full == n_in + n_out
         else f"{t_full:,}"
     )
     kv_note = (
-        f"{b} x {shown} tokens x {model.kv_bytes_per_token(kv_b) / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
+        f"{b} x {shown} tokens x {per_token / 1024:.1f} KiB/token ({w.effective_kv_dtype}"
         + (
             ", chunked local layers capped"
             if fam is not None and fam.kv == "chunked"
-            else (", sliding windows capped" if any(a.window for a in model.attention_layers) else "")
+            else (", sliding windows capped" if windowed else "")
         )
         + ")"
     )
@@ -281,7 +337,7 @@ def _serving(
     budget = total * util - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)
     # bytes per token averaged over a full sequence, sliding windows included
-    per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    per_token = _kv_cache_bytes(model, per_seq_len, kv_b, w.input_len) / per_seq_len / kv_split
     blocks_per_seq = math.ceil(per_seq_len / runtime.VLLM_BLOCK_TOKENS)
     # one sequence in whole blocks (vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory:
     # needed_memory = max_memory_usage_bytes at max_model_len, cdiv(len, block_size) pages a layer),
@@ -320,7 +376,7 @@ def _tgi_serving(
     usable = runtime.usable_memory_bytes(gpu, w.ecc) * fraction * engines.TGI_WIGGLE_ROOM
     budget = usable - weights - profile - non_torch
     per_seq_len = max(w.input_len + w.output_len, 1)
-    per_token = model.kv_cache_bytes(per_seq_len, kv_b, input_len=w.input_len) / per_seq_len / kv_split
+    per_token = _kv_cache_bytes(model, per_seq_len, kv_b, w.input_len) / per_seq_len / kv_split
     # engine None: TGI's view is reported, but only vLLM/SGLang's startup check decides the fit here
     seq_bytes = tail_sequence_len(w) * per_token
     short = max(seq_bytes - budget, 0.0) if per_token > 0 else 0.0

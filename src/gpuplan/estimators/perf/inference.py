@@ -7,36 +7,23 @@ import math
 from gpuplan.estimators import comm, engines, runtime
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import stack_shapes
-from gpuplan.estimators.memory import (
-    is_quantised,
-    kv_shards,
-)
 from gpuplan.estimators.perf.cnn import cnn_inference, one_pass
 from gpuplan.estimators.perf.offload import offload_step
 from gpuplan.estimators.perf.ops import (
     ENGINE_MAX_BATCH,
-    LAST_TOKEN_LOGITS_ENGINES,
-    NF4_DEQUANT_BYTES,
     PP_INFLIGHT_ENGINES,
     Ctx,
     InferenceTime,
     Op,
-    attn_kernel,
-    avg_context,
     bound_of,
-    eager_scores_op,
-    elementwise_bytes,
-    gemm,
     is_eager,
     make_ctx,
-    roof,
-    shard_dims,
     total_time,
 )
+from gpuplan.estimators.perf.step_ops import attention_step_ops, bnb_kernel, linear_step_ops
 from gpuplan.estimators.perf.training import check_layout, kernels_per_layer
 from gpuplan.specs.gpu import GPU
-from gpuplan.specs.model import ModelSpec, ParamGroup
-from gpuplan.specs.precision import storage_format
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.workload import Workload
 
 # Inference
@@ -51,175 +38,6 @@ def _encoder_inference(c: Ctx) -> InferenceTime:
     return one_pass(c, ops, w.batch_size * seq, "encoder: one forward pass; throughput counts input tokens per second")
 
 
-def _weight_bytes_per_element(c: Ctx) -> tuple[float, bool, float]:
-    """(bytes per block-linear weight, weight-only dequant?, bytes per embedding/head weight)."""
-    fmt = c.weights.fmt
-    b = storage_format(fmt).bytes_per_value
-    other = 4.0 if fmt == "fp32" else 2.0
-    if fmt.startswith(("q", "iq")) and fmt not in ("qlora",):
-        other = b  # GGUF files quantise the embeddings and output too
-    weight_only = b < 2.0 and not (c.runs_as == "fp8" and fmt == "fp8") and c.runs_as != "fp4"
-    return b, weight_only and c.runs_as != "fp32", other
-
-
-def _bnb_kernel(c: Ctx) -> str | None:
-    """The bitsandbytes path transformers runs a quantised checkpoint through, if any: "int8"
-    (load_in_8bit: LLM.int8), "4bit" (load_in_4bit) or "4bit-dq" (with double quantisation)."""
-    if c.w.engine != "transformers":
-        return None
-    fmt = storage_format(c.weights.fmt).name
-    return {"int8": "int8", "nf4": "4bit-dq", "fp4": "4bit-dq", "nf4-no-dq": "4bit"}.get(fmt)
-
-
-def _linear_layers(c: Ctx, ep: int, etp: int) -> list[tuple[ParamGroup, bool, float, float, float, bool]]:
-    """The step-invariant terms of each linear group on this context: (group, expert-parallel?,
-    shard in, shard out, bytes per weight element, read through a weight-only dequantising kernel?),
-    computed once per context and layout."""
-
-    def rows() -> list[tuple[ParamGroup, bool, float, float, float, bool]]:
-        wb, weight_only, other_b = _weight_bytes_per_element(c)
-        out = []
-        for g in c.model.groups:
-            if g.linear is None:
-                continue
-            is_ep = g.role == "expert" and ep > 1
-            k_in, n_out = shard_dims(g, etp if is_ep else c.w.tp)
-            # stored in the weight format as the memory estimate counts it (block linears, less what
-            # the checkpoint leaves at 16 bits: gpt-oss's attention and router); the head apart
-            stored = is_quantised(g, c.weights.fmt, c.weights.kept) and g.role != "head"
-            out.append((g, is_ep, k_in, n_out, wb if stored else other_b, weight_only and stored))
-        return out
-
-    return c.once(("linear", ep, etp), rows)
-
-
-def _linear_step_ops(
-    c: Ctx, batch: float, tokens: float, phase: str, ep: int, etp: int, dp: int, head_passes: float = 1.0
-) -> tuple[list[Op], float, float]:
-    """The step's linear layers (on this pipeline stage) in their stored formats, with bitsandbytes'
-    dequantisation where it applies; returns (ops, linear calls, quantised calls)."""
-    model, w = c.model, c.w
-    pp = w.pp
-    bnb = _bnb_kernel(c)
-    last_token_logits = phase == "decode" or w.engine in LAST_TOKEN_LOGITS_ENGINES
-    ops: list[Op] = []
-    calls = qcalls = 0.0  # linear-layer calls this step (per pipeline stage), quantised ones
-    for g, is_ep, k_in, n_out, per_elt, quantised in _linear_layers(c, ep, etp):
-        if g.stack == "encoder" and phase == "decode":
-            continue  # an encoder-decoder's encoder runs once, in the prefill (T5: generate() encodes first)
-        # per stage, and _inference_step runs a stage's ops pp times. The output layer sits on the
-        # last stage, which runs it once per micro-batch passing it a step (head_passes)
-        count = g.count / pp if g.role != "head" else head_passes / pp
-        m = tokens * g.active_fraction
-        if is_ep:
-            # expert parallelism: this GPU holds 1/ep of the experts (each split over etp GPUs)
-            # and computes them for the tokens of every data-parallel replica
-            count /= ep
-            m *= dp
-        if g.role == "head":
-            m = batch if last_token_logits else tokens  # logits for the last position only, or all
-        if g.stack == "decoder" and model.kind == "encoder-decoder" and phase == "prefill":
-            m = batch  # the prompt goes to the encoder; the decoder starts from one start token
-        touched = 1.0
-        if g.role == "expert" and g.active_fraction < 1.0:
-            # experts one step touches: 1 - (1 - top_k/E)^tokens of them (uniform routing)
-            routed = tokens * (dp if is_ep else 1)
-            touched = max(1.0 - (1.0 - g.active_fraction) ** max(routed, 1.0), 1e-9)
-        rows = m / touched
-        calls += count * touched
-        qcalls += count * touched if quantised else 0.0
-        if bnb and bnb.startswith("4bit") and quantised and rows > 1.0:
-            # more than one token: bitsandbytes dequantises the 4-bit weight to a 16-bit copy and
-            # runs a plain GEMM on it (its gemv_4bit kernel takes a single token only)
-            dequant = n_out * k_in * count * touched * NF4_DEQUANT_BYTES
-            ops.append(roof(f"{g.name} 4-bit dequantise", phase, 0.0, dequant, 1.0, c.bw * eff.COPY_BW_EFF))
-            per_elt, quantised = 2.0, False
-        share = engines.expert_bw_share(w.engine) if g.role == "expert" else 1.0
-        op = gemm(c, f"linear {g.name}", phase, rows, n_out, k_in, count * touched, per_elt, quantised, share)
-        if c.runs_as == "fp4":
-            # one (grouped) block-scaled GEMM launch per layer and projection: its fixed latency
-            launches = count / model.num_experts if g.role == "expert" and model.num_experts else count
-            op = Op(op.name, op.phase, op.flops, op.bytes, op.time_s + launches * eff.FP4_GEMM_LATENCY_S, op.bound)
-        ops.append(op)
-    return ops, calls, qcalls
-
-
-def _attention_step_ops(c: Ctx, batch: float, tokens: float, new_tokens: float, ctx_len: float, phase: str) -> list[Op]:
-    """Attention over the KV cache (prefill: the prompt's square; decode: one query per sequence
-    over its context), eager attention's materialised scores, and each layer's elementwise work."""
-    model, w = c.model, c.w
-    tp, pp = w.tp, w.pp
-    ops: list[Op] = []
-    kv_b = storage_format(w.effective_kv_dtype).bytes_per_value
-    kernel = attn_kernel(c)
-    if w.engine == "autoawq" and phase == "decode":
-        kernel = "fa2"  # one query: FasterTransformer's fused single_query_attention kernel
-    for a_stack in stack_shapes(model):
-        layers = a_stack.layers / pp
-        kv_per_tok = (a_stack.k + a_stack.v) if model.attention_type != "mla" else a_stack.latent
-        if phase == "prefill":
-            attn_ctx = avg_context(new_tokens, a_stack.window, a_stack.stack == "decoder")
-            if ctx_len > 0:  # a cached prefix: the new tokens attend to its keys too
-                attn_ctx = _after_prefix_context(new_tokens, ctx_len, a_stack.window)
-            qtok = tokens
-        else:
-            full = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
-            if w.engine == "autoawq":  # its fused cache rolls at its window (estimators/engines.py)
-                full = min(full, engines.autoawq_cache_tokens(w, model))
-            attn_ctx = full
-            qtok = batch
-        if a_stack.stack == "encoder" and phase == "decode":
-            continue  # the encoder runs once, in the prefill
-        # key-layer products: an encoder-decoder's decoder layer attends to its own decoder tokens
-        # and, in cross-attention, to the input's K/V (memory.inference counts the same cache)
-        key_layers = attn_ctx * layers
-        written = qtok * layers  # K/V the step writes to the cache
-        if a_stack.cross_layers and a_stack.stack == "decoder" and model.kind == "encoder-decoder":
-            self_ctx = 1.0 if phase == "prefill" else max(ctx_len - w.input_len, 1.0)
-            key_layers = self_ctx * layers + w.input_len * a_stack.cross_layers
-            if phase == "prefill":  # one start token per sequence; the cross K/V of the input written once
-                qtok = batch
-                written = batch * layers + batch * w.input_len * a_stack.cross_layers
-        flops = 2.0 * qtok * key_layers * (a_stack.q + a_stack.attn_out) / tp
-        if phase == "prefill":
-            nbytes = qtok * (2 * a_stack.q + kv_per_tok) * c.act_b / tp * layers
-            nbytes += written * kv_per_tok * kv_b / kv_shards(model, tp)  # KV write
-            if ctx_len > 0:  # the cached prefix's K/V, read once per sequence and layer
-                seen = ctx_len if a_stack.window is None else min(ctx_len, a_stack.window)
-                nbytes += batch * seen * layers * kv_per_tok * kv_b / kv_shards(model, tp)
-            e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(new_tokens)
-        else:
-            nbytes = batch * key_layers * kv_per_tok * kv_b / kv_shards(model, tp)
-            # queries sharing one cached head (MLA's latent: all of them, decode runs as MQA)
-            gqa = model.num_heads / (1 if model.attention_type == "mla" else max(model.num_kv_heads, 1))
-            e = eff.attention_efficiency(c.gpu, kernel=kernel) * eff.size_factor(gqa * 16)
-        op = roof("attention", phase, flops, nbytes, c.peak16 * e, c.bw * c.bw_eff)
-        if w.engine == "autoawq" and phase == "decode":
-            # FasterTransformer's masked MHA: one thread block per query head and sequence streams
-            # its KV head's cache at a per-block rate (estimators/engines.py)
-            per_block = attn_ctx * (a_stack.k + a_stack.v) / max(model.num_kv_heads, 1) * kv_b
-            t_block = layers * per_block / engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S
-            op = Op(op.name, op.phase, op.flops, op.bytes, max(op.time_s, t_block), op.bound)
-        ops.append(op)
-        if kernel == "eager":
-            # eager attention materialises every query's scores over the whole context (the causal
-            # mask hides half of a prefill's square without saving its traffic); no dropout
-            square = new_tokens if a_stack.window is None else min(new_tokens, a_stack.window)
-            keys = square if phase == "prefill" else attn_ctx
-            ops.append(eager_scores_op(c, phase, qtok * keys * max(a_stack.heads, 1) / tp * layers, False))
-        ew = elementwise_bytes(a_stack, c) * tokens * layers / tp
-        ops.append(roof("norms, activations, residuals", phase, 0.0, ew, 1.0, c.bw * eff.COPY_BW_EFF))
-    return ops
-
-
-def _after_prefix_context(new: float, prefix: float, window: float | None) -> float:
-    """Mean keys a causal query attends to when `new` tokens follow `prefix` cached ones: the keys
-    of positions prefix .. prefix + new - 1, the whole square's less the prefix's own (prefix +
-    (new + 1) / 2 without a window; avg_context's ramp with one)."""
-    whole = avg_context(prefix + new, window, True) * (prefix + new)
-    return (whole - avg_context(prefix, window, True) * prefix) / new
-
-
 def _prefill_ops(c: Ctx, batch: float) -> list[Op]:
     """A prompt's prefill for `batch` sequences. With a cached prefix (cached_prefix_tokens) the
     engine computes only the tokens after what it reuses (engines.prefix_reused_tokens: vLLM's whole
@@ -231,7 +49,12 @@ def _prefill_ops(c: Ctx, batch: float) -> list[Op]:
 
 def _stage_layers(c: Ctx) -> float:
     """Transformer layers on one pipeline stage (every stack's), once per context."""
-    return c.once("stage_layers", lambda: sum(s.layers for s in stack_shapes(c.model)) / c.w.pp)
+    hit: float | None = c.memo.get("stage_layers")  # the memo read first: once() takes a closure a call
+    return (
+        hit
+        if hit is not None
+        else c.once("stage_layers", lambda: sum(s.layers for s in stack_shapes(c.model)) / c.w.pp)
+    )
 
 
 def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op]:
@@ -240,14 +63,16 @@ def _comm_step_ops(c: Ctx, tokens: float, ep: int, etp: int, dp: int) -> list[Op
     model, w = c.model, c.w
     tp, pp = w.tp, w.pp
     ops: list[Op] = []
+    if tp <= 1 and not (ep > 1 and dp > 1):
+        return ops  # one GPU per replica and no all-to-all: none
     # collectives: 2 all-reduces per layer under TP (Megatron), of tokens x d activations. Expert
     # parallelism inside one replica (dp = 1) keeps that: every GPU already holds all the tokens,
     # runs its own experts on them and the MoE output is all-reduced like a TP MLP's. Across
     # attention data-parallel replicas (dp > 1) a MoE layer dispatches tokens to the GPUs holding
     # their experts and combines the results back instead of its all-reduce.
     layers_total = _stage_layers(c)
-    moe_layers = model.moe_layers / pp
     a2a = ep > 1 and dp > 1
+    moe_layers = model.moe_layers / pp if a2a else 0.0
     if tp > 1:
         t_ar, nbytes = comm.allreduce_time(c.gpu, tp, tokens * model.hidden_size * c.act_b)
         n_ar = 2 * layers_total - (moe_layers if a2a else 0.0)
@@ -285,7 +110,10 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     at ctx_len)."""
     model, w = c.model, c.w
     pp = w.pp
-    bnb = _bnb_kernel(c)
+    statics = c.memo.get("step")  # the memo read first: once() takes a closure a call
+    if statics is None:
+        statics = c.once("step", lambda: _step_statics(c))
+    bnb, (ep, etp, dp), kernels, graph_max, eager, off = statics
     if pp > 1 and w.engine in PP_INFLIGHT_ENGINES:
         # one micro-batch per stage in flight: each stage works on batch / pp sequences at a time
         # (a sequence is not split: fewer sequences than stages leave stages idle)
@@ -294,10 +122,8 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
     else:
         passes = 1.0  # one batch through the stages in turn (llama.cpp's layer split), or no pipeline
     tokens = batch * new_tokens
-    ep, etp, dp = _serving_layout(model, w)
-    ops, calls, qcalls = _linear_step_ops(c, batch, tokens, phase, ep, etp, dp, passes)
-    ops += _attention_step_ops(c, batch, tokens, new_tokens, ctx_len, phase)
-    layers_total = _stage_layers(c)
+    ops, calls, qcalls = linear_step_ops(c, batch, tokens, phase, ep, etp, dp, passes)
+    ops += attention_step_ops(c, batch, tokens, new_tokens, ctx_len, phase)
     ops += _comm_step_ops(c, tokens, ep, etp, dp)
     if pp > 1:
         # every stage runs its layers pp times a step: for the serving engines once per micro-batch
@@ -306,19 +132,16 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
         ops = [Op(o.name, o.phase, o.flops * pp, o.bytes * pp, o.time_s * pp, o.bound) for o in ops]
         t_p2p = comm.p2p_time(c.gpu, tokens * model.hidden_size * c.act_b)
         ops.append(Op("pipeline send/recv", "communication", 0.0, 0.0, t_p2p * (pp - 1), "communication"))
-    # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
-    kernels = c.once("kernels", lambda: kernels_per_layer(model)) * layers_total * pp + 4
     # transformers' generate compiles the decode step with a static cache (generation/utils.py
     # _valid_auto_compile_criteria: a compileable cache on CUDA), the prefill stays eager
     static_decode = w.engine == "transformers" and w.cache_implementation == "static" and phase == "decode"
-    graph_max = engines.graph_max_batch(w.engine, c.gpu.memory_bytes, w.tp)
     if graph_max is not None and phase == "decode" and batch > graph_max:
         # TGI captures CUDA graphs for decode batches up to 32 only, SGLang up to 160: above, the
         # fused layers are issued from Python one kernel at a time, hidden behind the GPU's work while
         # that is longer, and never cheaper than the graph's per-kernel gaps
         issue = max(kernels * eff.LAUNCH_EAGER_S - total_time(ops), kernels * eff.LAUNCH_GRAPH_S)
         ops.append(Op(f"kernel launches (no CUDA graph above batch {graph_max})", "launch", 0.0, 0.0, issue, "launch"))
-    elif not is_eager(w, model) or static_decode:
+    elif not eager or static_decode:
         ops.append(Op("kernel launches (graph)", "launch", 0.0, 0.0, kernels * eff.LAUNCH_GRAPH_S, "launch"))
     else:
         if w.engine == "autoawq":
@@ -337,10 +160,22 @@ def _inference_step(c: Ctx, batch: float, new_tokens: float, ctx_len: float, pha
             "4bit-dq": eff.BNB_4BIT_CALL_S + eff.BNB_4BIT_DQ_CALL_S,
         }[bnb]
         ops.append(Op(f"bitsandbytes {bnb} calls (host)", "launch", 0.0, 0.0, per_call * qcalls * pp, "launch"))
-    off = engines.offload_of(model, w, c.gpu)
     if off is not None:  # llama.cpp -ngl: the host's layers on the CPU (perf/offload.py)
         ops = offload_step(c, ops, phase, tokens, off)
     return ops
+
+
+def _step_statics(
+    c: Ctx,
+) -> tuple[str | None, tuple[int, int, int], float, int | None, bool, engines.Offload | None]:
+    """What every step of a context reads alike: (bitsandbytes' kernel, (ep, etp, dp), kernels a
+    step launches, the engine's largest CUDA-graph batch, eager?, llama.cpp's partial offload)."""
+    model, w = c.model, c.w
+    # kernel launches: a per-kernel cost on the GPU under graphs; eager PyTorch is CPU-bound
+    kernels = kernels_per_layer(model) * _stage_layers(c) * w.pp + 4
+    graph_max = engines.graph_max_batch(w.engine, c.gpu.memory_bytes, w.tp)
+    off = engines.offload_of(model, w, c.gpu)
+    return bnb_kernel(c), _serving_layout(model, w), kernels, graph_max, is_eager(w, model), off
 
 
 def _serving_layout(model: ModelSpec, w: Workload) -> tuple[int, int, int]:

@@ -210,7 +210,35 @@ class Ctx:
         return value
 
 
+# make_ctx's fields for an inference workload, by the model and GPU objects (kept, and compared, so
+# that their ids cannot be others') and the workload's fields it reads: a plan makes ~660 contexts,
+# of ~73 such kinds. Each context still gets its own workload, notes and memo.
+_INFERENCE_CTX: dict[tuple[Any, ...], tuple[ModelSpec, GPU, tuple[Any, ...]]] = {}
+
+
 def make_ctx(model: ModelSpec, w: Workload, gpu: GPU) -> Ctx:
+    if w.is_training:
+        return _make_ctx(model, w, gpu)
+    key = (
+        id(model), id(gpu), w.precision, w.task, w.attention_impl, w.weight_dtype, w.effective_weight_dtype,
+        w.compile, w.engine, w.channels_last, w.pp,
+    )  # fmt: skip
+    hit = _INFERENCE_CTX.get(key)
+    if hit is None or hit[0] is not model or hit[1] is not gpu:
+        c = _make_ctx(model, w, gpu)
+        if len(_INFERENCE_CTX) > 1024:
+            _INFERENCE_CTX.clear()
+        fields = (c.runs_as, c.peak, c.gemm_eff, c.act_b, c.bw, c.fused, c.fp32_peak, c.peak16, c.bw_eff)
+        _INFERENCE_CTX[key] = (model, gpu, (*fields, tuple(c.notes), c.pp, c.weights))
+        return c
+    runs_as, peak, gemm_eff, act_b, bw, fused, fp32_peak, peak16, bw_eff, notes, pp, weights = hit[2]
+    return Ctx(
+        gpu=gpu, model=model, w=w, runs_as=runs_as, peak=peak, gemm_eff=gemm_eff, act_b=act_b, bw=bw, fused=fused,
+        fp32_peak=fp32_peak, peak16=peak16, bw_eff=bw_eff, notes=list(notes), pp=pp, weights=weights,
+    )  # fmt: skip
+
+
+def _make_ctx(model: ModelSpec, w: Workload, gpu: GPU) -> Ctx:
     prec: str = w.precision
     gap = training_precision_gap(prec, gpu) if w.is_training else None
     if gap:
