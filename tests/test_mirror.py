@@ -77,6 +77,7 @@ TESTED_BY: dict[str, str] = {
     "estimators/optimizer": "test_memory.py",
     "estimators/ownership": "test_ownership.py",
     "estimators/parallel": "test_parallel.py test_fsdp_pp.py",
+    "estimators/fsdp_pp": "test_fsdp_pp.py",
     "estimators/runtime": "test_memory.py",
     "estimators/uncertainty": "test_perf.py",
     "estimators/memory/__init__": "test_memory.py",

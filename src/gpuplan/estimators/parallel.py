@@ -27,7 +27,7 @@ search run the same arithmetic (one layout's on Python floats, without numpy: co
   backward ones where each LoRA adapter is its own FSDP unit (see `MicroProfile.bwd_gathers_exposed`);
   with parameters offloaded to the host, each gather first copies this GPU's shard over PCIe;
   under pipeline parallelism torchtitan's FSDP2 keeps the stage gathered for the whole step instead:
-  one all-gather and one reduce-scatter per step (`FSDP_PP_GATHER_ONCE`);
+  one all-gather and one reduce-scatter per step (`fsdp_pp.FSDP_PP_GATHER_ONCE`);
 - the optimizer step over this GPU's shard of the trainable parameters.
 """
 
@@ -47,26 +47,6 @@ if TYPE_CHECKING:
 # FSDP (SHARD_GRAD_OP) and Megatron's distributed optimizer (--overlap-param-gather) gather them
 # layer by layer behind the next forward.
 ZERO12_GATHER_OVERLAPS: Final = {"fsdp": True, "deepspeed": False}
-# Frameworks whose FSDP (ZeRO-3) runs under pipeline parallelism with the stage's parameters gathered
-# once per step. torchtitan's apply_fsdp sets reshard_after_forward=False on every block when PP is
-# enabled ("to avoid per-microbatch all-gathers, which can be expensive and non-overlapped";
-# pytorch/torchtitan:torchtitan/models/llama3/infra/parallelize.py@81c1243395b46ce693a0681cfe1bb20e9b9433fb,
-# fsdp_reshard_after_forward "default"), and torch.distributed.pipelining's stage turns off
-# reshard_after_backward and gradient sync for every micro-batch's backward, then runs FSDP's
-# post-backward (the reduce-scatter) after the last one (torch/distributed/pipelining/stage.py,
-# backward_maybe_with_nosync). Meanwhile FSDP2 accumulates the stage's unsharded gradients in its
-# reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed; torchtitan's mixed_precision_reduce
-# defaults to float32). DeepSpeed refuses ZeRO-2/3 with its pipeline engine and Megatron-LM/NeMo
-# have only the distributed optimizer (ZeRO-1), so the rule is torchtitan's alone.
-FSDP_PP_GATHER_ONCE: Final = frozenset({"torchtitan"})
-# torchtitan's default mixed_precision_reduce (JobConfig.Training): float32, 4 bytes per gradient
-FSDP_PP_GRAD_BYTES: Final = 4.0
-
-
-def fsdp_keeps_stage_gathered(framework: str | None, zero: int, pp: int, dp: float) -> bool:
-    """Whether ZeRO-3 under pipeline parallelism keeps each stage's parameters gathered and its
-    gradients unsharded for the whole step (torchtitan's FSDP2 + PP: FSDP_PP_GATHER_ONCE)."""
-    return framework in FSDP_PP_GATHER_ONCE and zero >= 3 and pp > 1 and dp > 1
 
 
 @dataclass(frozen=True)
@@ -158,7 +138,7 @@ def compose(
     zero: int | Arr,
     micro_batches: int | Arr,
     sharding: str = "fsdp",
-    gather_once: bool = False,  # ZeRO-3 with pp > 1 gathers each stage once a step (FSDP_PP_GATHER_ONCE)
+    gather_once: bool = False,  # ZeRO-3 with pp > 1 gathers each stage once a step (fsdp_pp.FSDP_PP_GATHER_ONCE)
 ) -> StepParts:
     # numpy for arrays (the layout search), Python floats for one layout (comm.xp)
     np = comm.xp(tp, cp, ep, pp, vp, dp, zero, micro_batches, *vars(p).values())
@@ -220,7 +200,7 @@ def compose(
         + ag3 * (gathers - hidden) * m  # backward gathers that wait in line
         + ag3 * gathers / np.maximum(p.layers, 1)
     )
-    # FSDP_PP_GATHER_ONCE: one gather behind the first forward; the reduce-scatter after the last backward, exposed
+    # fsdp_pp.FSDP_PP_GATHER_ONCE: one gather behind the first forward; the reduce-scatter after the last backward, exposed
     dp_z3 = np.where((pp_a > 1) & gather_once, comm.exposed(ag3, fwd_first) + rs, dp_z3)
     dp_exposed = np.where(z >= 3, dp_z3, np.where(z >= 1, dp_z12, dp_z0))
     dp_exposed = np.where(dpc > 1, dp_exposed, 0.0)

@@ -178,7 +178,7 @@ def torchtitan(lp: LaunchPlan) -> str:
 def _torchtitan_pipeline(w: Workload) -> dict[str, Any]:
     """torchtitan's pipeline keys (JobConfig.Parallelism at the commit above): the schedule (1F1B, or
     Interleaved1F1B for vp 2), the micro-batch size, and under FSDP the reshard policy the estimate
-    assumes ("default": no reshard after forward under PP, estimators/parallel.FSDP_PP_GATHER_ONCE)."""
+    assumes ("default": no reshard after forward under PP, estimators/fsdp_pp.FSDP_PP_GATHER_ONCE)."""
     keys: dict[str, Any] = {
         "pipeline_parallel_schedule": "Interleaved1F1B" if w.vp > 1 else "1F1B",
         "pipeline_parallel_microbatch_size": w.batch_size,

@@ -7,7 +7,7 @@ KV groups and stays inside an NVLink domain unless allowed; pp x vp divides the 
 the sequence into 2 x cp load-balanced chunks; ep divides the experts and the data-parallel x
 context-parallel ranks; ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed; Megatron's
 distributed optimizer is ZeRO-1) except under torchtitan, whose FSDP2 shards each pipeline stage
-(estimators/parallel.FSDP_PP_GATHER_ONCE); the interleaved schedule needs micro-batches divisible by pp;
+(estimators/fsdp_pp.FSDP_PP_GATHER_ONCE); the interleaved schedule needs micro-batches divisible by pp;
 the global batch divides into micro-batches). A micro-batch's compute depends on only a few of
 these (tp, cp, ep, micro-batch, checkpointing, sequence parallelism): it is computed once per
 such shape by the operator roofline (perf.training_ops), and the step of every layout sharing it
@@ -31,14 +31,9 @@ import numpy as np
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import comm, runtime
+from gpuplan.estimators.fsdp_pp import FSDP_PP_GATHER_ONCE, FSDP_PP_GRAD_BYTES
 from gpuplan.estimators.memory import MemoryEstimate, activation_lines, estimate_memory
-from gpuplan.estimators.parallel import (
-    FSDP_PP_GATHER_ONCE,
-    FSDP_PP_GRAD_BYTES,
-    MicroProfile,
-    compose,
-    stage_share,
-)
+from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.estimators.perf import TrainingTime, estimate_training_time, training_ops, with_checkpointing
 from gpuplan.specs import frameworks
 from gpuplan.specs.cluster import Cluster

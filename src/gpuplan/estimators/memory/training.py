@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.fsdp_pp import FSDP_PP_GRAD_BYTES, fsdp_keeps_stage_gathered
 from gpuplan.estimators.lora import adapter_params, lora_targets
 from gpuplan.estimators.memory.base import (
     QUANTISED_ROLES,
@@ -20,7 +21,6 @@ from gpuplan.estimators.memory.base import (
     weight_bytes,
 )
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO, optimizer_state_bytes
-from gpuplan.estimators.parallel import FSDP_PP_GRAD_BYTES, fsdp_keeps_stage_gathered
 from gpuplan.specs.gpu import GPU
 from gpuplan.specs.model import ModelSpec, ParamGroup
 from gpuplan.specs.precision import storage_format
@@ -346,7 +346,7 @@ def _no_sync_grads(w: Workload, sp: _Split, grads: list[MemoryLine]) -> list[Mem
     finetune/full.py accumulates under fabric.no_backward_sync, which is FSDP's no_sync
     (Lightning-AI/litgpt@03ffc5515b251fb7e3a461efd0e3c163e45b6b3b). Under torchtitan's pipeline the
     same holds without fsdp_no_sync: the stage's gradients stay unsharded, in the fp32 reduce dtype,
-    until the last micro-batch's backward (parallel.FSDP_PP_GATHER_ONCE)."""
+    until the last micro-batch's backward (fsdp_pp.FSDP_PP_GATHER_ONCE)."""
     if fsdp_keeps_stage_gathered(w.framework, sp.zero, w.pp, sp.dp):
         return [
             MemoryLine(
@@ -423,7 +423,7 @@ def _root_unit_line(model: ModelSpec, w: Workload, sp: _Split) -> MemoryLine:
 
 def _stage_gathered_line(model: ModelSpec, sp: _Split) -> MemoryLine:
     """torchtitan FSDP + PP: the whole stage's parameters stay gathered from the first forward to the
-    last backward of a step (reshard_after_forward off under PP: parallel.FSDP_PP_GATHER_ONCE)."""
+    last backward of a step (reshard_after_forward off under PP: fsdp_pp.FSDP_PP_GATHER_ONCE)."""
     return MemoryLine(
         "gathered parameters",
         model.total_params * sp.c / sp.mp,

@@ -10,12 +10,13 @@ from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import comm
 from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.activations import stack_shapes
+from gpuplan.estimators.fsdp_pp import fsdp_keeps_stage_gathered
 from gpuplan.estimators.lora import lora_targets
 from gpuplan.estimators.memory import (
     estimate_memory,
 )
 from gpuplan.estimators.optimizer import OPTIMIZER_INFO
-from gpuplan.estimators.parallel import MicroProfile, compose, fsdp_keeps_stage_gathered, stage_share
+from gpuplan.estimators.parallel import MicroProfile, compose, stage_share
 from gpuplan.estimators.perf.cnn import cnn_training, launch_s
 from gpuplan.estimators.perf.ops import (
     CPU_ADAM_PARAMS_PER_S,
