@@ -825,3 +825,20 @@ def test_inference_rate_is_the_estimates_own_rate_at_its_batch(keys: dict[str, A
         gpu = api.get_gpu(name)
         want = estimate_inference_time(m, w, gpu, max_batch=w.batch_size).output_tokens_per_s
         assert perf.inference_rate(m, w, gpu) == want, name
+
+
+def test_linear_rows_tokens_are_never_reused_after_a_clear() -> None:
+    """perf/step_ops keys its shared linear rows by a token per parameter-groups tuple; the bound
+    clears the tables, and a token handed out before must not name another model's groups after it
+    (a thread still holding it would read their rows)."""
+    from gpuplan.estimators.perf import step_ops
+
+    a, b = load_model("llama-3.1-8b"), load_model("qwen2.5-7b")
+    assert a.groups != b.groups
+    for table in (step_ops._GROUPS, step_ops._MODEL_GROUPS, step_ops._LINEAR_ROWS):
+        table.clear()
+    first = step_ops._groups_token(a)
+    for table in (step_ops._GROUPS, step_ops._MODEL_GROUPS, step_ops._LINEAR_ROWS):
+        table.clear()
+    assert step_ops._groups_token(b) != first
+    assert step_ops._groups_token(a) not in (first, step_ops._groups_token(b))

@@ -3,6 +3,7 @@ their step-invariant terms (a plan runs ~2,800 engine steps)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Final, NamedTuple
 
 from gpuplan.estimators import efficiency as eff
@@ -97,6 +98,9 @@ class _Linear(NamedTuple):
 _LINEAR_ROWS: dict[tuple[Any, ...], list[_Linear]] = {}
 _GROUPS: dict[tuple[ParamGroup, ...], int] = {}
 _MODEL_GROUPS: dict[int, tuple[ModelSpec, int]] = {}
+# tokens are never reused, not even after a clear: a thread still holding an old token (the web app
+# answers in threads where it runs no worker processes) cannot then find another groups' rows by it
+_TOKENS: Final = itertools.count()
 
 
 def _groups_token(model: ModelSpec) -> int:
@@ -105,11 +109,12 @@ def _groups_token(model: ModelSpec) -> int:
     if hit is not None and hit[0] is model:
         return hit[1]
     if len(_GROUPS) > 256 or len(_MODEL_GROUPS) > 64:
-        # all three at once: a token is only ever reused after the rows keyed by it are gone
         _GROUPS.clear()
         _MODEL_GROUPS.clear()
         _LINEAR_ROWS.clear()
-    token = _GROUPS.setdefault(model.groups, len(_GROUPS))
+    token = _GROUPS.get(model.groups)
+    if token is None:
+        token = _GROUPS.setdefault(model.groups, next(_TOKENS))
     _MODEL_GROUPS[id(model)] = (model, token)
     return token
 
@@ -131,7 +136,7 @@ def _shared_linear_rows(c: Ctx, ep: int, etp: int) -> list[_Linear]:
     rows = _LINEAR_ROWS.get(key)
     if rows is None:
         if len(_LINEAR_ROWS) > 4096:
-            _LINEAR_ROWS.clear()  # the tokens stay valid: only _groups_token clears _GROUPS
+            _LINEAR_ROWS.clear()  # the tokens stay valid: only _groups_token clears _GROUPS, and none is reused
         rows = _LINEAR_ROWS[key] = _linear_rows(c, ep, etp)
     return rows
 
