@@ -842,3 +842,40 @@ def test_linear_rows_tokens_are_never_reused_after_a_clear() -> None:
         table.clear()
     assert step_ops._groups_token(b) != first
     assert step_ops._groups_token(a) not in (first, step_ops._groups_token(b))
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"model": "llama-3.1-8b", "gpu": "H100", "batch_size": 4},  # decode below GEMV_ROWS
+        {"model": "llama-3.1-8b", "gpu": "L4", "batch_size": 32, "weight_dtype": "awq"},  # weight-only, GEMMs
+        {"model": "llama-3.1-70b", "gpu": "H100", "num_gpus": 4, "tp": 2, "pp": 2, "batch_size": 16},
+        {"model": "mixtral-8x7b", "gpu": "H100", "num_gpus": 2, "tp": 2, "batch_size": 24, "engine": "sglang"},
+        {"model": "qwen3-30b-a3b", "gpu": "H200", "num_gpus": 2, "tp": 2, "batch_size": 64, "weight_dtype": "fp8"},
+        {"model": "qwen2.5-7b", "gpu": "RTX 4090", "batch_size": 1, "engine": "llama.cpp", "weight_dtype": "q4_k_m"},
+        {"model": "llama-3.1-8b", "gpu": "B200", "batch_size": 8, "weight_dtype": "nvfp4"},
+        {"model": "t0pp", "gpu": "A100 80GB", "batch_size": 8, "engine": "transformers"},
+    ],
+)
+def test_the_steps_written_out_gemms_are_gemm_itself(keys: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """perf/step_ops writes gemm() and roof() out over each context's rows for speed; routed through
+    gemm() itself (its path for AutoAWQ's kernels, here forced for every row) the estimate must be
+    the same to the last bit: the twin cannot drift from the formula it copies."""
+    from gpuplan.estimators import engines
+    from gpuplan.estimators.perf import step_ops
+
+    cat = api.catalog()
+    w = api.build_workload(None, {"task": "inference", "input_len": 512, "output_len": 128, **keys})
+    model, gpu = load_model(w.model), cat.get(w.gpu or "")
+    inline = estimate_inference_time(model, w, gpu)
+
+    class Forced:  # step_ops' view of engines: every row takes the gemm() path
+        def __getattr__(self, name: str) -> Any:
+            return getattr(engines, name)
+
+        @staticmethod
+        def autoawq_kernel(_: Any) -> tuple[str]:
+            return ("gemm() for every row",)
+
+    monkeypatch.setattr(step_ops, "engines", Forced())
+    assert estimate_inference_time(model, w, gpu) == inline
