@@ -82,3 +82,13 @@ def test_the_hpml_sweeps_first_tokens_in_a_closed_loop() -> None:
         errs = [abs(r.error) for r in multi if r.split == split]
         assert errs and statistics.median(errs) < 0.06, (split, errs)
     assert all(abs(r.error) < 0.06 for r in multi if r.workload["batch_size"] <= 8)
+
+
+def test_the_keys_engine_lists_are_the_estimators_own() -> None:
+    """specs/ may not import the estimators, so the engines that read closed_loop and
+    cached_prefix_tokens are written out in specs/workload_keys.py: they must be the engines whose
+    step loop (ARRIVAL_EXTRA_STEPS) and prefix cache (PREFIX_CACHE_BLOCK_TOKENS) the estimators know."""
+    from gpuplan.specs.workload_keys import ENGINE_ONLY
+
+    assert set(ENGINE_ONLY["closed_loop"]) == set(engines.ARRIVAL_EXTRA_STEPS)
+    assert set(ENGINE_ONLY["cached_prefix_tokens"]) == set(engines.PREFIX_CACHE_BLOCK_TOKENS)
