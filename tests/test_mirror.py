@@ -144,6 +144,8 @@ TESTED_BY: dict[str, str] = {
     "interfaces/cli/__init__": "test_cli.py test_startup.py",
     "interfaces/cli/__main__": "test_security_bad_files.py",
     "interfaces/cli/common": "test_cli.py test_cli_flags.py",
+    "interfaces/cli/answers": "test_cli_fast.py test_cli.py test_golden.py",
+    "interfaces/cli/fast": "test_cli_fast.py test_startup.py",
     "interfaces/cli/catalog": "test_cli.py test_golden.py",
     "interfaces/cli/estimate": "test_cli.py test_cli_flags.py test_golden.py",
     "interfaces/cli/plan": "test_cli.py test_cli_flags.py test_golden.py",

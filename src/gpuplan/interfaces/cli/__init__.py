@@ -11,16 +11,27 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from importlib import import_module
-from typing import Final
-
-import typer
+from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan._lazy import pydantic_plugins_off
 from gpuplan.errors import GpuplanError
-from gpuplan.interfaces.cli.common import app
 from gpuplan.safeio import one_line
 
+if TYPE_CHECKING:
+    from gpuplan.interfaces.cli.common import app
+
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    """`app` (the Typer app) loads on first use: `estimate --json` and its like never build it
+    (cli/fast.py)."""
+    if name == "app":
+        from gpuplan.interfaces.cli.common import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # each module registers its commands on `app` as it is imported, in the order `--help` lists them
 MODULES: Final = ("catalog", "plan", "estimate", "lab", "rent", "tools")
@@ -40,6 +51,8 @@ COMMAND_MODULE: Final = {
 def load_commands(argv: list[str] | None = None) -> None:
     """Register the commands `argv` runs: its command's module when the first argument names one,
     else (no command, `--help`, a typo) every module, so that help and "No such command" list all."""
+    from gpuplan.interfaces.cli.common import app
+
     args = sys.argv[1:] if argv is None else argv
     module = COMMAND_MODULE.get(args[0]) if args else None
     for name in (module,) if module else MODULES:
@@ -49,7 +62,28 @@ def load_commands(argv: list[str] | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
+    """Entry point: run the CLI; input errors become one line on stderr and exit code 2. The JSON
+    answers of estimate, fit and plan are read without Typer where they can be (cli/fast.py)."""
+    from gpuplan.interfaces.cli import fast
+
+    try:
+        with pydantic_plugins_off():
+            if fast.answer(sys.argv[1:] if argv is None else argv):
+                return 0
+    except GpuplanError as exc:
+        sys.stderr.write(f"gpuplan: error: {one_line(str(exc))}\n")
+        return 2
+    except BrokenPipeError:
+        return 0
+    return _typer_main(argv)
+
+
+def _typer_main(argv: list[str] | None) -> int:
+    """The command line as Typer reads it: every command, its help, its tables and usage errors."""
+    import typer
+
+    from gpuplan.interfaces.cli.common import app
+
     try:
         load_commands(argv)
         args = sys.argv[1:] if argv is None else argv

@@ -9,12 +9,16 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
+# re-exported: the commands' shared pieces that load no command-line framework (cli/fast.py uses them)
+from gpuplan.interfaces.cli.answers import WORKLOAD_FLAGS as WORKLOAD_FLAGS
+from gpuplan.interfaces.cli.answers import WorkloadFlag as WorkloadFlag
+from gpuplan.interfaces.cli.answers import emit_json as emit_json
+from gpuplan.interfaces.cli.answers import workload_keys as workload_keys
 from gpuplan.specs.workload_docs import KEY_DOCS  # the flags' help: plain text, imports nothing
 
 if TYPE_CHECKING:
@@ -75,14 +79,6 @@ def carbon_intensity(value: float | None) -> float | None:
 CarbonOpt = Annotated[
     float | None, typer.Option("--carbon", callback=carbon_intensity, help="Grid carbon intensity, g CO2e/kWh.")
 ]
-
-
-def emit_json(obj: Any) -> None:
-    """One JSON document on stdout: a typed result's `to_dict()`, or plain data as it is."""
-    from gpuplan.results.base import plain
-    from gpuplan.safeio import dumps_json
-
-    sys.stdout.write(dumps_json(plain(obj)) + "\n")  # strict: never a NaN or Infinity token
 
 
 # --- formatting (display units are chosen here, once) ----------------------------------------
@@ -207,42 +203,6 @@ SetOpt = Annotated[
 ]
 
 
-@dataclass(frozen=True)
-class WorkloadFlag:
-    """A workload key the commands take as its own flag: `--seq-len 4096` is `--set seq_len=4096`."""
-
-    param: str  # the parameter; with dashes, the flag (seq_len: --seq-len)
-    key: str  # the workload key it sets
-    kind: type  # the value's type on the command line
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.param.replace("_", "-")
-
-
-# The keys people set most, as flags with one name, help text and meaning in `fit`, `estimate` and
-# `plan` (help: the key's line in docs/workload.md); every other key through --set.
-WORKLOAD_FLAGS: Final = (
-    WorkloadFlag("task", "task", str),
-    WorkloadFlag("gpu", "gpu", str),
-    WorkloadFlag("num_gpus", "num_gpus", int),
-    WorkloadFlag("batch_size", "batch_size", int),
-    WorkloadFlag("seq_len", "seq_len", int),
-    WorkloadFlag("precision", "precision", str),
-    WorkloadFlag("optimizer", "optimizer", str),
-    WorkloadFlag("checkpointing", "activation_checkpointing", str),
-    WorkloadFlag("zero", "zero", int),
-    WorkloadFlag("tp", "tp", int),
-    WorkloadFlag("lora_rank", "lora_rank", int),
-    WorkloadFlag("input_len", "input_len", int),
-    WorkloadFlag("output_len", "output_len", int),
-    WorkloadFlag("weight_dtype", "weight_dtype", str),
-    WorkloadFlag("kv_dtype", "kv_dtype", str),
-    WorkloadFlag("engine", "engine", str),
-    WorkloadFlag("tokens", "tokens", float),
-)
-
-
 def _flag_parameter(f: WorkloadFlag) -> inspect.Parameter:
     doc = KEY_DOCS[f.key] if f.key == f.param else f"{KEY_DOCS[f.key].rstrip('.')}; the {f.key} key."
     option = typer.Option(f.flag, help=doc, rich_help_panel=WORKLOAD_PANEL)
@@ -269,16 +229,6 @@ def workload_flags(command: Callable[..., None]) -> Callable[..., None]:
     run.__signature__ = signature  # type: ignore[attr-defined]  # Typer reads the options from it
     run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
     return run
-
-
-def workload_keys(flags: Mapping[str, Any], set_: list[str] | None, **more: Any) -> dict[str, Any]:
-    """The workload keys a command line sets: the flags (and a command's own, `more`), then
-    --set KEY=VALUE, which wins over a flag for the same key."""
-    from gpuplan.interfaces import api
-
-    keys = {k: v for k, v in {**flags, **more}.items() if v is not None}
-    keys.update(api.parse_set_options(set_ or []))
-    return keys
 
 
 def gib(b: float | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from gpuplan.interfaces import api
+from gpuplan.interfaces.cli.answers import estimate_answer, fit_answer
 from gpuplan.interfaces.cli.common import (
     CalibrationOpt,
     CarbonOpt,
@@ -23,7 +23,6 @@ from gpuplan.interfaces.cli.common import (
     gib,
     with_range,
     workload_flags,
-    workload_keys,
 )
 
 if TYPE_CHECKING:
@@ -225,11 +224,7 @@ def fit(
 ) -> None:
     """Will it fit? A memory breakdown on one GPU (--gpu), or without one a table over every GPU in
     the catalog."""
-    from gpuplan.specs.context import Context
-
-    keys = workload_keys(flags or {}, set_)
-    w = api.build_workload(workload, keys)
-    rec = api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
+    rec = fit_answer(workload, flags or {}, set_, catalog, calibration)
     if as_json:
         emit_json(rec)
         return
@@ -497,12 +492,7 @@ def estimate(
     as_json: JsonOpt = False,
 ) -> None:
     """Memory, time, cost and energy of one workload on one GPU type, each with its breakdown."""
-    from gpuplan.specs.context import Context
-
-    keys = workload_keys(flags or {}, set_)
-    rec = api.estimate(
-        api.build_workload(workload, keys), Context.of([*(catalog or []), *(calibration or [])], prices), carbon
-    )
+    rec = estimate_answer(workload, flags or {}, prices, carbon, set_, catalog, calibration)
     if as_json:
         emit_json(rec)
         return

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuplan.interfaces import api
+from gpuplan.interfaces.cli.answers import PlanOptions, is_lab_file, plan_answer
 from gpuplan.interfaces.cli.common import (
     WORKLOAD_PANEL,
     CalibrationOpt,
@@ -27,7 +26,6 @@ from gpuplan.interfaces.cli.common import (
     gib,
     with_range,
     workload_flags,
-    workload_keys,
 )
 
 if TYPE_CHECKING:
@@ -284,15 +282,12 @@ def plan(
     """Rank GPU types and counts for a workload by time, cost or energy, with reasons; with
     --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
     from gpuplan.results import GraphicsPlan, LayoutPlan, Plan
-    from gpuplan.specs.context import Context
 
-    keys = workload_keys(flags or {}, set_, objective=objective, deadline=deadline, budget=budget)
-    w = api.build_workload(workload, keys)
-    names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
-    ctx = Context.of([*(catalog or []), *(calibration or [])], prices)
+    opts = PlanOptions(
+        objective, deadline, budget, gpus, top, prices, spot, carbon, cluster, cross_node_tp, have, catalog, calibration
+    )
+    rec = plan_answer(workload, flags or {}, set_, opts)
     lab = have is not None and is_lab_file(have)
-    owned = Path(have.strip()) if have is not None and lab else have
-    rec = api.plan(w, ctx, names, top, spot, carbon, cluster, cross_node_tp, have=owned)
     if as_json:
         emit_json(rec)
         return
@@ -306,11 +301,6 @@ def plan(
         print_graphics_plan(console(), rec)
     else:
         _print_llm_plan(console(), rec)
-
-
-def is_lab_file(have: str) -> bool:
-    """--have names a lab file (a YAML path), not a list of GPUs."""
-    return have.strip().lower().endswith((".yaml", ".yml"))
 
 
 def _print_cluster_plan(c: Console, rec: LayoutPlan) -> None:
