@@ -129,7 +129,7 @@ def test_the_option_table_is_the_typer_commands(command: str) -> None:
         assert not getattr(p, "secondary_opts", []), p.name  # no --no-X forms to read
         (opt,) = p.opts
         # the parameter's declared type (typer keeps the annotation: Optional[int], list[Path], bool)
-        ann = click_command.callback.__annotations__[p.name]  # type: ignore[union-attr]
+        ann = click_command.callback.__annotations__[p.name]
         base = next(t for t in (bool, int, float, Path, str) if t.__name__ in str(ann))
         declared[opt] = (p.name, kinds[base], bool(p.multiple))
     assert declared == dict(OPTIONS[command])
