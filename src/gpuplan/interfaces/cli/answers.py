@@ -107,35 +107,33 @@ def fit_answer(
     return api.fit(w, Context.of([*(catalog or []), *(calibration or [])]))
 
 
-@dataclass(frozen=True)
-class PlanOptions:
-    """`gpuplan plan`'s own options (besides the workload, its flags and --set)."""
-
-    objective: str | None = None
-    deadline: str | None = None
-    budget: float | None = None
-    gpus: str | None = None
-    top: int | None = 10
-    prices: Path | None = None
-    spot: bool = False
-    carbon: float | None = None
-    cluster: str | None = None
-    cross_node_tp: bool = False
-    have: str | None = None
-    catalog: list[Path] | None = None
-    calibration: list[Path] | None = None
-
-
 def plan_answer(
-    workload: str | None, flags: Mapping[str, Any], set_: list[str] | None, o: PlanOptions
+    workload: str | None,
+    flags: Mapping[str, Any],
+    set_: list[str] | None,
+    *,
+    objective: str | None = None,
+    deadline: str | None = None,
+    budget: float | None = None,
+    gpus: str | None = None,
+    top: int | None = 10,
+    prices: Path | None = None,
+    spot: bool = False,
+    carbon: float | None = None,
+    cluster: str | None = None,
+    cross_node_tp: bool = False,
+    have: str | None = None,
+    catalog: list[Path] | None = None,
+    calibration: list[Path] | None = None,
 ) -> Plan | LayoutPlan | GraphicsPlan:
-    """`gpuplan plan`: GPU types and counts ranked, a cluster's layouts, or a graphics plan."""
+    """`gpuplan plan`: GPU types and counts ranked, a cluster's layouts, or a graphics plan; the
+    keywords are the command's own options."""
     from gpuplan.interfaces import api
     from gpuplan.specs.context import Context
 
-    keys = workload_keys(flags, set_, objective=o.objective, deadline=o.deadline, budget=o.budget)
+    keys = workload_keys(flags, set_, objective=objective, deadline=deadline, budget=budget)
     w = api.build_workload(workload, keys)
-    names = [g.strip() for g in o.gpus.split(",") if g.strip()] if o.gpus else []
-    ctx = Context.of([*(o.catalog or []), *(o.calibration or [])], o.prices)
-    owned = Path(o.have.strip()) if o.have is not None and is_lab_file(o.have) else o.have
-    return api.plan(w, ctx, names, o.top, o.spot, o.carbon, o.cluster, o.cross_node_tp, have=owned)
+    names = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
+    ctx = Context.of([*(catalog or []), *(calibration or [])], prices)
+    owned = Path(have.strip()) if have is not None and is_lab_file(have) else have
+    return api.plan(w, ctx, names, top, spot, carbon, cluster, cross_node_tp, have=owned)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.interfaces.cli.answers import (
     WORKLOAD_FLAGS,
-    PlanOptions,
     emit_json,
     estimate_answer,
     fit_answer,
@@ -145,8 +144,9 @@ def _fit(v: dict[str, Any], flags: dict[str, Any]) -> Result:
 
 
 def _plan(v: dict[str, Any], flags: dict[str, Any]) -> Result:
-    own = {k: v[k] for k in PlanOptions.__dataclass_fields__ if k in v}
-    return plan_answer(v["workload"], flags, v.get("set_"), PlanOptions(**own))
+    shared = {"workload", "set_", "as_json", *(f.param for f in WORKLOAD_FLAGS)}
+    own = {k: value for k, value in v.items() if k not in shared}  # plan's own options, by parameter name
+    return plan_answer(v["workload"], flags, v.get("set_"), **own)
 
 
 _RUN: Final[dict[str, Callable[[dict[str, Any], dict[str, Any]], Result]]] = {

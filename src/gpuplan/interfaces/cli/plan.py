@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuplan.interfaces.cli.answers import PlanOptions, is_lab_file, plan_answer
+from gpuplan.interfaces.cli.answers import is_lab_file, plan_answer
 from gpuplan.interfaces.cli.common import (
     WORKLOAD_PANEL,
     CalibrationOpt,
@@ -283,10 +283,24 @@ def plan(
     --cluster (or a `cluster` key), the fastest parallel layouts of a training job on it."""
     from gpuplan.results import GraphicsPlan, LayoutPlan, Plan
 
-    opts = PlanOptions(
-        objective, deadline, budget, gpus, top, prices, spot, carbon, cluster, cross_node_tp, have, catalog, calibration
+    rec = plan_answer(
+        workload,
+        flags or {},
+        set_,
+        objective=objective,
+        deadline=deadline,
+        budget=budget,
+        gpus=gpus,
+        top=top,
+        prices=prices,
+        spot=spot,
+        carbon=carbon,
+        cluster=cluster,
+        cross_node_tp=cross_node_tp,
+        have=have,
+        catalog=catalog,
+        calibration=calibration,
     )
-    rec = plan_answer(workload, flags or {}, set_, opts)
     lab = have is not None and is_lab_file(have)
     if as_json:
         emit_json(rec)
