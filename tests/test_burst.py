@@ -7,6 +7,8 @@ _burst_at_rate)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import RunCli
@@ -181,3 +183,19 @@ def test_a_burst_the_pool_cannot_hold_runs_in_waves_from_its_arrivals() -> None:
     assert job.median_ttft_s == pytest.approx(max(at_once.median_ttft_s - 99 / 10, arrival), rel=1e-12)
     assert job.batch_s == pytest.approx(max(at_once.batch_s, 199 / 10 + at_once.running.request_latency_s))
     assert job.output_tokens_per_s == pytest.approx(200 * 500 / job.batch_s, rel=1e-12)
+
+
+def test_the_cli_labels_the_median_prompts_first_token(run_cli: RunCli) -> None:
+    """`gpuplan estimate` shows a finite run's first token as its median prompt's (the queue's), not
+    one request's prefill, and prices the run's num_prompts x output_len tokens."""
+    base = ("estimate", "llama-3.1-8b", "--task", "inference", "--gpu", "H100", "--input-len", "8000")
+    run = ("--output-len", "200", "--set", "engine=sglang", "--set", "request_rate=10", "--set", "num_prompts=40")
+    code, out, err = run_cli(*base, *run)
+    assert code == 0, err
+    assert "time to first token (the median of 40 prompts sent at 10/s)" in out and "prefill of the batch" not in out
+    code, out, _ = run_cli(*base, *run, "--json")
+    t = json.loads(out)["time"]
+    model, gpu = load_model("llama-3.1-8b"), api.catalog().get("H100")
+    w = api.build_workload(None, {**LONG, "engine": "sglang", "request_rate": 10, "num_prompts": 40})
+    assert t["ttft_s"] == pytest.approx(estimate_inference_time(model, w, gpu, max_batch=t["max_batch"]).ttft_s)
+    assert t["job_s"] == pytest.approx(40 * 200 / t["output_tokens_per_s"], rel=1e-9)

@@ -482,7 +482,8 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
             top_b, top_t = cand, t
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
-    single = ttft if b == 1 else total_time(_prefill_ops(c, 1))
+    # a finite run's first token is its median prompt's (prefilled on arrival, _burst_at_rate)
+    single = ttft if b == 1 or (run is not None and rate_ttft is not None) else total_time(_prefill_ops(c, 1))
     latency = ttft + (out - 1) * tpot
     if w.closed_loop and b > 1 and rate_ttft is None:
         # a closed loop (batch_size kept in flight, each finished request replaced): a request's first
