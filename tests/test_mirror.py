@@ -89,7 +89,7 @@ TESTED_BY: dict[str, str] = {
     "estimators/perf/training": "test_perf.py test_parallel.py test_checkpointing_op.py",
     "estimators/perf/cnn": "test_perf.py",
     "estimators/perf/offload": "test_engines.py",
-    "estimators/perf/inference": "test_perf.py test_serving_parallel.py",
+    "estimators/perf/inference": "test_perf.py test_serving_parallel.py test_burst.py",
     "estimators/perf/step_ops": "test_perf.py test_engines.py test_prefix_cache.py test_fused_moe.py",
     # planner
     "planner/__init__": f"why: {REEXPORTS}",

@@ -131,18 +131,44 @@ def queued_serving(model: ModelSpec, w: Workload, gpu: GPU, mem: MemoryEstimate)
     the job is `tokens` (a stream of requests the engine's own queue refills a slot from at the next
     step, so `held` keep running: timed at that batch). The one path validation
     (planner/validation_perf.py), `estimate` and `plan` take to it."""
-    if w.request_rate is not None or w.tokens is not None or mem.serving is None:
+    if w.tokens is not None or mem.serving is None:
         return None
-    held, limit, refused = _running(w, mem)
-    if held >= w.batch_size:
+    burst = w.num_prompts is not None and "batch_size" not in w.model_fields_set
+    if w.request_rate is not None and not burst:
         return None
-    admitted = admitted_at_once(w, mem.serving, engine_cap(w, gpu))
+    sent = w.with_(batch_size=w.num_prompts, request_rate=None, num_prompts=None) if burst else w
+    held, limit, refused = _running(sent, mem)
+    if held >= sent.batch_size:
+        return None
+    admitted = admitted_at_once(sent, mem.serving, engine_cap(sent, gpu))
     wait = (
         f"{limit} refuses them (HTTP 429) until one finishes, and a client retries"
         if refused
         else f"{limit} holds {held}"
     )
-    return replace(queued_job(model, w, gpu, held, admitted), why=wait)
+    job = replace(queued_job(model, sent, gpu, held, admitted), why=wait)
+    return _arriving(model, w, gpu, job, admitted) if burst else job
+
+
+def _arriving(model: ModelSpec, w: Workload, gpu: GPU, job: QueuedJob, admitted: int) -> QueuedJob | None:
+    """A finite run (num_prompts at request_rate) as a queued job, or None where its arrivals do not
+    outrun what the pool's `held` serve (rate x the latency of `held` in flight below `held`,
+    Little's law: the steady state's open loop, estimate_inference_time's own, never fills the pool).
+    Past it the prompts queue for slots like a batch sent at once, with two differences: a prompt
+    the engine admits at once is prefilled as it arrives (estimate_inference_time's finite run, at
+    most `admitted` in flight), not with the whole batch; one that waits for the waves before its
+    own has its wait counted from its arrival (middle / rate), at least that; and the run lasts at
+    least the arrival window and the last prompt's own latency."""
+    replicas, n = job.running.replicas, job.requests
+    rate = (w.request_rate or 0.0) / replicas
+    if rate * job.running.request_latency_s < job.held:
+        return None
+    middle = (n - 1) // 2
+    arrival = estimate_inference_time(model, w, gpu, max_batch=admitted)
+    ttft = arrival.ttft_s if middle < admitted else max(job.median_ttft_s - middle / rate, arrival.ttft_s)
+    batch_s = max(job.batch_s, (n - 1) / rate + job.running.request_latency_s)
+    out = n * max(w.output_len, 1) * replicas / batch_s
+    return replace(job, median_ttft_s=ttft, batch_s=batch_s, output_tokens_per_s=out)
 
 
 def queued_note(job: QueuedJob) -> str:

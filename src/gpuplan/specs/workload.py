@@ -243,6 +243,11 @@ class Workload(BaseModel):
     # --max-concurrency over more prompts): time to first token is the steady state's, not the batch's
     # prefill (estimators/perf/inference.py); unset (None) is false, and leaves the dumps as they were
     closed_loop: bool | None = None
+    # a finite open-loop run (--num-prompts N of vLLM benchmark_serving / SGLang bench_serving): N
+    # prompts sent at request_rate; where their arrival window N / rate is short against a request's
+    # latency they are all in flight together, each prefilled as it arrives (estimators/perf/inference.py);
+    # unset (None): the steady state of an endless stream, and the dumps stay as they were
+    num_prompts: int | None = Field(None, ge=1, le=100_000_000)
 
     @field_validator("gpu", mode="before")
     @classmethod
@@ -310,6 +315,11 @@ class Workload(BaseModel):
             raise ValueError(
                 "closed_loop keeps batch_size requests in flight; request_rate (an open loop) and tokens (a batch "
                 "job) say otherwise: drop closed_loop or the other key."
+            )
+        if self.num_prompts is not None and self.request_rate is None:
+            raise ValueError(
+                f"num_prompts={self.num_prompts} counts the prompts sent at request_rate (a benchmark's --num-prompts "
+                "with --request-rate); set request_rate too, or drop num_prompts (batch_size alone sends them at once)."
             )
         mp = self.tp * self.pp * self.cp
         if self.num_gpus % mp:

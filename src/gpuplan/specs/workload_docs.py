@@ -116,6 +116,12 @@ KEY_DOCS: Final[dict[str, str]] = {
     "step(s) the engine has taken up when the successor arrives (vLLM one, SGLang two), then the step that "
     "prefills it beside the others' decodes. Unset: the batch's prompts are sent at once, and time to first token "
     "is their prefill. vllm and sglang only; not with request_rate or tokens.",
+    "num_prompts": "Serving benchmark: a finite run of N prompts sent at request_rate (--num-prompts with "
+    "--request-rate). Where their arrival window N / request_rate is short against a request's latency they are all in "
+    "flight together (at most the KV cache's and batch_size's cap), each prefilled as it arrives: where prompts arrive "
+    "faster than the engine prefills them, the median one waits for the prefills of those ahead of it. Throughput is "
+    "the output tokens over the run, arrival window included. Unset: an endless stream's steady state. Needs "
+    "request_rate; vllm, sglang, tgi and tensorrt-llm only.",
     "cached_prefix_tokens": "Tokens at the start of each prompt already in the engine's prefix cache (a shared system "
     "prompt, a repeated prompt); 0 by default, at most input_len. The prefill computes only the rest, attending over "
     "the cached keys (vLLM reuses whole 16-token blocks, TensorRT-LLM 32-token ones, SGLang, TGI and llama.cpp token "

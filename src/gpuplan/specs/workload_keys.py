@@ -118,7 +118,7 @@ INFERENCE_ONLY: Final = frozenset(
         "input_len", "output_len", "kv_dtype", "engine", "gpu_memory_utilization", "enforce_eager",
         "cache_implementation", "gpu_layers", "host_memory_bandwidth", "num_ctx", "request_rate",
         "max_tpot_ms", "max_ttft_ms", "awq_version", "input_len_p90", "output_len_p90", "cached_prefix_tokens",
-        "closed_loop",
+        "closed_loop", "num_prompts",
     }
 )  # fmt: skip
 # Inference keys that only some engines read (the same one-line refusal names the engines)
@@ -132,6 +132,9 @@ ENGINE_ONLY: Final = {
     "cached_prefix_tokens": ("vllm", "sglang", "tgi", "tensorrt-llm", "llama.cpp"),
     # the engines whose step loop a successor's wait is known for (estimators/engines.py ARRIVAL_EXTRA_STEPS)
     "closed_loop": ("vllm", "sglang"),
+    # the continuous-batching servers a benchmark's arrivals are prefilled on as they come
+    # (estimators/perf/inference.py BURST_ENGINES)
+    "num_prompts": ("vllm", "sglang", "tgi", "tensorrt-llm"),
 }
 GRAPHICS_ONLY: Final = frozenset(
     {"resolution", "fps", "streams", "users", "frames", "scene", "codec", "persona", "spp", "encode_output"}

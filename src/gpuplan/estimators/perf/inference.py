@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Final
 
 from gpuplan.estimators import comm, engines, runtime
 from gpuplan.estimators import efficiency as eff
@@ -28,6 +30,12 @@ from gpuplan.specs.workload import Workload
 
 # Inference
 # ---------------------------------------------------------------------------------------------
+
+# The continuous-batching servers whose schedulers take the prompts waiting at a step into its
+# prefill (vLLM Scheduler.schedule, SGLang get_next_batch_to_run, TGI's router and TensorRT-LLM's
+# in-flight batching, each up to a token budget per step): a finite open-loop run's prompts (the
+# workload's num_prompts) are prefilled as they arrive. specs/workload_keys.py names the same engines.
+BURST_ENGINES: Final = frozenset({"vllm", "sglang", "tgi", "tensorrt-llm"})
 
 
 def _encoder_inference(c: Ctx) -> InferenceTime:
@@ -206,27 +214,20 @@ def _eager_overhead(ops: list[Op], kernels: float, calls: float) -> float:
     return step - (gpu_linear + gpu_other)
 
 
-def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> tuple[int, float | None]:
-    """(requests in flight, time to first token) at `rate` arrivals per second (per replica), as
-    Little's law keeps them:
+def _steady_state(c: Ctx, rate: float, most: int) -> tuple[int, float | None, float, float, float]:
+    """(requests in flight, their latency or None past what `most` serve, one prompt's prefill, q,
+    requests/s `most` serve) at `rate` arrivals per second (per replica), as Little's law keeps them:
     k = rate x L(k). A request's latency L(k) is one prompt's prefill and its decode steps at k in
     flight, both stretched by the share of the engine's time that arriving prompts' prefills take
     (rho = rate x q: continuous batching interleaves them). q, the engine time one prompt's prefill
     costs, is the batched prefill's share, ttft(most) / most, at most one prompt's own prefill:
     vLLM and SGLang prefill the waiting prompts together (max_num_batched_tokens). Past what `most` in flight
-    serve, the arrivals outrun the engine: it runs `most` and a note says so.
+    serve, the arrivals outrun the engine: it runs `most`.
 
     What `most` serve does not depend on the offered rate: the largest rate with
     rate x L(most) <= most, L(most) = (prefill + (out - 1) x step(most)) / (1 - rate x q),
     solves to served = most / (prefill + (out - 1) x step(most) + most x q), the same Little's-law
-    balance in closed form: about `most` over the request latency of a batch of `most`.
-
-    Where the engine keeps up, an arriving prompt is prefilled on its own as it comes (continuous
-    batching schedules waiting prompts at the next step: vLLM's Scheduler.schedule, SGLang's
-    get_next_batch_to_run), not with the k in flight: its time to first token is one prompt's
-    prefill, stretched like the rest of its latency, prefill / (1 - rho), after the wait for the
-    decode step under way to end (half a step on average: the caller adds it). Past what the engine
-    serves the queue sets it, and None leaves the batch's own prefill."""
+    balance in closed form: about `most` over the request latency of a batch of `most`."""
     out = max(c.w.output_len, 1)
     one_prefill = total_time(_prefill_ops(c, 1))
     most = max(most, 1)
@@ -238,23 +239,126 @@ def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> tuple[int, float | N
     def latency(k: int) -> float:
         return (one_prefill + (out - 1) * _static(c, k)[1]) / (1.0 - rho)
 
-    if rate <= served:  # then rho < 1 and rate x L(most) <= most
-        # the least k with k >= rate x L(k): L grows with k, so the first crossing (bisection)
-        lo, hi = 1, most
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if rate * latency(mid) <= mid else (mid + 1, hi)
-        k = lo
+    if rate > served:
+        return most, None, one_prefill, q, served
+    # then rho < 1 and rate x L(most) <= most: the least k with k >= rate x L(k), L growing with k,
+    # so the first crossing (bisection)
+    lo, hi = 1, most
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rate * latency(mid) <= mid else (mid + 1, hi)
+    return lo, latency(lo), one_prefill, q, served
+
+
+def _concurrency_at_rate(c: Ctx, rate: float, most: int) -> tuple[int, float | None]:
+    """(requests in flight, time to first token) at `rate` arrivals per second (per replica) in
+    steady state (_steady_state). Where the engine keeps up, an arriving prompt is prefilled on its
+    own as it comes (continuous batching schedules waiting prompts at the next step: vLLM's
+    Scheduler.schedule, SGLang's get_next_batch_to_run), not with the k in flight: its time to first
+    token is one prompt's prefill, stretched like the rest of its latency, prefill / (1 - rho), after
+    the wait for the decode step under way to end (half a step on average: the caller adds it). Past
+    what the engine serves the queue sets it, and None leaves the batch's own prefill."""
+    k, lat, one_prefill, q, served = _steady_state(c, rate, most)
+    if lat is not None:
         c.notes.append(
-            f"request_rate {c.w.request_rate:g}/s: {rate * latency(k):.1f} requests in flight per replica (Little's "
-            f"law), each {latency(k):.2f} s; the estimate runs batch {k}, each prompt prefilled on arrival"
+            f"request_rate {c.w.request_rate:g}/s: {rate * lat:.1f} requests in flight per replica (Little's "
+            f"law), each {lat:.2f} s; the estimate runs batch {k}, each prompt prefilled on arrival"
         )
-        return k, one_prefill / (1.0 - rho)
+        return k, one_prefill / (1.0 - rate * q)
     c.notes.append(
         f"request_rate {c.w.request_rate:g}/s is more than it serves (about {served:.2f} requests/s per replica at "
-        f"batch {most}): the queue grows without bound; the estimate runs batch {most}"
+        f"batch {k}): the queue grows without bound; the estimate runs batch {k}"
     )
-    return most, None
+    return k, None
+
+
+@dataclass(frozen=True)
+class _Burst:
+    """A finite open-loop run (the workload's num_prompts), per replica: its prompts, their arrival
+    rate, one prompt's share of a batched prefill (q) and, where the prompts arrive faster than the
+    engine prefills them, the median prompt's time to first token in that queue."""
+
+    prompts: int
+    rate: float
+    q: float
+    queue_ttft: float | None
+    one_prefill: float
+
+
+def _burst_at_rate(c: Ctx, rate: float, prompts: int, most: int) -> tuple[int, float, _Burst]:
+    """(requests in flight, time to first token before the step wait, the run) of `prompts` sent at
+    `rate` per second (per replica; vLLM benchmark_serving / SGLang bench_serving --num-prompts with
+    --request-rate). In flight: the steady state's Little's-law k, at most the prompts sent (where their
+    arrival window is short against a request's latency all of them overlap) and `most` (the KV cache's,
+    the engine's or --max-concurrency's cap).
+
+    Each prompt is prefilled as it arrives. Where the prefill work arrives faster than the engine
+    prefills (rho = rate x q > 1) the prompts queue. A deterministic transient-queue bound: prompt i
+    (i = 0..N-1) arrives at i / rate, at the mean spacing, and costs the engine q of prefill; with
+    rho > 1 the engine never catches up inside the window, so from the first arrival it prefills back
+    to back and prompt i's prefill ends at (i + 1) x q: its time to first token is (i + 1) x q - i / rate,
+    rising with i, so the median prompt's (i = k = N / 2) is (k + 1) x q - k / rate, at least one
+    prompt's own prefill (Poisson gaps only add waiting: a lower bound). Where the engine keeps up it is
+    the steady state's prefill / (1 - rho), at most one prompt's prefill after the k prompts ahead of the
+    median one (a finite run queues no more)."""
+    k_ss, lat, one_prefill, q, _ = _steady_state(c, rate, most)
+    batch = min(prompts, k_ss)  # k_ss is `most` where the arrivals outrun what `most` serve
+    rho = rate * q
+    k = prompts // 2
+    queue: float | None = None
+    if rho >= 1.0:
+        ttft = one_prefill
+        queue = max((k + 1) * q - k / rate, one_prefill)
+        how = f"they arrive faster than it prefills them (rho {rho:.2f}): the median one waits for the {k} ahead"
+    else:
+        ttft = min(one_prefill / (1.0 - rho), one_prefill + k * q)
+        how = "each prefilled on arrival"
+    window = (prompts - 1) / rate
+    ends = f"a request takes {lat:.1f} s" if lat is not None else f"the engine serves fewer than {rate:g}/s at {batch}"
+    c.notes.append(
+        f"num_prompts {c.w.num_prompts} at request_rate {c.w.request_rate:g}/s: arrivals over {window:.1f} s per "
+        f"replica, {ends}; {batch} in flight per replica, {how}"
+    )
+    if batch < prompts and batch == most and lat is None:
+        c.notes.append(
+            f"{prompts} prompts per replica, at most {most} in flight: the rest wait for a slot, a wait the time "
+            "to first token leaves out"
+        )
+    return batch, ttft, _Burst(prompts, rate, q, queue, one_prefill)
+
+
+def _burst_gap(c: Ctx, run: _Burst, tpot: float) -> float:
+    """The median gap between a request's tokens in a finite run whose prompts queue for prefill
+    (rho > 1). vLLM V1 schedules the running requests' decode tokens first and fills the step's
+    token budget (max_num_batched_tokens, runtime.VLLM_PROFILE_TOKENS) with a waiting prompt's chunk
+    (vllm/v1/core/sched/scheduler.py schedule), so while prompts wait every decode step carries a
+    chunk: the median prompt (k = N / 2) decodes beside the queue for the (N - k - 1) x q it has left,
+    and where those steps are more than half of its output's the median gap carries one. SGLang runs
+    prefill and decode batches apart (its mixed chunk is off by default): a decode step
+    (planner/serving._chunk_in_step, the same reading for a batch its KV cache queues)."""
+    w = c.w
+    if w.engine != "vllm" or run.queue_ttft is None:
+        return tpot
+    budget = runtime.VLLM_PROFILE_TOKENS
+    chunk = run.one_prefill * min(budget, w.input_len) / max(w.input_len, 1)  # one chunk's share of the prefill
+    k = run.prompts // 2
+    beside = (run.prompts - k - 1) * run.q / (tpot + chunk)
+    return tpot + chunk if beside > (max(w.output_len, 1) - 1) / 2 else tpot
+
+
+def _burst_delivered(c: Ctx, run: _Burst, batch: int, ttft: float, tpot: float, tput: float) -> float:
+    """Output tokens/s of a finite run per replica, as the benchmark reports it: all output tokens over
+    the run's duration, from the first arrival to the last completion. The last prompt arrives after
+    N - 1 gaps of 1 / rate (the first is sent at once), is prefilled no sooner than the N prefills queued
+    from the first arrival end (N x q), then decodes its output. Where fewer than N run at once the run
+    lasts at least N requests at the throughput `batch` in flight serve (`tput`), which a long window's
+    run reduces to: N x out / duration -> min(rate x out, tput), the steady state's."""
+    n, out = run.prompts, max(c.w.output_len, 1)
+    last_first = max((n - 1) / run.rate + ttft, n * run.q)
+    duration = last_first + (out - 1) * tpot
+    if batch < n:
+        duration = max(duration, n * out / tput)
+    return n * out / duration
 
 
 def _static(c: Ctx, batch: int) -> tuple[float, float, list[Op], list[Op]]:
@@ -281,10 +385,10 @@ def _throughput(c: Ctx, batch: int) -> tuple[float, float, float, list[Op], list
 
 def _prepared(
     model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None
-) -> InferenceTime | tuple[Ctx, int, int, int, float | None]:
+) -> InferenceTime | tuple[Ctx, int, int, int, float | None, _Burst | None]:
     """The whole answer of a model that does not generate (CNN, encoder), else (context, batch that
     runs per replica, replicas, the engine's cap on a step's sequences, time to first token under a
-    request rate or None)."""
+    request rate or None, the finite run of num_prompts or None)."""
     if not w.nvlink:
         gpu = comm.without_nvlink(gpu)
     c = make_ctx(model, w, gpu)
@@ -303,13 +407,16 @@ def _prepared(
     if w.engine == "autoawq":
         cap = b  # its fused cache is sized for one batch at load: no other batch runs (engines.py)
     rate_ttft: float | None = None
+    run: _Burst | None = None
     if w.request_rate is not None:
         # an open-loop benchmark: batch_size, when given, is its --max-concurrency
         most = min(max_batch if max_batch is not None else cap, cap)
-        b, rate_ttft = _concurrency_at_rate(
-            c, w.request_rate / replicas, most if "batch_size" not in w.model_fields_set else b
-        )
-    return c, b, replicas, cap, rate_ttft
+        most = most if "batch_size" not in w.model_fields_set else b
+        if w.num_prompts is None:
+            b, rate_ttft = _concurrency_at_rate(c, w.request_rate / replicas, most)
+        else:  # a finite run: its prompts spread over the replicas like its arrivals
+            b, rate_ttft, run = _burst_at_rate(c, w.request_rate / replicas, -(-w.num_prompts // replicas), most)
+    return c, b, replicas, cap, rate_ttft, run
 
 
 def _delivered(w: Workload, tput: float, replicas: int) -> tuple[float, float | None]:
@@ -328,8 +435,23 @@ def inference_rate(model: ModelSpec, w: Workload, gpu: GPU) -> float:
     prep = _prepared(model, w, gpu, w.batch_size)
     if isinstance(prep, InferenceTime):
         return prep.output_tokens_per_s
-    c, b, replicas, _, _ = prep
+    c, b, replicas, _, rate_ttft, run = prep
+    if run is not None and rate_ttft is not None:
+        tput, _, tpot, *_ = _throughput(c, b)
+        ttft = _arrival_ttft(w, run, rate_ttft, tpot)
+        return _burst_delivered(c, run, b, ttft, tpot, tput) * replicas
     return _delivered(w, _throughput(c, b)[0], replicas)[0]
+
+
+def _arrival_ttft(w: Workload, run: _Burst | None, rate_ttft: float, tpot: float) -> float:
+    """Time to first token of a prompt prefilled on arrival: after half the step under way, on
+    average, and the steps the engine's loop has already taken up when the prompt arrives (SGLang's
+    overlap scheduler: one, engines.py); in a finite run at least its queue's (_burst_at_rate), and a
+    run of one prompt finds the engine idle: no step to wait for."""
+    if run is not None and run.prompts == 1:
+        return rate_ttft
+    ttft = rate_ttft + tpot * (0.5 + engines.ARRIVAL_EXTRA_STEPS.get(w.engine, 0))
+    return ttft if run is None or run.queue_ttft is None else max(ttft, run.queue_ttft)
 
 
 def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: int | None = None) -> InferenceTime:
@@ -338,13 +460,11 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
     prep = _prepared(model, w, gpu, max_batch)
     if isinstance(prep, InferenceTime):
         return prep
-    c, b, replicas, cap, rate_ttft = prep
+    c, b, replicas, cap, rate_ttft, run = prep
     out = max(w.output_len, 1)
     tput, ttft, tpot, pre, dec = _throughput(c, b)
     if rate_ttft is not None:  # prompts prefilled on arrival, not as one batch (_concurrency_at_rate)
-        # after half the step under way, on average, and the steps the engine's loop has already
-        # taken up when the prompt arrives (SGLang's overlap scheduler: one, engines.py)
-        ttft = rate_ttft + tpot * (0.5 + engines.ARRIVAL_EXTRA_STEPS.get(w.engine, 0))
+        ttft = _arrival_ttft(w, run, rate_ttft, tpot)
     limit = max(1, min(max_batch if max_batch is not None else b, cap))
     best_b, best_t = b, tput
     if limit > b:
@@ -362,7 +482,8 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
             top_b, top_t = cand, t
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
-    single = ttft if b == 1 else total_time(_prefill_ops(c, 1))
+    # a finite run's first token is its median prompt's (prefilled on arrival, _burst_at_rate)
+    single = ttft if b == 1 or (run is not None and rate_ttft is not None) else total_time(_prefill_ops(c, 1))
     latency = ttft + (out - 1) * tpot
     if w.closed_loop and b > 1 and rate_ttft is None:
         # a closed loop (batch_size kept in flight, each finished request replaced): a request's first
@@ -373,7 +494,10 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         single = engines.closed_loop_gap_steps(w.engine) * tpot + max(tpot, single)
         latency = single + (out - 1) * tpot
     delivered, offered = _delivered(w, tput, replicas)
-    if offered is not None and delivered < tput * replicas:
+    if run is not None and rate_ttft is not None:  # a finite run: its output over its duration
+        delivered = _burst_delivered(c, run, b, ttft, tpot, tput) * replicas
+        tpot = _burst_gap(c, run, tpot)  # the median gap, after the duration counted the plain steps
+    elif offered is not None and delivered < tput * replicas:
         c.notes.append(
             f"delivers the arrivals' {offered:,.0f} output tokens/s (request_rate {w.request_rate:g}/s x "
             f"{out:,} tokens); batch {b} would serve {tput * replicas:,.0f}"

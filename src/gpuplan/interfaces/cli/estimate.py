@@ -394,8 +394,10 @@ def _time_rows(
     rate: float | None = None,
     engine: Any = "vllm",
     closed_loop: bool = False,
+    prompts: int | None = None,
 ) -> None:
-    """The speed rows of the time table: a training step, or latency and throughput of inference."""
+    """The speed rows of the time table: a training step, or latency and throughput of inference
+    (`prompts`: a finite run's num_prompts, whose first token is its median prompt's)."""
     from gpuplan.results import TrainingSpeed
 
     if isinstance(t, TrainingSpeed):
@@ -411,8 +413,9 @@ def _time_rows(
         _queue_rows(tab, t, t.queue)
     else:
         who = f"{t.batch} kept in flight" if closed_loop and t.batch > 1 else "one request"
+        who = f"the median of {prompts} prompts sent at {rate:g}/s" if prompts and rate else who
         tab.add_row(f"time to first token ({who})", with_range(t, "ttft_s", fmt_dur))
-        if t.batch > 1:
+        if t.batch > 1 and not (prompts and rate):
             tab.add_row(f"prefill of the batch ({t.batch} prompts)", with_range(t, "prefill_batch_s", fmt_dur))
         tab.add_row("time per output token", with_range(t, "tpot_s", fmt_dur))
         per = f" per replica x {t.replicas}" if t.replicas > 1 else ""
@@ -454,7 +457,9 @@ def _print_time(c: Console, rec: Estimate) -> None:
     tab.add_column("value (validation range)", justify="right")
     images = rec.throughput_unit == "images/s"
     w = rec.workload
-    _time_rows(tab, t, images, w.get("request_rate"), w.get("engine", "vllm"), bool(w.get("closed_loop")))
+    _time_rows(
+        tab, t, images, w.get("request_rate"), w.get("engine", "vllm"), bool(w.get("closed_loop")), w.get("num_prompts")
+    )
     tab.add_row("limited by", escape(t.bottleneck))
     tab.add_row(
         "cost", "no price listed" if cost.usd is None else f"{fmt_usd(cost.usd)} ({escape(cost.price_source or '')})"
