@@ -240,21 +240,23 @@ def litgpt_own_head(model: ModelSpec, w: Workload) -> int:
 
 
 def lightning_bnb(w: Workload) -> bool:
-    """QLoRA through Lightning Fabric's BitsandbytesPrecision (`litgpt finetune_lora --quantize
+    """QLoRA through Lightning Fabric's BitsandbytesPrecision (litgpt/finetune/lora.py `--quantize
     bnb.nf4`): its module_init_context swaps every torch.nn.Linear made under init_module for a
     bitsandbytes Linear4bit, lm_head included (litgpt passes no ignore_modules), and
     _Linear4bit.quantize converts each weight to fp16 before quantize_4bit, so the stored
     quant_state dtype is fp16
     (Lightning-AI/pytorch-lightning:src/lightning/fabric/plugins/precision/bitsandbytes.py
     @b19eba3ac7361d04d016e6774606588aa0a25529, the lightning 2.4.0.dev20240728 that litgpt
-    @03ffc5515b251fb7e3a461efd0e3c163e45b6b3b pins)."""
+    @03ffc5515b251fb7e3a461efd0e3c163e45b6b3b pins; the same head quantisation and fp16 cast at
+    @71aed751f7f0ca8422ddca256e602099070f490b, which lit-gpt 8641822 of the resource tables pins)."""
     return w.framework == "litgpt" and w.task == "qlora" and w.qlora_kernel == "bitsandbytes"
 
 
 def lightning_dequant_bytes(w: Workload) -> float:
     """Bytes per element of one dequantised matrix under Lightning's plugin: MatMul4Bit runs
     F.dequantize_4bit(B, quant_state).to(A.dtype) in forward and again for grad_A in backward
-    (bitsandbytes-foundation/bitsandbytes:bitsandbytes/autograd/_functions.py@0.42.0), so the fp16
+    (bitsandbytes-foundation/bitsandbytes:bitsandbytes/autograd/_functions.py@4870580f17767a4165ec05d954dff2b5c25b694d,
+    the 0.42.0 LitGPT pins; 0.41.0 the same), so the fp16
     dequantised copy and its cast to the compute dtype are both live while the cast runs (one fp16
     copy when the compute dtype is fp16 itself)."""
     return 2.0 if w.precision == "fp16" else 2.0 + act_bytes(w.precision)
