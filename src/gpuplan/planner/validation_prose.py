@@ -126,6 +126,10 @@ def row_workload(row: Row, model: ModelSpec) -> dict[str, Any]:
     _explicit_keys(w, row["extra_config"])
     if w["task"] == "qlora" and "torchtune" in row["source_ref"]:
         w["qlora_kernel"] = "torchao"  # torchtune's QLoRA runs torchao's NF4 linear (data/frameworks.toml)
+    if w["task"] in ("lora", "qlora") and "litgpt" in row["source_ref"].lower() and _has(row["task"], r"fine-?tune"):
+        # LitGPT's finetune scripts: its own lm_head beside a tied embedding, Lightning's bitsandbytes
+        # plugin for --quantize (estimators/memory/training.py litgpt_own_head, lightning_bnb)
+        w["framework"] = "litgpt"
     group = re.search(r"group\s*[-_ ]?size\s*[=:]?\s*(\d+)", " ".join((row["precision"].lower(), prose)), re.IGNORECASE)
     if w.get("weight_dtype") == "int4" and group and f"int4-g{group.group(1)}" in STORAGE_FORMATS:
         w["weight_dtype"] = f"int4-g{group.group(1)}"  # grouped int4 (torchao, gpt-fast): scales and zeros count

@@ -17,6 +17,7 @@ from gpuplan.estimators.memory.base import (
     activation_lines,
     check_parallel,
     finish,
+    has_lm_head,
     pipeline_ranks,
     weight_bytes,
 )
@@ -174,15 +175,23 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
         base_fmt = w.weight_dtype
     rest = _non_quantised_bytes(w, sp)
     w_shard = sp.shard(3)
+    lbnb = lightning_bnb(w)
+    per = storage_format(base_fmt).bytes_per_value
+    own_head = litgpt_own_head(model, w)
+    frozen = weight_bytes(groups, base_fmt, rest) + own_head * (per if lbnb else rest)
+    if lbnb:  # the model's own head is quantised too, not kept at `rest`
+        frozen -= sum(g.total for g in groups if g.role == "head" and g.linear) * (rest - per)
     # PEFT keeps adapters in fp32 under 16-bit compute (autocast_adapter_dtype=True);
     # pure 16-bit training (torchtune) keeps them like the model
     ab = c if sp.pure else 4.0
     lines = [
         MemoryLine(
             f"frozen base weights ({base_fmt})",
-            weight_bytes(groups, base_fmt, rest) / w_shard,
+            frozen / w_shard,
             f"{total / 1e9:.3g}B params; block linears at {storage_format(base_fmt).bits_per_value:.3g} bits, "
-            f"embeddings/norms/head at {8 * rest:g}",
+            + ("lm_head too (Lightning's bitsandbytes plugin), embeddings/norms" if lbnb else "embeddings/norms/head")
+            + f" at {8 * rest:g}"
+            + (f"; + LitGPT's own {own_head / 1e6:.0f}M-param lm_head beside the tied embedding" if own_head else ""),
             "model",
         ),
         MemoryLine(
@@ -195,14 +204,16 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
     ]
     if w.task == "qlora" or storage_format(base_fmt).bits_per_value < 16:
         largest = max((g.numel for g in groups if g.linear and g.role in QUANTISED_ROLES), default=0)
-        lines.append(
-            MemoryLine(
-                "dequantisation buffer",
-                largest * 2.0 / w.tp,
-                "the largest quantised matrix dequantised to 16 bits per matmul (bitsandbytes)",
-                "model",
+        note = "the largest quantised matrix dequantised to 16 bits per matmul (bitsandbytes)"
+        deq = 2.0
+        if lbnb:
+            largest = max(largest, model.vocab_size * model.hidden_size)
+            deq = lightning_dequant_bytes(w)
+            note = (
+                f"the largest quantised matrix (lm_head) dequantised to fp16 and cast to {w.precision}: "
+                f"{deq:g} B per element (Lightning quantises from fp16; bitsandbytes MatMul4Bit)"
             )
-        )
+        lines.append(MemoryLine("dequantisation buffer", largest * deq / w.tp, note, "model"))
     spec: list[tuple[int, int, int | None]] = [
         (r * (g.linear[0] + g.linear[1]), g.count, None) for g in targets if g.linear
     ]
@@ -213,6 +224,42 @@ def _adapter_states(model: ModelSpec, w: Workload, sp: _Split) -> _States:
         step_temp=info.step_temp_elements * n_train * ab / sp.shard(1),
         n_train=n_train,
     )
+
+
+def litgpt_own_head(model: ModelSpec, w: Workload) -> int:
+    """Elements of the lm_head LitGPT builds for a model whose checkpoint ties it to the embedding
+    (0 elsewhere). LitGPT's GPT always has its own lm_head Linear beside the wte Embedding, and its
+    checkpoint converter copies wte into lm_head where the HF checkpoint has none, so a tied model
+    (Gemma, Falcon) holds two vocab x d matrices (Lightning-AI/litgpt:litgpt/model.py and
+    litgpt/lora.py GPT.__init__, litgpt/scripts/convert_hf_checkpoint.py
+    @03ffc5515b251fb7e3a461efd0e3c163e45b6b3b). Counted for LoRA/QLoRA, where that head is frozen."""
+    if w.framework != "litgpt" or w.task not in ("lora", "qlora") or not has_lm_head(model):
+        return 0
+    held = sum(g.total for g in model.groups if g.role == "head" and g.linear)  # 0 where tied
+    return 0 if held else model.vocab_size * model.hidden_size
+
+
+def lightning_bnb(w: Workload) -> bool:
+    """QLoRA through Lightning Fabric's BitsandbytesPrecision (litgpt/finetune/lora.py `--quantize
+    bnb.nf4`): its module_init_context swaps every torch.nn.Linear made under init_module for a
+    bitsandbytes Linear4bit, lm_head included (litgpt passes no ignore_modules), and
+    _Linear4bit.quantize converts each weight to fp16 before quantize_4bit, so the stored
+    quant_state dtype is fp16
+    (Lightning-AI/pytorch-lightning:src/lightning/fabric/plugins/precision/bitsandbytes.py
+    @b19eba3ac7361d04d016e6774606588aa0a25529, the lightning 2.4.0.dev20240728 that litgpt
+    @03ffc5515b251fb7e3a461efd0e3c163e45b6b3b pins; the same head quantisation and fp16 cast at
+    @71aed751f7f0ca8422ddca256e602099070f490b, which lit-gpt 8641822 of the resource tables pins)."""
+    return w.framework == "litgpt" and w.task == "qlora" and w.qlora_kernel == "bitsandbytes"
+
+
+def lightning_dequant_bytes(w: Workload) -> float:
+    """Bytes per element of one dequantised matrix under Lightning's plugin: MatMul4Bit runs
+    F.dequantize_4bit(B, quant_state).to(A.dtype) in forward and again for grad_A in backward
+    (bitsandbytes-foundation/bitsandbytes:bitsandbytes/autograd/_functions.py@4870580f17767a4165ec05d954dff2b5c25b694d,
+    the 0.42.0 LitGPT pins; 0.41.0 the same), so the fp16
+    dequantised copy and its cast to the compute dtype are both live while the cast runs (one fp16
+    copy when the compute dtype is fp16 itself)."""
+    return 2.0 if w.precision == "fp16" else 2.0 + act_bytes(w.precision)
 
 
 def _non_quantised_bytes(w: Workload, sp: _Split) -> float:
