@@ -86,7 +86,7 @@ TESTED_BY: dict[str, str] = {
     "estimators/memory/inference": "test_memory.py test_serving_parallel.py",
     "estimators/perf/__init__": "test_perf.py",
     "estimators/perf/ops": "test_perf.py",
-    "estimators/perf/training": "test_perf.py test_parallel.py test_checkpointing_op.py",
+    "estimators/perf/training": "test_perf.py test_parallel.py test_checkpointing_op.py test_lora_launch.py",
     "estimators/perf/cnn": "test_perf.py",
     "estimators/perf/offload": "test_engines.py",
     "estimators/perf/inference": "test_perf.py test_serving_parallel.py test_burst.py",

@@ -271,7 +271,9 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     expert = float(sum(g.total for g in model.groups if g.role == "expert"))
     expert_trainable = expert if w.task in ("pretrain", "finetune") else 0.0
     layers = sum(s.layers for s in shapes)
-    kernels = kernels_per_layer(model) * layers * (3 + (1 if recompute else 0))
+    kernels = (kernels_per_layer(model) * layers + _adapter_kernels(w, _trainable_params(model, w)[2])) * (
+        3 + (1 if recompute else 0)
+    )
     d = model.hidden_size
     kv = sum((s.k + s.v) * s.layers for s in shapes)
     full = w.activation_checkpointing == "full"
@@ -507,6 +509,19 @@ def check_layout(model: ModelSpec, w: Workload) -> None:
             raise InvalidSettingError(f"ep={w.ep} needs a mixture-of-experts model; {model.name} is dense.")
         if model.num_experts % w.ep:
             raise InvalidSettingError(f"ep={w.ep} must divide the {model.num_experts} experts.")
+
+
+def _adapter_kernels(w: Workload, adapters: list[tuple[str, int, int, float]]) -> float:
+    """Kernels the LoRA adapters launch in a forward pass, all layers: each adapted linear's
+    `result + lora_B(lora_A(dropout(x))) * scaling` is two GEMMs, the multiply and the add, the
+    dropout where lora_dropout > 0, and bitsandbytes 4-bit's `result.clone()` (PEFT v0.10.0,
+    src/peft/tuners/lora/layer.py and bnb.py: lora_elementwise_bytes' operations, one kernel each)."""
+    per = (
+        4.0
+        + (1.0 if w.lora_dropout > 0 else 0.0)
+        + (1.0 if w.task == "qlora" and w.qlora_kernel == "bitsandbytes" else 0.0)
+    )
+    return per * sum(n for *_, n in adapters)
 
 
 def kernels_per_layer(model: ModelSpec) -> float:
