@@ -149,3 +149,15 @@ def test_estimate_json_loads_no_command_line_framework() -> None:
     )
     assert proc.returncode == 0 and proc.stdout.startswith("{")
     assert proc.stderr == ""
+
+
+def test_an_interrupt_is_an_abort_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during a fast-path answer ends as Typer's does: 'gpuplan: aborted', exit code 1."""
+    from gpuplan.interfaces.cli import fast
+
+    def interrupted(*_: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fast, "estimate_answer", interrupted)
+    code, out, err = _run(main, ["estimate", str(EX / "lora-4090.yaml"), "--json"], monkeypatch)
+    assert (code, out, err) == (1, "", "\ngpuplan: aborted\n")

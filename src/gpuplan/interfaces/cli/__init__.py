@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # as Typer's click does: a new line, then the abort
+        sys.stderr.write("\ngpuplan: aborted\n")
+        return 1
     return _typer_main(argv)
 
 
