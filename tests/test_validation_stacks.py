@@ -201,11 +201,13 @@ def test_rows_of_the_bundled_qwen_v1_and_deepseek_coder_presets_are_predicted(va
     skipped = {s.id for s in validation.skipped}
     ids = [r["id"] for r in ROWS if r["id"].startswith("QWEN1-")] + [f"AWQ-0{n}" for n in range(67, 73)]
     assert len(ids) == 18 and not skipped & set(ids)
-    # Qwen README (finetune.py LoRA, A100 80GB): memory 5-12% low; the step time misses most at
-    # 256 tokens (1.2 s published, 0.62 s predicted), where 256- and 512-token steps (1.2 s, 1.5 s)
-    # hardly differ: a per-step floor the estimate does not reach, 5% at 8192 tokens
+    # Qwen README (finetune.py LoRA, A100 80GB): memory 5-12% low; at 256 tokens the step is eager
+    # PyTorch's launch floor with the LoRA adapters' kernels counted (1.2 s published, 1.14 s
+    # predicted; 0.62 s before they were: tests/test_lora_launch.py), at 512 tokens floor and GPU
+    # time are about equal and the step 24% fast, 5% at 8192 tokens
     assert rows["QWEN1-001"].error == pytest.approx(-0.091, abs=0.02)
-    assert rows["QWEN1-002"].error == pytest.approx(-0.487, abs=0.03)
+    assert rows["QWEN1-002"].error == pytest.approx(-0.051, abs=0.02)
+    assert rows["QWEN1-004"].error == pytest.approx(-0.241, abs=0.02)
     assert rows["QWEN1-012"].error == pytest.approx(-0.052, abs=0.02)
     # AutoAWQ DeepSeek 33B on the 4090: decode 9% and 4% slow, memory 11% and 1% low; the 64-token
     # prefill 50% slow, where the table's 1160 tok/s (55 ms) beats its own CodeLlama 34B (682 tok/s)
