@@ -5,6 +5,7 @@ three commands share, and the JSON writer."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,6 +50,19 @@ WORKLOAD_FLAGS: Final = (
     WorkloadFlag("engine", "engine", str),
     WorkloadFlag("tokens", "tokens", float),
 )
+
+
+# The option checks beyond a value's type, shared by the Typer options (cli/common.py, cli/plan.py)
+# and the fast path (cli/fast.py), which leaves a value they refuse to Typer's error: --carbon in
+# g CO2e/kWh (the web API's bound; coal plants emit ~1,000), --top's range.
+CARBON_MAX: Final = 5_000
+TOP_MIN: Final = 1
+TOP_MAX: Final = 100_000
+
+
+def carbon_ok(value: float) -> bool:
+    """--carbon: a finite grid carbon intensity from 0 to CARBON_MAX."""
+    return math.isfinite(value) and 0 <= value <= CARBON_MAX
 
 
 def workload_keys(flags: Mapping[str, Any], set_: list[str] | None, **more: Any) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
+from gpuplan.interfaces.cli.answers import CARBON_MAX, carbon_ok
+
 # re-exported: the commands' shared pieces that load no command-line framework (cli/fast.py uses them)
 from gpuplan.interfaces.cli.answers import WORKLOAD_FLAGS as WORKLOAD_FLAGS
 from gpuplan.interfaces.cli.answers import WorkloadFlag as WorkloadFlag
@@ -70,9 +72,9 @@ def finite(value: float | None) -> float | None:
 
 
 def carbon_intensity(value: float | None) -> float | None:
-    """--carbon: g CO2e/kWh from 0 to 5,000 (the web API's bound; coal plants emit ~1,000)."""
-    if value is not None and not (math.isfinite(value) and 0 <= value <= 5_000):
-        raise typer.BadParameter(f"must be a grid carbon intensity from 0 to 5,000 g CO2e/kWh. Got {value!r}.")
+    """--carbon: g CO2e/kWh from 0 to 5,000 (answers.carbon_ok)."""
+    if value is not None and not carbon_ok(value):
+        raise typer.BadParameter(f"must be a grid carbon intensity from 0 to {CARBON_MAX:,} g CO2e/kWh. Got {value!r}.")
     return value
 
 

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.interfaces.cli.answers import (
+    TOP_MAX,
+    TOP_MIN,
     WORKLOAD_FLAGS,
+    carbon_ok,
     emit_json,
     estimate_answer,
     fit_answer,
@@ -70,11 +73,13 @@ OPTIONS: Final[dict[str, Options]] = {
 def _accepts(param: str, value: Any) -> bool:
     """The checks the Typer options make beyond their type (their callbacks and ranges): a value
     they would refuse is left to them, so the error is theirs. --budget: finite (common.finite);
-    --carbon: 0 to 5,000 g/kWh (common.carbon_intensity); --top: 1 to 100,000 (its IntRange)."""
-    if param in ("budget", "carbon"):
-        return math.isfinite(value) and (param == "budget" or 0 <= value <= 5_000)
+    --carbon: carbon_ok (common.carbon_intensity); --top: TOP_MIN to TOP_MAX (its IntRange)."""
+    if param == "budget":
+        return math.isfinite(value)
+    if param == "carbon":
+        return carbon_ok(value)
     if param == "top":
-        return bool(1 <= value <= 100_000)
+        return bool(TOP_MIN <= value <= TOP_MAX)
     return True
 
 

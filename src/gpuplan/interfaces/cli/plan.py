@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuplan.interfaces.cli.answers import is_lab_file, plan_answer
+from gpuplan.interfaces.cli.answers import TOP_MAX, TOP_MIN, is_lab_file, plan_answer
 from gpuplan.interfaces.cli.common import (
     WORKLOAD_PANEL,
     CalibrationOpt,
@@ -252,7 +252,7 @@ def plan(
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="Only these GPUs, comma-separated, e.g. 3090,A100.")
     ] = None,
-    top: Annotated[int | None, typer.Option(min=1, max=100_000, help="Show the best N options.")] = 10,
+    top: Annotated[int | None, typer.Option(min=TOP_MIN, max=TOP_MAX, help="Show the best N options.")] = 10,
     prices: PricesOpt = None,
     spot: Annotated[bool, typer.Option("--spot", help="Use spot prices.")] = False,
     carbon: CarbonOpt = None,
