@@ -255,7 +255,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     c.pp = 1
     tp, cp, ep, etp = w.tp, w.cp, w.ep, w.expert_tp
     tokens = w.batch_size * float(w.seq_len) / cp  # this rank's share of the micro-batch (TP ranks share it)
-    trainable = _trainable_params(model, w)[0]
+    trainable, _, adapters = _trainable_params(model, w)
     lin_fwd, lin_bwd = _linear_ops(c, model, w, tokens)
     lay_fwd, lay_bwd, attn_fwd, attn_bwd = _layer_ops(c, model, w, tokens)
     # the order of the operators as before the split: linears, the elementwise work, attention, loss
@@ -271,9 +271,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
     expert = float(sum(g.total for g in model.groups if g.role == "expert"))
     expert_trainable = expert if w.task in ("pretrain", "finetune") else 0.0
     layers = sum(s.layers for s in shapes)
-    kernels = (kernels_per_layer(model) * layers + _adapter_kernels(w, _trainable_params(model, w)[2])) * (
-        3 + (1 if recompute else 0)
-    )
+    kernels = (kernels_per_layer(model) * layers + _adapter_kernels(w, adapters)) * (3 + (1 if recompute else 0))
     d = model.hidden_size
     kv = sum((s.k + s.v) * s.layers for s in shapes)
     full = w.activation_checkpointing == "full"
