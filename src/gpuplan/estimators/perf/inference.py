@@ -483,7 +483,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         if top_t > best_t * 1.0001:
             best_b, best_t = top_b, top_t
     # a finite run's first token is its median prompt's (prefilled on arrival, _burst_at_rate)
-    single = ttft if b == 1 or (run is not None and rate_ttft is not None) else total_time(_prefill_ops(c, 1))
+    single = ttft if b == 1 or run is not None else total_time(_prefill_ops(c, 1))
     latency = ttft + (out - 1) * tpot
     if w.closed_loop and b > 1 and rate_ttft is None:
         # a closed loop (batch_size kept in flight, each finished request replaced): a request's first
@@ -494,7 +494,7 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         single = engines.closed_loop_gap_steps(w.engine) * tpot + max(tpot, single)
         latency = single + (out - 1) * tpot
     delivered, offered = _delivered(w, tput, replicas)
-    if run is not None and rate_ttft is not None:  # a finite run: its output over its duration
+    if run is not None:  # a finite run (its rate_ttft always set): its output over its duration
         delivered = _burst_delivered(c, run, b, ttft, tpot, tput) * replicas
         tpot = _burst_gap(c, run, tpot)  # the median gap, after the duration counted the plain steps
     elif offered is not None and delivered < tput * replicas:

@@ -133,8 +133,8 @@ def _inference(
         i = estimate_inference_time(model, run, gpu, max_batch=max(cap, held))
     rate = i.output_tokens_per_s
     # one batch of requests: its output tokens, or the images / input tokens of a one-pass model
-    # (a finite run at request_rate: its num_prompts)
-    sent = w.num_prompts if w.num_prompts is not None and w.request_rate is not None else w.batch_size
+    # (a finite run: its num_prompts, which the workload accepts only beside request_rate)
+    sent = w.num_prompts if w.num_prompts is not None else w.batch_size
     tokens = w.tokens or (sent * max(w.output_len, 1) if i.decode_ops else rate * i.ttft_s)
     seconds = tokens / rate if rate > 0 else i.request_latency_s
     busy = busy_share((o.bound, o.time_s) for o in i.running_ops)
