@@ -77,22 +77,21 @@ def predict_speed(row_fields: dict[str, str], reading: Reading, model: ModelSpec
         else:
             value = t.tokens_per_s
         return SpeedPrediction(value, kind, dom, wl)
-    max_batch = None
+    max_batch = held = None  # a best-batch measure's cap; held: the cap the estimate runs at
     if measure.get("max_batch"):
         mem = estimate_memory(model, work, gpu)
-        max_batch = mem.serving.max_sequences if mem.serving else work.batch_size
+        max_batch = held = mem.serving.max_sequences if mem.serving else work.batch_size
     elif work.request_rate is None or work.num_prompts is not None:
         # a preallocating engine whose KV cache holds fewer sequences than the batch runs that many at
         # once and queues the rest (planner/serving.queued_serving; `gpuplan estimate` and `plan` the same)
-        job = queued_serving(model, work, gpu, estimate_memory(model, work, gpu))
+        mem = estimate_memory(model, work, gpu)
+        job = queued_serving(model, work, gpu, mem)
         if job is not None:
             return _queued(row_fields, reading, job, kind, wl, work.num_gpus)
-    held = max_batch
-    if held is None and work.num_prompts is not None:
-        # a finite run's prompts in flight are at most what the KV cache holds, the rest waiting for a
-        # slot (`gpuplan estimate` passes the same cap); its throughput stays the run's, not the best batch's
-        mem = estimate_memory(model, work, gpu)
-        held = mem.serving.max_sequences if mem.serving else None
+        if work.num_prompts is not None and mem.serving:
+            # a finite run's prompts in flight are at most what the KV cache holds, the rest waiting for a
+            # slot (`gpuplan estimate` passes the same cap); its throughput stays the run's, not the best batch's
+            held = mem.serving.max_sequences
     it = estimate_inference_time(model, work, gpu, max_batch=held)
     dom = it.bottleneck
     if prompt_rate and measure.get("cold"):
