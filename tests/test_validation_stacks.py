@@ -216,3 +216,17 @@ def test_rows_of_the_bundled_qwen_v1_and_deepseek_coder_presets_are_predicted(va
     assert rows["AWQ-068"].error == pytest.approx(-0.503, abs=0.03)
     assert rows["AWQ-071"].error == pytest.approx(-0.071, abs=0.02)
     assert rows["AWQ-072"].error == pytest.approx(-0.006, abs=0.02)
+
+
+def test_the_vllm_harness_sglang_rows_name_their_data_parallel_attention(validation: Validation) -> None:
+    """simon-mo/vLLM-Benchmark:Justfile@d538cdc (2025-04-19, the day before the logged run) starts
+    SGLang for DeepSeek-R1 with --enable-dp-attention --dp-size 8 and no expert parallelism: a layout
+    gpuplan does not express, so its 12 rows are skipped saying so, while the same harness's vLLM rows
+    (TP 8) are predicted."""
+    vbs = [r for r in ROWS if r["id"].startswith("VBS-")]
+    sgl = [r for r in vbs if r["stack"] == "sglang"]
+    assert len(vbs) == 24 and len(sgl) == 12
+    skipped = {s.id: s.reason for s in validation.skipped}
+    assert all("--enable-dp-attention --dp-size 8" in skipped[r["id"]] for r in sgl)
+    predicted = {r.id for r in validation.rows}
+    assert all(r["id"] in predicted for r in vbs if r["stack"] == "vllm")
