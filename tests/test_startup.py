@@ -37,12 +37,12 @@ NOT_FOR_ESTIMATE = (
     "gpuplan.results.lab",
     "gpuplan.results.ownership",
 )
-# The most modules (stdlib and third-party included) `estimate --json` may import: 294 with
-# numpy 2, pydantic 2 and PyYAML when this budget was set, since the JSON answers skip Typer
-# (cli/fast.py); 443 with Typer's parser, 503 before the lazy imports (every command's parser, rich,
-# every result type, the charts and plan modules). A new eager import of a package shows here as
-# tens of modules.
-ESTIMATE_MODULE_BUDGET = 320
+# The most modules (stdlib and third-party included) `estimate --json` may import: 233 with numpy 2
+# and PyYAML when this budget was set, since the workload is read without pydantic (specs/workload.py);
+# 294 with pydantic, 443 with Typer's parser, 503 before the lazy imports (every command's parser,
+# rich, every result type, the charts and plan modules). A new eager import of a package shows here
+# as tens of modules.
+ESTIMATE_MODULE_BUDGET = 250
 # The largest share of `estimate --json`'s import time (python -X importtime, self times) one module
 # may take: the heaviest was 7% when this was set (gpuplan.interfaces.api.records, whose own time
 # includes the result types it loads by name), numpy's heaviest module 8% before it left this path.
@@ -103,8 +103,9 @@ def test_estimate_json_imports_no_tables_web_stack_or_solver() -> None:
     names = imported(*ESTIMATE_JSON)
     assert loaded(names, HEAVY) == []
     assert loaded(names, NOT_FOR_ESTIMATE) == []
-    # and what it does need did load: the estimators and the workload model
+    # and what it does need did load: the estimators and the workload reader, not its pydantic schema
     assert {"gpuplan.estimators.perf", "gpuplan.specs.workload", "gpuplan.results.estimate"} <= names
+    assert loaded(names, ("pydantic", "pydantic_core", "annotated_types", "gpuplan.specs.workload_schema")) == []
 
 
 def test_estimate_json_imports_no_numpy_nor_the_catalog_row_models(tmp_path: Path) -> None:
@@ -151,6 +152,7 @@ def test_json_commands_build_no_tables() -> None:
         names = imported(*args)
         assert loaded(names, HEAVY) == [], args
         assert loaded(names, ("typer", "click")) == [], args  # read by cli/fast.py, not Typer
+        assert loaded(names, ("pydantic",)) == [], args  # the workload read from its table (specs/workload.py)
         assert loaded(names, ("gpuplan.interfaces.web", "gpuplan.planner.lab", "gpuplan.results.lab")) == [], args
 
 
@@ -196,17 +198,18 @@ def test_every_command_is_listed_whichever_module_loaded_first() -> None:
 
 
 def test_the_workload_model_is_built_without_scanning_for_pydantic_plugins() -> None:
-    """Finding pydantic plugins scans every installed package's entry points: the Workload model is
-    built with them off (specs/workload.py), as typer builds its adapters, so an estimate scans
-    none; the setting is restored, and a subclass (the web API's bodies) still builds at once."""
+    """Finding pydantic plugins scans every installed package's entry points: the workload schema is
+    built with them off (specs/workload_schema.py), as typer builds its adapters, so reading a
+    workload the fast reader leaves to it scans none; the setting is restored, and a subclass (the
+    web API's bodies) still builds at once."""
     code = (
         "import io, os, contextlib\n"
         "from gpuplan.interfaces.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(['estimate', 'qwen2.5-7b', '--gpu', 'L4', '--json'])\n"
+        "from gpuplan.specs.workload_schema import WorkloadSchema\n"
         "import pydantic.plugin._loader as loader\n"
-        "from gpuplan.specs.workload import Workload\n"
         "print(loader._plugins is None, 'PYDANTIC_DISABLE_PLUGINS' in os.environ)\n"
-        "class Body(Workload):\n"
+        "class Body(WorkloadSchema):\n"
         "    note: str = ''\n"
         "print(Body.__pydantic_complete__)\n"
     )

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from gpuplan.specs.workload import Workload
+from gpuplan.specs.workload_schema import WorkloadSchema
 
 
-class WorkloadIn(Workload):
+class WorkloadIn(WorkloadSchema):
     """A workload as JSON: the workload keys (docs/workload.md, as in the YAML file), plus `config`, the content of a
     model's config.json, for a model that is neither a preset nor on the hub."""
 
