@@ -7,7 +7,6 @@ so generic handlers still work.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Final
 
@@ -55,6 +54,8 @@ def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
         return ""
     pool = sorted({c for c in choices if len(c) <= _MAX_COMPARED})
     lowered = {c.lower(): c for c in pool}
+    import difflib  # only when a name is wrong
+
     close = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)
     # substring matches catch abbreviations that difflib scores low ("a100" -> "a100 sxm4 80gb")
     if not close:

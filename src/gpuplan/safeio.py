@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import decimal
 import io
 import json
 import math
@@ -404,6 +403,8 @@ def whole_number(value: Any, what: str) -> Any:
         raise InvalidSettingError(f"{what} must be a whole number. Got {value!r}; write e.g. {max(1, round(value))}.")
     if not isinstance(value, str) or len(value) > 64 or not _NUMBER_TEXT.match(value.strip()):
         return value
+    import decimal  # only for numbers written as text
+
     number = decimal.Decimal(value.strip())
     if number.adjusted() > 18:  # beyond 64 bits: never build the integer
         raise InvalidSettingError(f"{what} is {clip_repr(value)}, beyond any sensible value (at most {MAX_INT:,}).")

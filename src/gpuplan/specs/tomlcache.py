@@ -14,7 +14,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,6 +69,8 @@ def loads(text: str) -> dict[str, Any]:
                 return doc
         except (OSError, ValueError, KeyError, RecursionError):  # a damaged or hostile entry: parse afresh
             pass
+    import tomllib  # a cached document needs no parser
+
     doc = tomllib.loads(text)  # TOMLDecodeError reaches the caller as before
     if path is not None:
         _store(path, doc)

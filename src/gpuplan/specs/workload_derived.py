@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.specs import frameworks
 from gpuplan.specs.durations import parse_duration_s
 from gpuplan.specs.precision import storage_format
 from gpuplan.specs.workload_keys import (
@@ -34,6 +33,8 @@ def framework_key(v: Any) -> str | None:
     """`framework`: its canonical name, or ValueError naming the known ones."""
     if v is None:
         return None
+    from gpuplan.specs import frameworks  # its table loads only for a workload that names one
+
     key = frameworks.normalise(v)
     if key not in frameworks.names():
         hint = did_you_mean(str(key), frameworks.names())
@@ -44,7 +45,11 @@ def framework_key(v: Any) -> str | None:
 def framework_filled(data: Any) -> dict[str, Any]:
     """The keys a training workload's `framework` fills where the input leaves them unset
     (specs/frameworks.py); none for no framework, an unknown one or a task that is not training."""
-    name = frameworks.normalise(data.get("framework")) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("framework") is None:
+        return {}
+    from gpuplan.specs import frameworks
+
+    name = frameworks.normalise(data["framework"])
     if name in frameworks.names() and data.get("task") in TRAINING_TASKS:
         return dict(frameworks.fill(name, data))
     return {}
@@ -53,6 +58,8 @@ def framework_filled(data: Any) -> dict[str, Any]:
 def check_framework(w: Any) -> None:
     """What a training framework cannot run (Unsloth: one GPU; tasks, parallelism, fp8 recipes)."""
     if w.framework is not None and w.is_training:
+        from gpuplan.specs import frameworks
+
         frameworks.check_gpus(w.framework, w.num_gpus)
         recipe = w.fp8_recipe if w.precision == "fp8" else None
         frameworks.check(w.framework, w.task, {"tp": w.tp, "pp": w.pp, "cp": w.cp}, recipe)
