@@ -29,7 +29,6 @@ from gpuplan.results import (
 from gpuplan.specs.cluster import parse_have
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import Catalog
-from gpuplan.specs.lab import read_lab_file
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload
@@ -141,6 +140,8 @@ def owned_verdicts(model: ModelSpec, w: Workload, owned: Mapping[str, int], ctx:
 def lab_have(path: str | Path, ctx: Context | None = None) -> dict[str, int]:
     """What a lab file's nodes hold, as `plan`'s `have`: of each GPU type, the most on one node, as
     lab mode places a job on one node (a lab of 3 nodes x 4 RTX 2080 Ti plans up to 4 of them)."""
+    from gpuplan.specs.lab import read_lab_file  # a plan against a lab file only
+
     lab = read_lab_file(path, catalog(context(ctx)))
     return {gpu: lab.per_node(gpu) for gpu in lab.inventory()}
 
