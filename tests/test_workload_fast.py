@@ -35,6 +35,8 @@ def _schema(data: dict[str, Any]) -> tuple[dict[str, Any], set[str]] | str:
 def test_the_table_is_the_schemas() -> None:
     assert workload_table.main([]) == 0, "run python -m gpuplan.specs.workload_table --write"
     assert tuple(WorkloadSchema.model_fields) == FIELD_NAMES
+    # the configuration the fast reader mirrors, and nothing else that would change what it accepts
+    assert {k: v for k, v in WorkloadSchema.model_config.items() if k != "defer_build"} == workload_table.CONFIG
 
 
 def test_the_type_declarations_are_the_schemas() -> None:

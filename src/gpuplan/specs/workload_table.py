@@ -17,6 +17,11 @@ from typing import Any, Final, Literal, Union
 
 from gpuplan.specs.workload_schema import WorkloadSchema
 
+# the field metadata the fast reader understands: bounds, and the JSON schema's own annotation
+_KNOWN_METADATA: Final = frozenset({"Ge", "Gt", "Le", "Lt", "WithJsonSchema"})
+# the schema's configuration the fast reader mirrors (extra keys refused, frozen, text stripped)
+CONFIG: Final = {"extra": "forbid", "frozen": True, "str_strip_whitespace": True}
+
 PATH: Final = Path(__file__).resolve().parent.parent / "data" / "workload_fields.json"
 
 
@@ -45,7 +50,11 @@ def rows() -> list[list[Any]]:
     for name, field in WorkloadSchema.model_fields.items():
         kind, optional, choices = _kind(field.annotation)
         bounds = {b: None for b in ("ge", "gt", "le", "lt")}
+        if field.default_factory is not None:
+            raise TypeError(f"{name}: a default factory, which the fast reader does not run")
         for meta in field.metadata:
+            if type(meta).__name__ not in _KNOWN_METADATA:  # a constraint the fast reader would not check
+                raise TypeError(f"{name}: {meta!r} is no bound the fast reader checks: extend workload._check")
             for b in bounds:
                 if getattr(meta, b, None) is not None:
                     bounds[b] = getattr(meta, b)
