@@ -1,7 +1,7 @@
 """Start-up helpers. PEP 562 lazy exports for a package's `__init__`: a public name is imported from
 its module on first use, then kept in the package's namespace. `gpuplan`, `gpuplan.results` and
 `gpuplan.interfaces.api` use it so that a command imports only the modules it uses. And a pydantic
-model built without pydantic's plugin scan (the Workload model)."""
+model built without pydantic's plugin scan (the workload schema, specs/workload_schema.py)."""
 
 from __future__ import annotations
 

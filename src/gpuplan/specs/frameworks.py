@@ -1,8 +1,8 @@
 """Training frameworks as sets of workload defaults: `framework: nemo` fills the keys NeMo's recipes
 set (attention kernel, fused kernels, TP overlap, sequence parallelism, distributed optimizer …)
 wherever the workload leaves them unset. The table, with a cited source per default, is the
-bundled data/frameworks.toml (docs/frameworks.md is generated from it); the Workload model
-(specs/workload.py) applies it, so a key the user sets always wins.
+bundled data/frameworks.toml (docs/frameworks.md is generated from it); reading a workload
+applies it (specs/workload_derived.py framework_filled), so a key the user sets always wins.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _holds(when: str, data: Mapping[str, Any]) -> bool:
     if when in ("num_gpus>1", "num_gpus=1"):
         n = data.get("num_gpus")
         m = _CLUSTER.match(data["cluster"]) if n is None and isinstance(data.get("cluster"), str) else None
-        if m:  # NODESxGPUS:GPU sets num_gpus (specs/workload.py Workload._cluster_size)
+        if m:  # NODESxGPUS:GPU sets num_gpus (specs/workload_derived.py cluster_gpus)
             n = int(m.group(1) or 1) * int(m.group(2))
         return (_int(n, 1) > 1) == (when == "num_gpus>1")
     return data.get(when) is True

@@ -26,7 +26,7 @@ def default_context(spec: ModelSpec) -> int:
     return DEFAULT_CONTEXT
 
 
-# the longest context `model --seq-len` takes: the workload's own seq_len bound (specs/workload.py)
+# the longest context `model --seq-len` takes: the workload's own seq_len bound (specs/workload_schema.py)
 MAX_CONTEXT_LEN: Final = 10_000_000
 
 
