@@ -69,3 +69,57 @@ def test_off_switch_and_parse_errors(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(tomllib.TOMLDecodeError):
         tomlcache.loads("[unclosed")
     assert not list(tmp_path.glob("*.json"))  # nothing stored for text that does not parse
+
+
+WORKLOAD_YAML = "model: llama-3.1-8b\ntask: lora\nbatch_size: 4\nlora_targets: [q_proj, v_proj]\ntokens: 2.0e10\n"
+
+
+def test_a_workload_file_read_before_needs_no_yaml_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """safe_yaml reads a text it read before from the cache (specs/tomlcache.py plain_document):
+    the same document as the YAML reader's, without running it; a new text is read afresh."""
+    from gpuplan.safeio import load_yaml
+    from gpuplan.specs.workload import safe_yaml
+
+    monkeypatch.setenv(tomlcache.CACHE_ENV, str(tmp_path))
+    calls: list[str] = []
+
+    def reader(text: str) -> object:
+        calls.append(text)
+        return load_yaml(text, "w.yaml")
+
+    first = tomlcache.plain_document(WORKLOAD_YAML, "yaml", reader)
+    second = tomlcache.plain_document(WORKLOAD_YAML, "yaml", reader)
+    assert first == second == load_yaml(WORKLOAD_YAML, "w.yaml") and len(calls) == 1
+    assert len(list((tmp_path / "yaml").glob("*.json"))) == 1
+    assert safe_yaml(WORKLOAD_YAML, "w.yaml") == first  # the workload reader's own path
+    tomlcache.plain_document(WORKLOAD_YAML + "seq_len: 512\n", "yaml", reader)
+    assert len(calls) == 2
+
+
+def test_only_what_json_gives_back_exactly_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A YAML date, a number as a key or a set would come back as text or a list: such a document
+    is read afresh each time, never stored; nor is an error."""
+    from gpuplan.errors import InvalidSettingError
+    from gpuplan.safeio import load_yaml
+
+    monkeypatch.setenv(tomlcache.CACHE_ENV, str(tmp_path))
+    for text in ("read: 2026-12-04\n", "have: {4090: 2}\n", "x: !!set {a: null}\n"):
+        doc = tomlcache.plain_document(text, "yaml", lambda t: load_yaml(t, "w.yaml"))
+        assert doc == load_yaml(text, "w.yaml")
+    assert not list(tmp_path.rglob("*.json"))
+    with pytest.raises(InvalidSettingError):
+        tomlcache.plain_document("a: 1\na: 2\n", "yaml", lambda t: load_yaml(t, "w.yaml"))
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_tampered_yaml_entry_is_read_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry holding NaN (never stored: the reader refuses non-finite numbers) or broken JSON is
+    not trusted: the text is read again and the entry replaced."""
+    from gpuplan.safeio import load_yaml
+
+    monkeypatch.setenv(tomlcache.CACHE_ENV, str(tmp_path))
+    good = tomlcache.plain_document(WORKLOAD_YAML, "yaml", lambda t: load_yaml(t, "w.yaml"))
+    (entry,) = (tmp_path / "yaml").glob("*.json")
+    for bad in ('{"model": NaN}', '{"model": '):
+        entry.write_text(bad)
+        assert tomlcache.plain_document(WORKLOAD_YAML, "yaml", lambda t: load_yaml(t, "w.yaml")) == good

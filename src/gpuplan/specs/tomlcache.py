@@ -1,5 +1,6 @@
-"""TOML parsed once per content: the catalog files take ~100 ms to parse with tomllib (pure
-Python) on every start, their JSON form ~3 ms. The parsed document is kept as JSON under the
+"""TOML (and a user's YAML) parsed once per content: the catalog files take ~100 ms to parse with
+tomllib (pure Python) on every start, their JSON form ~3 ms; a workload file's YAML needs PyYAML
+loaded (~10-20 ms of a command's start) where its JSON form needs none (`plain_document`). The parsed document is kept as JSON under the
 user's cache folder, named by the SHA-256 of the text, so an edited file is parsed afresh and a
 stale entry is never read. Dates and times are tagged so the document comes back exactly as
 tomllib gave it. Any problem with the cache (no home, read-only disk, a damaged entry) falls back
@@ -14,6 +15,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -85,3 +87,38 @@ def _store(path: Path, doc: dict[str, Any]) -> None:
         write_atomically(path, json.dumps(doc, default=_encode, separators=(",", ":")), durable=False, mode=None)
     except (OSError, TypeError, ValueError, RecursionError):  # json.dumps recurses per nesting level
         pass
+
+
+def _refuse(token: str) -> Any:
+    raise ValueError(f"{token} in a cache entry")
+
+
+def _plain(value: Any) -> bool:
+    """Whether JSON gives `value` back exactly: text keys; text, numbers, booleans, null, lists and
+    mappings of them (a YAML date, a number as a key or a set is not kept)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def plain_document(text: str, kind: str, parse: Callable[[str], Any]) -> Any:
+    """parse(text) (a YAML reader: its errors reach the caller), from the cache's `kind` folder
+    where this exact text was read before. Only a document JSON gives back exactly is kept; a
+    damaged or hostile entry is read afresh, as `loads` does."""
+    folder = cache_dir()
+    path = None
+    if folder is not None:
+        key = hashlib.sha256(f"{_VERSION}\0{kind}\0{text}".encode()).hexdigest()
+        path = folder / kind / f"{key}.json"
+        try:  # NaN or Infinity in an entry: not what was stored, so read the text afresh
+            return json.loads(read_capped(path, f"{kind} cache entry", MAX_JSON_BYTES), parse_constant=_refuse)
+        except (OSError, ValueError, KeyError, RecursionError):
+            pass
+    doc = parse(text)
+    if path is not None and _plain(doc):
+        _store(path, doc)
+    return doc

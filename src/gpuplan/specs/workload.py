@@ -275,7 +275,12 @@ def read_user_text(path: Path, what: str, hint: str = "", max_bytes: int = MAX_T
 def safe_yaml(text: str, name: str) -> Any:
     """YAML read with the bounded safe loader (gpuplan.safeio.load_yaml): a syntax error, an alias
     bomb, deep nesting or a non-finite number is one line naming the file."""
-    return load_yaml(text, name)
+    from gpuplan.specs.tomlcache import plain_document
+
+    # the text's reading from the cache where it was read before: PyYAML loads only for new text
+    data = plain_document(text, "yaml", lambda t: load_yaml(t, name))
+    check_numbers(data, name)  # as load_yaml does: an entry is read back as it was stored
+    return data
 
 
 def read_workload_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Workload:
