@@ -27,6 +27,9 @@ TESTED_BY: dict[str, str] = {
     "results/base": "test_results.py",
     "results/estimate": "test_results.py test_library.py test_golden.py",
     "results/plan": "test_results.py test_library.py test_golden.py",
+    "results/layouts": "test_results.py test_golden.py test_parallel.py test_library.py",
+    "results/graphics": "test_results.py test_golden.py test_graphics.py",
+    "results/validation": "test_results.py test_golden.py test_validation.py",
     "results/ownership": "test_ownership.py test_golden.py",
     "results/lab": "test_lab.py test_golden.py test_results.py",
     # specs

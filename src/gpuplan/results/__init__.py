@@ -15,7 +15,7 @@ _EXPORTS: dict[str, str] = {
     "BestPrecision": "gpuplan.results.estimate",
     "CloudBaseline": "gpuplan.results.lab",
     "CloudJob": "gpuplan.results.lab",
-    "ClusterInfo": "gpuplan.results.plan",
+    "ClusterInfo": "gpuplan.results.layouts",
     "Cost": "gpuplan.results.estimate",
     "Energy": "gpuplan.results.estimate",
     "Estimate": "gpuplan.results.estimate",
@@ -24,8 +24,8 @@ _EXPORTS: dict[str, str] = {
     "FitServing": "gpuplan.results.estimate",
     "FitTable": "gpuplan.results.estimate",
     "FixResult": "gpuplan.results.estimate",
-    "GraphicsOption": "gpuplan.results.plan",
-    "GraphicsPlan": "gpuplan.results.plan",
+    "GraphicsOption": "gpuplan.results.graphics",
+    "GraphicsPlan": "gpuplan.results.graphics",
     "InferenceSpeed": "gpuplan.results.estimate",
     "InventoryRow": "gpuplan.results.lab",
     "LabAllocation": "gpuplan.results.lab",
@@ -35,8 +35,8 @@ _EXPORTS: dict[str, str] = {
     "LabJobCheck": "gpuplan.results.lab",
     "LabOption": "gpuplan.results.lab",
     "LaunchFile": "gpuplan.results.plan",
-    "LayoutPlan": "gpuplan.results.plan",
-    "LayoutRow": "gpuplan.results.plan",
+    "LayoutPlan": "gpuplan.results.layouts",
+    "LayoutRow": "gpuplan.results.layouts",
     "MemberUse": "gpuplan.results.lab",
     "Memory": "gpuplan.results.estimate",
     "MemoryLine": "gpuplan.results.estimate",
@@ -52,18 +52,18 @@ _EXPORTS: dict[str, str] = {
     "RentVsBuy": "gpuplan.results.ownership",
     "Result": "gpuplan.results.base",
     "ScheduleFigures": "gpuplan.results.lab",
-    "SearchStats": "gpuplan.results.plan",
+    "SearchStats": "gpuplan.results.layouts",
     "SegmentRecord": "gpuplan.results.lab",
     "ServingCost": "gpuplan.results.plan",
     "ServingMemory": "gpuplan.results.estimate",
     "ServingQueue": "gpuplan.results.estimate",
-    "Skipped": "gpuplan.results.plan",
+    "Skipped": "gpuplan.results.validation",
     "Suggestion": "gpuplan.results.estimate",
     "TrainingSpeed": "gpuplan.results.estimate",
     "Uncertainty": "gpuplan.results.estimate",
-    "Unsuitable": "gpuplan.results.plan",
-    "Validation": "gpuplan.results.plan",
-    "ValidationRow": "gpuplan.results.plan",
+    "Unsuitable": "gpuplan.results.graphics",
+    "Validation": "gpuplan.results.validation",
+    "ValidationRow": "gpuplan.results.validation",
     "Verdict": "gpuplan.results.estimate",
 }
 
@@ -90,6 +90,9 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.results.estimate import TrainingSpeed as TrainingSpeed
     from gpuplan.results.estimate import Uncertainty as Uncertainty
     from gpuplan.results.estimate import Verdict as Verdict
+    from gpuplan.results.graphics import GraphicsOption as GraphicsOption
+    from gpuplan.results.graphics import GraphicsPlan as GraphicsPlan
+    from gpuplan.results.graphics import Unsuitable as Unsuitable
     from gpuplan.results.lab import CloudBaseline as CloudBaseline
     from gpuplan.results.lab import CloudJob as CloudJob
     from gpuplan.results.lab import InventoryRow as InventoryRow
@@ -103,26 +106,23 @@ if TYPE_CHECKING:  # the names as type checkers see them (the `as` form re-expor
     from gpuplan.results.lab import Refused as Refused
     from gpuplan.results.lab import ScheduleFigures as ScheduleFigures
     from gpuplan.results.lab import SegmentRecord as SegmentRecord
+    from gpuplan.results.layouts import ClusterInfo as ClusterInfo
+    from gpuplan.results.layouts import LayoutPlan as LayoutPlan
+    from gpuplan.results.layouts import LayoutRow as LayoutRow
+    from gpuplan.results.layouts import SearchStats as SearchStats
     from gpuplan.results.ownership import OwnBreakdown as OwnBreakdown
     from gpuplan.results.ownership import Owning as Owning
     from gpuplan.results.ownership import OwnSettings as OwnSettings
     from gpuplan.results.ownership import Purchase as Purchase
     from gpuplan.results.ownership import RentOffer as RentOffer
     from gpuplan.results.ownership import RentVsBuy as RentVsBuy
-    from gpuplan.results.plan import ClusterInfo as ClusterInfo
-    from gpuplan.results.plan import GraphicsOption as GraphicsOption
-    from gpuplan.results.plan import GraphicsPlan as GraphicsPlan
     from gpuplan.results.plan import LaunchFile as LaunchFile
-    from gpuplan.results.plan import LayoutPlan as LayoutPlan
-    from gpuplan.results.plan import LayoutRow as LayoutRow
     from gpuplan.results.plan import Plan as Plan
     from gpuplan.results.plan import PlanOption as PlanOption
-    from gpuplan.results.plan import SearchStats as SearchStats
     from gpuplan.results.plan import ServingCost as ServingCost
-    from gpuplan.results.plan import Skipped as Skipped
-    from gpuplan.results.plan import Unsuitable as Unsuitable
-    from gpuplan.results.plan import Validation as Validation
-    from gpuplan.results.plan import ValidationRow as ValidationRow
+    from gpuplan.results.validation import Skipped as Skipped
+    from gpuplan.results.validation import Validation as Validation
+    from gpuplan.results.validation import ValidationRow as ValidationRow
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)

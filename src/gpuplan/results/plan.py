@@ -1,4 +1,5 @@
-"""Typed answers of `plan` (GPU types and counts, a cluster's layouts, graphics) and `launch`.
+"""Typed answers of `plan` (GPU types and counts) and `launch`; a cluster's layouts are in
+results/layouts.py, graphics plans in results/graphics.py, `validate` in results/validation.py.
 
 Field names and order are the plan's JSON contract (docs/api.md): `to_dict()` is the `--json` document.
 """
@@ -99,105 +100,6 @@ class Plan(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LayoutRow(Result):
-    """One parallel layout (TP x PP x CP x DP, ZeRO, micro-batches) of a training job on a cluster."""
-
-    layout: str
-    keys: dict[str, Any]
-    dp: int
-    micro_batches: int
-    step_time_s: float
-    step_time_s_low: float | None = band()
-    step_time_s_high: float | None = band()
-    tokens_per_s: float
-    tokens_per_s_low: float | None = band()
-    tokens_per_s_high: float | None = band()
-    tokens_per_s_per_gpu: float
-    mfu: float
-    per_gpu_bytes: float
-    per_gpu_bytes_low: float | None = band()
-    per_gpu_bytes_high: float | None = band()
-    comm_share: float
-    bubble_share: float
-    bottleneck: str
-    time_to_train_s: float | None = optional()
-    time_to_train_s_low: float | None = band()
-    time_to_train_s_high: float | None = band()
-    cost_usd: float | None
-    energy_kwh: float
-    breakdown_s: dict[str, float]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClusterInfo(Result):
-    spec: str
-    gpu: str
-    nodes: int
-    gpus_per_node: int
-    num_gpus: int
-    interconnect: str
-    interconnect_note: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchStats(Result):
-    evaluated: int
-    fitting: int
-    micro_batch_shapes: int
-    seconds: float
-    rejected: dict[str, int]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LayoutPlan(Result):
-    """`gpuplan plan --cluster`: the fastest layouts of a training job on a cluster."""
-
-    workload: dict[str, Any]
-    model: str
-    mode: str  # "cluster"
-    cluster: ClusterInfo
-    global_batch: int
-    layouts: list[LayoutRow]
-    search: SearchStats
-    notes: list[str]
-
-
-@dataclass(frozen=True, kw_only=True)
-class GraphicsOption(Result):
-    """GPUs for a graphics job (streaming, VDI, rendering): capacity per GPU and what limits it."""
-
-    gpu: str
-    num_gpus: int
-    fits: bool
-    per_gpu: float
-    unit: str
-    demand: float
-    hours: float | None
-    time_s: float | None
-    cost_usd: float | None
-    usd_per_hour: float | None
-    energy_kwh: float
-    bottleneck: str
-    limits: dict[str, Any]
-    why: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Unsuitable(Result):
-    gpu: str
-    fits: bool
-    why: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class GraphicsPlan(Result):
-    workload: dict[str, Any]
-    objective: str
-    options: list[GraphicsOption]
-    unsuitable: list[Unsuitable]
-
-
-@dataclass(frozen=True, kw_only=True)
 class LaunchFile(Result):
     """`gpuplan launch`: the file's text and the layout and workload it launches."""
 
@@ -209,44 +111,3 @@ class LaunchFile(Result):
     # what the user should read beside the file (the CLI prints them to stderr): a setting the
     # written layout changed from the workload's, a JSON file's layout and run command
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ValidationRow(Result):
-    """One published measurement against gpuplan's prediction of it."""
-
-    id: str
-    category: str
-    metric: str
-    predicted: float
-    published: float
-    error: float  # signed fraction (predicted - published) / published; fit verdicts: 0 or +-1
-    unit: str
-    measured_as: str
-    dominant: str  # the largest term of the prediction: what a miss is made of
-    kind: str  # what was predicted, on which architecture (e.g. "decode/Hopper")
-    workload: dict[str, Any]
-    source: str = ""  # the row's source column
-    stack: str = ""  # the software family of an everyday-stacks row (stacks.csv); "" elsewhere
-    split: str = ""  # "fit" or "heldout" (stacks.csv): held-out rows never reach the error bars
-
-
-@dataclass(frozen=True, kw_only=True)
-class Skipped(Result):
-    id: str
-    category: str
-    reason: str
-    source: str = ""
-    stack: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Validation(Result):
-    """`gpuplan validate`: every measurement gpuplan can express, and the errors by category and kind."""
-
-    rows: list[ValidationRow]
-    summary: dict[str, dict[str, float]]  # per category, the rows of no stack (the vendor files)
-    by_kind: dict[str, dict[str, float]]  # per kind, the rows of no stack: what the error bars are made of
-    skipped: list[Skipped]
-    by_stack: dict[str, dict[str, float]] | None = optional()  # "stack / figure / split": n, medians
-    by_source: dict[str, dict[str, float]] | None = optional()  # per source: n, skipped, medians

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuplan.estimators import uncertainty
 from gpuplan.estimators.cost import training_job
@@ -13,25 +14,17 @@ from gpuplan.interfaces.api.records import band, bandwidth_of, decode_band, memo
 from gpuplan.interfaces.api.workloads import engine_for_model, resolve_cluster
 from gpuplan.planner.dedupe import Folded, dedupe
 from gpuplan.planner.recommend import Option, pareto_front, plan_options
-from gpuplan.results import (
-    ClusterInfo,
-    GraphicsOption,
-    GraphicsPlan,
-    LayoutPlan,
-    LayoutRow,
-    Plan,
-    PlanOption,
-    SearchStats,
-    ServingCost,
-    Unsuitable,
-    Verdict,
-)
+from gpuplan.results import Plan, PlanOption, ServingCost, Verdict
 from gpuplan.specs.cluster import parse_have
 from gpuplan.specs.context import Context
 from gpuplan.specs.gpu import Catalog
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.models import load_model
 from gpuplan.specs.workload import Workload
+
+if TYPE_CHECKING:  # a cluster's layouts and a graphics plan: their result types load where one is planned
+    from gpuplan.results.graphics import GraphicsPlan
+    from gpuplan.results.layouts import LayoutPlan
 
 
 def plan(
@@ -174,6 +167,7 @@ def plan_cluster(
 ) -> LayoutPlan:
     """The best layouts of a training job on a cluster (`gpuplan plan --cluster`)."""
     from gpuplan.planner.layouts import search_layouts
+    from gpuplan.results.layouts import ClusterInfo, LayoutPlan, LayoutRow, SearchStats
 
     w, cl = resolve_cluster(w, cat, spec)
     assert cl is not None
@@ -319,6 +313,7 @@ def _serving(o: Option) -> ServingCost | None:
 def plan_graphics(w: Workload, cat: Catalog, model: ModelSpec | None = None, top: int | None = None) -> GraphicsPlan:
     """GPUs for a graphics job (streaming, VDI, rendering, AI video), with those that cannot run it."""
     from gpuplan.planner.graphics import plan_graphics as plan_it
+    from gpuplan.results.graphics import GraphicsOption, GraphicsPlan, Unsuitable
 
     model = model or (load_model(w.model) if w.model else None)
     options, unsuitable = plan_it(w, cat, model)
