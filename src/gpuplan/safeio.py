@@ -392,7 +392,7 @@ def check_numbers(data: Any, name: str) -> None:
 
 # a decimal or scientific-notation number as YAML 1.1 leaves it a string ("1e4": PyYAML's float
 # pattern needs a dot and a signed exponent) or --set passes it; 64 characters is past any count
-_NUMBER_TEXT: Final = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+NUMBER_TEXT: Final = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
 def whole_number(value: Any, what: str) -> Any:
@@ -401,7 +401,7 @@ def whole_number(value: Any, what: str) -> Any:
     line naming `what`; anything else is returned as it is, for the key's own validation."""
     if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
         raise InvalidSettingError(f"{what} must be a whole number. Got {value!r}; write e.g. {max(1, round(value))}.")
-    if not isinstance(value, str) or len(value) > 64 or not _NUMBER_TEXT.match(value.strip()):
+    if not isinstance(value, str) or len(value) > 64 or not NUMBER_TEXT.match(value.strip()):
         return value
     import decimal  # only for numbers written as text
 

@@ -7,13 +7,14 @@ applies it (specs/workload_derived.py framework_filled), so a key the user sets 
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any, Final
+
+from gpuplan.specs.workload_derived import cluster_gpus
 
 # Launch files in a framework's own format (interfaces/launch_frameworks.py, launch_trainers.py)
 OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory", "torchtune", "unsloth")
@@ -22,7 +23,6 @@ OWN_FORMATS: Final = ("torchtitan", "nemo", "axolotl", "llama-factory", "torchtu
 LAUNCH_FORMATS: Final = ("torchrun", "accelerate", "deepspeed", *OWN_FORMATS, "none")
 # `when` conditions besides "a boolean key is true"
 CONDITIONS: Final = ("tp>1", "num_gpus>1", "num_gpus=1", "task=pretrain", "task=finetune", "grad_accum=1")
-_CLUSTER: Final = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:")
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,7 @@ def _holds(when: str, data: Mapping[str, Any]) -> bool:
     if when == "tp>1":
         return _int(data.get("tp", 1), 1) > 1
     if when in ("num_gpus>1", "num_gpus=1"):
-        n = data.get("num_gpus")
-        m = _CLUSTER.match(data["cluster"]) if n is None and isinstance(data.get("cluster"), str) else None
-        if m:  # NODESxGPUS:GPU sets num_gpus (specs/workload_derived.py cluster_gpus)
-            n = int(m.group(1) or 1) * int(m.group(2))
+        n = cluster_gpus(data).get("num_gpus")  # NODESxGPUS:GPU sets num_gpus where the workload does not
         return (_int(n, 1) > 1) == (when == "num_gpus>1")
     return data.get(when) is True
 

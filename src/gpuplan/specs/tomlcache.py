@@ -57,25 +57,45 @@ def _decode(obj: dict[str, Any]) -> Any:
     return parse[kind](obj["v"])
 
 
-def loads(text: str) -> dict[str, Any]:
-    """tomllib.loads(text), from the cache where this exact text was parsed before."""
-    folder = cache_dir()
-    path = None
-    if folder is not None:
-        key = hashlib.sha256(f"{_VERSION}\0{text}".encode()).hexdigest()
-        path = folder / f"{key}.json"
+def _cached(
+    path: Path | None, what: str, parse: Callable[[], Any], kept: Callable[[Any], bool], **json_args: Any
+) -> Any:
+    """The document stored at `path` where it is one `kept` accepts, else parse() (its errors reach
+    the caller), stored when `kept` accepts it. A damaged or hostile entry is parsed afresh."""
+    if path is not None:
         try:
             # read_capped: a regular file only (a FIFO put there would block a plain read), bounded
-            doc = json.loads(read_capped(path, "TOML cache entry", MAX_JSON_BYTES), object_hook=_decode)
-            if isinstance(doc, dict):
+            doc = json.loads(read_capped(path, what, MAX_JSON_BYTES), **json_args)
+            if kept(doc):
                 return doc
         except (OSError, ValueError, KeyError, RecursionError):  # a damaged or hostile entry: parse afresh
             pass
-    import tomllib  # a cached document needs no parser
-
-    doc = tomllib.loads(text)  # TOMLDecodeError reaches the caller as before
-    if path is not None:
+    doc = parse()
+    if path is not None and kept(doc):
         _store(path, doc)
+    return doc
+
+
+def _entry(folder: Path | None, key: str) -> Path | None:
+    """The cache file named by the SHA-256 of `key` (the format version, the kind, the text)."""
+    return None if folder is None else folder / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
+def loads(text: str) -> dict[str, Any]:
+    """tomllib.loads(text), from the cache where this exact text was parsed before."""
+
+    def parse() -> dict[str, Any]:
+        import tomllib  # a cached document needs no parser
+
+        return tomllib.loads(text)  # TOMLDecodeError reaches the caller as before
+
+    doc: dict[str, Any] = _cached(
+        _entry(cache_dir(), f"{_VERSION}\0{text}"),
+        "TOML cache entry",
+        parse,
+        lambda d: isinstance(d, dict),
+        object_hook=_decode,
+    )
     return doc
 
 
@@ -107,18 +127,8 @@ def _plain(value: Any) -> bool:
 
 def plain_document(text: str, kind: str, parse: Callable[[str], Any]) -> Any:
     """parse(text) (a YAML reader: its errors reach the caller), from the cache's `kind` folder
-    where this exact text was read before. Only a document JSON gives back exactly is kept; a
-    damaged or hostile entry is read afresh, as `loads` does."""
+    where this exact text was read before. Only a document JSON gives back exactly is kept; an entry
+    holding NaN or Infinity is not what was stored, so the text is read afresh, as is a damaged one."""
     folder = cache_dir()
-    path = None
-    if folder is not None:
-        key = hashlib.sha256(f"{_VERSION}\0{kind}\0{text}".encode()).hexdigest()
-        path = folder / kind / f"{key}.json"
-        try:  # NaN or Infinity in an entry: not what was stored, so read the text afresh
-            return json.loads(read_capped(path, f"{kind} cache entry", MAX_JSON_BYTES), parse_constant=_refuse)
-        except (OSError, ValueError, KeyError, RecursionError):
-            pass
-    doc = parse(text)
-    if path is not None and _plain(doc):
-        _store(path, doc)
-    return doc
+    path = _entry(None if folder is None else folder / kind, f"{_VERSION}\0{kind}\0{text}")
+    return _cached(path, f"{kind} cache entry", lambda: parse(text), _plain, parse_constant=_refuse)

@@ -18,14 +18,22 @@ scopes (check_keys_apply) live in specs/workload_keys.py; this module re-exports
 from __future__ import annotations
 
 import json
-import re
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from gpuplan.errors import InvalidSettingError, did_you_mean
-from gpuplan.safeio import MAX_TABLE_BYTES, MAX_YAML_BYTES, check_numbers, load_yaml, read_capped, whole_number
+from gpuplan.safeio import (
+    MAX_TABLE_BYTES,
+    MAX_YAML_BYTES,
+    NUMBER_TEXT,
+    check_numbers,
+    load_yaml,
+    read_capped,
+    whole_number,
+)
 from gpuplan.specs.workload_derived import (
     BEFORE,
     WorkloadDerived,
@@ -52,18 +60,12 @@ from gpuplan.specs.workload_keys import check_keys_apply as check_keys_apply
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
-# Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
-DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
-
 # one row per key, in the schema's order: [name, kind, default, optional, choices, ge, gt, le, lt]
 # (kinds: int, float, bool, str, literal, targets (str or list of str), have (str or {name: count}))
 FIELD_TABLE: Final[list[list[Any]]] = json.loads(files("gpuplan.data").joinpath("workload_fields.json").read_text())
 FIELD_NAMES: Final = tuple(row[0] for row in FIELD_TABLE)
 DEFAULTS: Final = {row[0]: row[2] for row in FIELD_TABLE}
 _ROWS: Final = {row[0]: row for row in FIELD_TABLE}
-
-# a plain decimal number written as text ("2.0e10"; no spaces, underscores, inf or nan)
-_DECIMAL: Final = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 
 # integer keys: "1e4" and 1.0e+4 are read as 10000 there, "1.5e0" is refused (safeio.whole_number)
 _INT_KEYS: Final = frozenset(row[0] for row in FIELD_TABLE if row[1] == "int")
@@ -173,15 +175,14 @@ def _check(row: list[Any], v: Any) -> tuple[bool, Any]:
     _, kind, _, optional, choices, ge, gt, le, lt = row
     if v is None:
         return optional, None
-    if kind == "float" and isinstance(v, str) and _DECIMAL.match(v):
+    if kind == "float" and isinstance(v, str) and NUMBER_TEXT.fullmatch(v):  # a plain decimal, no spaces
         v = float(v)  # YAML 1.1 reads 2.0e10 as a string, which the schema's float reads as a number
     if kind == "int" or kind == "float":
         if isinstance(v, bool) or not isinstance(v, int if kind == "int" else (int, float)):
             return False, None
         v = float(v) if kind == "float" else v
         ok = (
-            v == v
-            and abs(v) != float("inf")
+            math.isfinite(v)
             and (ge is None or v >= ge)
             and (gt is None or v > gt)
             and (le is None or v <= le)

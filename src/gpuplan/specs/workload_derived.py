@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 # a peak: sustained reads reach less, so set the figure STREAM or Intel MLC measure if you have it)
 DEFAULT_HOST_MEMORY_BANDWIDTH_GBPS: Final = 89.6
 
+# Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
+DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
+
+# a cluster's size, NODESxGPUS (or GPUS alone) before its ':GPU' (specs/cluster.py reads the rest)
+CLUSTER_SIZE: Final = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:")
+
 
 def framework_key(v: Any) -> str | None:
     """`framework`: its canonical name, or ValueError naming the known ones."""
@@ -90,7 +96,7 @@ def duration_s(v: Any) -> float | None:
 def cluster_gpus(data: Any) -> Any:
     """A cluster (NODESxGPUS:GPU) sets num_gpus when the workload does not give it."""
     if isinstance(data, dict) and isinstance(data.get("cluster"), str) and data.get("num_gpus") is None:
-        m = re.match(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*:", data["cluster"])
+        m = CLUSTER_SIZE.match(data["cluster"])
         if m:
             data = {**data, "num_gpus": int(m.group(1) or 1) * int(m.group(2))}
     return data

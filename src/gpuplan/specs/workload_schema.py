@@ -8,26 +8,20 @@ request bodies (web_schemas.py), the OpenAPI schema and docs/workload.md read th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
 from gpuplan._lazy import build_without_plugins
 from gpuplan.specs.workload_derived import (
+    BEFORE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     WorkloadDerived,
     check_consistent,
     check_framework,
     cluster_gpus,
-    duration_s,
     framework_filled,
-    framework_key,
-    numeric_gpu_alias,
-    storage_name,
 )
-from gpuplan.specs.workload_keys import attention_name, lora_target_list, optimizer_name
-
-# Default vLLM gpu_memory_utilization (vllm/engine/arg_utils.py: EngineArgs.gpu_memory_utilization = 0.9)
-DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.9
 
 Engine = Literal["vllm", "tensorrt-llm", "sglang", "transformers", "llama.cpp", "mlc", "tgi", "ollama", "autoawq"]
 
@@ -172,20 +166,11 @@ class WorkloadSchema(BaseModel, WorkloadDerived):
     # check_keys_apply, layout searches and with_() treat them as defaults.
     framework: str | None = None
 
-    @field_validator("framework", mode="before")
-    @classmethod
-    def _framework(cls, v: Any) -> Any:
-        return framework_key(v)
-
     @model_validator(mode="wrap")
     @classmethod
-    def _framework_defaults(
-        cls, data: Any, handler: Any
-    ) -> WorkloadSchema:  # handler: pydantic's ModelWrapValidatorHandler
-        filled = framework_filled(data)
-        w: WorkloadSchema = handler(
-            {**data, **filled} if filled else data
-        )  # no framework, an unknown one, not training
+    def _framework_defaults(cls, data: Any, handler: Any) -> WorkloadSchema:  # handler: ModelWrapValidatorHandler
+        filled = framework_filled(data)  # none for no framework, an unknown one, a task that is not training
+        w: WorkloadSchema = handler({**data, **filled} if filled else data)
         w.model_fields_set.difference_update(filled)
         check_framework(w)
         return w
@@ -227,36 +212,14 @@ class WorkloadSchema(BaseModel, WorkloadDerived):
     # unset (None): the steady state of an endless stream, and the dumps stay as they were
     num_prompts: int | None = Field(None, ge=1, le=100_000_000)
 
-    @field_validator("gpu", mode="before")
+    @field_validator(*BEFORE, mode="before")
     @classmethod
-    def _numeric_gpu_alias(cls, v: Any) -> Any:
-        return numeric_gpu_alias(v)
-
-    @field_validator("optimizer", mode="before")
-    @classmethod
-    def _optimizer(cls, v: Any) -> str:
-        return optimizer_name(v)  # specs/workload_keys.py: the names torch, transformers, bitsandbytes use
-
-    @field_validator("weight_dtype", "kv_dtype", mode="before")
-    @classmethod
-    def _storage(cls, v: Any) -> str | None:
-        return storage_name(v)
-
-    @field_validator("deadline", mode="before")
-    @classmethod
-    def _deadline(cls, v: Any) -> float | None:
-        return duration_s(v)
-
-    @field_validator("attention_impl", mode="before")
-    @classmethod
-    def _attention_names(cls, v: Any) -> Any:
-        """transformers' attn_implementation names (and FA's) read as the kernel they run."""
-        return attention_name(v)
-
-    @field_validator("lora_targets", mode="before")
-    @classmethod
-    def _targets(cls, v: Any) -> str | list[str]:
-        return lora_target_list(v)
+    def _names(cls, v: Any, info: ValidationInfo) -> Any:
+        """The names people write, read by the same functions as the fast reader's (workload_derived.BEFORE:
+        transformers' attention names, optimizer aliases, storage formats, '24h', LoRA targets, a numeric GPU
+        alias, a framework's name)."""
+        assert info.field_name is not None  # a field validator always names its field
+        return BEFORE[info.field_name](v)
 
     @model_validator(mode="before")
     @classmethod
