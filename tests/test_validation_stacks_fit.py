@@ -23,6 +23,7 @@ def _committed() -> dict[str, float]:
         "FIRST_FORWARD_S[autoawq]": engines.FIRST_FORWARD_S["autoawq"],
         "AUTOAWQ_KERNELS[gemm] compute": gemm[1],
         "AUTOAWQ_KERNELS[gemv] compute": gemv[1],
+        "REQUEST_HOST_S[sglang]": engines.REQUEST_HOST_S["sglang"],
     }
 
 
@@ -56,15 +57,16 @@ def test_a_stack_constant_moves_no_other_stack_nor_the_vendor_rows(catalog: Cata
     others = [r for r in ROWS if r["stack"] != stack] + bundled_rows()
     mine = [r for r in ROWS if r["stack"] == stack]
     base_others, base_mine = _predictions(others, catalog), _predictions(mine, catalog)
-    kernels, block, first = (
+    kernels, block, first, host = (
         dict(engines.AUTOAWQ_KERNELS),
         engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
         dict(engines.FIRST_FORWARD_S),
+        dict(engines.REQUEST_HOST_S),
     )
     try:
         for c in stack_fits.CONSTANTS:
             if c.stack == stack:
-                c.apply(c.grid[0])  # every constant of the stack far from its fitted value
+                c.apply(c.grid[-1] if c.grid[0] == 0.0 else c.grid[0])  # each far from its fitted value
         assert _predictions(others, catalog) == base_others
         moved = _predictions(mine, catalog)
         assert sum(moved[k] != v for k, v in base_mine.items()) >= 20  # and they do move its own rows
@@ -72,19 +74,39 @@ def test_a_stack_constant_moves_no_other_stack_nor_the_vendor_rows(catalog: Cata
         engines.AUTOAWQ_KERNELS.update(kernels)
         engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S = block
         engines.FIRST_FORWARD_S.update(first)
+        engines.REQUEST_HOST_S.update(host)
 
 
 def test_a_constant_is_fitted_on_the_rows_it_moves(catalog: Catalog) -> None:
-    # each constant's rows are the autoawq speed rows of its kernel and phase: together, every
+    # AutoAWQ: each constant's rows are the autoawq speed rows of its kernel and phase: together, every
     # predicted autoawq speed row of split=fit, and no memory row
-    fitted = {r["id"] for c in stack_fits.CONSTANTS for r in stack_fits.fit_rows(ROWS, c)}
+    fitted = {r["id"] for c in stack_fits.CONSTANTS if c.stack == "autoawq" for r in stack_fits.fit_rows(ROWS, c)}
     speed = {r["id"] for r in ROWS if r["stack"] == "autoawq" and r["split"] == "fit" and r["category"] == "inference"}
     results, _ = run_rows([r for r in ROWS if r["id"] in speed], catalog)
     assert {r.id for r in results} - stack_fits.NOT_YET_FITTED <= fitted <= speed
     # rows expressed after the fit are predicted fit rows the fit does not read (yet)
     assert stack_fits.NOT_YET_FITTED.issubset({r.id for r in results})
     assert not fitted & stack_fits.NOT_YET_FITTED
-    assert {c.stack for c in stack_fits.CONSTANTS} == {"autoawq"}
+    assert {c.stack for c in stack_fits.CONSTANTS} == {"autoawq", "sglang"}
+
+
+def test_sglangs_host_time_is_fitted_on_its_first_token_rows_and_moves_only_them(catalog: Catalog) -> None:
+    (host,) = [c for c in stack_fits.CONSTANTS if c.stack == "sglang"]
+    chosen = stack_fits.fit_rows(ROWS, host)
+    assert {r["metric"] for r in chosen} == {"median_time_to_first_token"}
+    assert len(chosen) >= 15
+    sglang = [r for r in ROWS if r["stack"] == "sglang"]
+    base = _predictions(sglang, catalog)
+    before = dict(engines.REQUEST_HOST_S)
+    try:
+        engines.REQUEST_HOST_S["sglang"] = 0.0
+        moved = {k: v for k, v in _predictions(sglang, catalog).items() if v != base[k]}
+    finally:
+        engines.REQUEST_HOST_S.update(before)
+    metric = {r["id"]: r["metric"] for r in sglang}
+    assert moved and {metric[k] for k in moved} == {"median_time_to_first_token"}
+    # a first token comes exactly the host time earlier without it (ms), throughput and gaps unmoved
+    assert all(base[k] - v == pytest.approx(before["sglang"] * 1e3, rel=1e-6) for k, v in moved.items())
 
 
 @pytest.mark.parametrize("engine", sorted(engines.ARRIVAL_EXTRA_STEPS))

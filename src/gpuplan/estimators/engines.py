@@ -204,6 +204,17 @@ AUTOAWQ_DEFAULT_VERSION: Final = "gemm"  # from_quantized(version="GEMM"); quant
 # autoawq prefill rows of split=fit (planner/stack_fits.py).
 FIRST_FORWARD_S: dict[str, float] = {"autoawq": 0.05}
 
+# Host time on a request's way to its first token that no engine step holds: the HTTP server and
+# tokenizer, the hops between the server, scheduler and detokenizer processes, the stream back to
+# the client. SGLang's is fitted on its split=fit time-to-first-token rows (planner/stack_fits.py):
+# DataCrunch's H200 runs of a 70B on four GPUs and a 405B on eight come out a near-constant 21-35 ms
+# low at 1-8 requests/s, the same on both models (one to two decode steps of the 70B, half a step of
+# the 405B), so a fixed host cost, not steps. The one published floor found is smaller: SGLang with
+# a CPU mock forward of 2.6 ms, 128-token prompts, one in flight, a median first token of 9.5 ms
+# (tenstorrent/tt-inference-server#3560, 2026-05); the rest of the fitted time is not placed.
+# A request's engine work is unchanged (throughput does not move); other engines: none charged.
+REQUEST_HOST_S: dict[str, float] = {"sglang": 0.037}
+
 
 # AutoAWQ's kernels by version: (share of the weight-streaming bandwidth, share of the fp16 GEMM
 # efficiency in tensor-core tiles, most rows run as a matrix-vector product). WQLinear_GEMV runs

@@ -161,12 +161,12 @@ def _arriving(model: ModelSpec, w: Workload, gpu: GPU, job: QueuedJob, admitted:
     least the arrival window and the last prompt's own latency."""
     replicas, n = job.running.replicas, job.requests
     rate = (w.request_rate or 0.0) / replicas
-    if rate * job.running.request_latency_s < job.held:
+    if rate * _engine_latency(job.running, w) < job.held:
         return None
     middle = (n - 1) // 2
     arrival = estimate_inference_time(model, w, gpu, max_batch=admitted)
     ttft = arrival.ttft_s if middle < admitted else max(job.median_ttft_s - middle / rate, arrival.ttft_s)
-    batch_s = max(job.batch_s, (n - 1) / rate + job.running.request_latency_s)
+    batch_s = max(job.batch_s, (n - 1) / rate + _engine_latency(job.running, w))
     out = n * max(w.output_len, 1) * replicas / batch_s
     return replace(job, median_ttft_s=ttft, batch_s=batch_s, output_tokens_per_s=out)
 
@@ -207,18 +207,24 @@ def queued_job(model: ModelSpec, w: Workload, gpu: GPU, held: int, admitted: int
     held = max(1, min(held, n))
     run = estimate_inference_time(model, w.with_(batch_size=held), gpu, max_batch=held)
     full, rest = divmod(n, held)
-    total = full * run.request_latency_s
+    total = full * _engine_latency(run, w)
     if rest:
-        total += estimate_inference_time(model, w.with_(batch_size=rest), gpu, max_batch=rest).request_latency_s
+        total += _engine_latency(estimate_inference_time(model, w.with_(batch_size=rest), gpu, max_batch=rest), w)
     middle = (n - 1) // 2  # the median request, 0-based, in arrival order
     if middle < admitted:
         first = min(admitted, n)  # the prompts prefilled together before the first decode step
         ttft = run.ttft_s if first == held else estimate_inference_time(model, w.with_(batch_size=first), gpu).ttft_s
     else:
-        ttft = (middle // held) * run.request_latency_s + run.ttft_s
+        ttft = (middle // held) * _engine_latency(run, w) + run.ttft_s
     rate = n * max(w.output_len, 1) * run.replicas / total if total > 0 else 0.0
     itl = run.tpot_s + _chunk_in_step(model, w, gpu, held)
     return QueuedJob(n, held, full + (1 if rest else 0), rate, ttft, run, itl, total)
+
+
+def _engine_latency(it: InferenceTime, w: Workload) -> float:
+    """How long a request holds its engine slot: its latency less the engine's host time on the way to
+    its first token (engines.REQUEST_HOST_S), which no step waits for."""
+    return it.request_latency_s - engines.REQUEST_HOST_S.get(w.engine, 0.0)
 
 
 def _chunk_in_step(model: ModelSpec, w: Workload, gpu: GPU, held: int) -> float:

@@ -62,6 +62,14 @@ def _set_first_forward(value: float) -> None:
     engines.FIRST_FORWARD_S["autoawq"] = value
 
 
+def _sglang_first_token(row: Row) -> bool:
+    return row["category"] == "inference" and "first_token" in row["metric"]
+
+
+def _set_sglang_host(value: float) -> None:
+    engines.REQUEST_HOST_S["sglang"] = value
+
+
 def _grid(lo: float, hi: float, step: float) -> tuple[float, ...]:
     n = round((hi - lo) / step)
     return tuple(round(lo + i * step, 10) for i in range(n + 1))
@@ -78,6 +86,8 @@ CONSTANTS: Final[tuple[StackConstant, ...]] = (
     StackConstant("FIRST_FORWARD_S[autoawq]", "autoawq", _awq("gemm", True), _set_first_forward, _grid(0.0, 0.1, 0.002)),
     StackConstant("AUTOAWQ_KERNELS[gemm] compute", "autoawq", _awq("gemm", True), _set_kernel("gemm", 1), _grid(0.05, 1.0, 0.01)),
     StackConstant("AUTOAWQ_KERNELS[gemv] compute", "autoawq", _awq("gemv", True), _set_kernel("gemv", 1), _grid(0.01, 0.5, 0.005)),
+    # SGLang's host time per request, on its time-to-first-token rows
+    StackConstant("REQUEST_HOST_S[sglang]", "sglang", _sglang_first_token, _set_sglang_host, _grid(0.0, 0.1, 0.001)),
 )  # fmt: skip
 
 
@@ -120,14 +130,17 @@ def fit_one(rows: Sequence[Row], c: StackConstant, catalog: Catalog) -> float:
 
 @contextmanager
 def _restored() -> Iterator[None]:
-    kernels, block, first = (
+    kernels, block, first, host = (
         dict(engines.AUTOAWQ_KERNELS),
         engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
         dict(engines.FIRST_FORWARD_S),
+        dict(engines.REQUEST_HOST_S),
     )
     try:
         yield
     finally:
+        engines.REQUEST_HOST_S.clear()
+        engines.REQUEST_HOST_S.update(host)
         engines.AUTOAWQ_KERNELS.clear()
         engines.AUTOAWQ_KERNELS.update(kernels)
         engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S = block

@@ -493,6 +493,9 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
         # beside the others' decodes, a step as long as the longer of a decode step and its own prefill
         single = engines.closed_loop_gap_steps(w.engine) * tpot + max(tpot, single)
         latency = single + (out - 1) * tpot
+    host = engines.REQUEST_HOST_S.get(w.engine, 0.0)  # outside the engine's steps: latency only
+    if host:
+        c.notes.append(f"{w.engine}'s host time per request, {host * 1e3:.0f} ms, is added to the first token")
     delivered, offered = _delivered(w, tput, replicas)
     if run is not None:  # a finite run (its rate_ttft always set): its output over its duration
         delivered = _burst_delivered(c, run, b, ttft, tpot, tput) * replicas
@@ -503,11 +506,11 @@ def estimate_inference_time(model: ModelSpec, w: Workload, gpu: GPU, max_batch: 
             f"{out:,} tokens); batch {b} would serve {tput * replicas:,.0f}"
         )
     return InferenceTime(
-        ttft_s=ttft,
-        ttft_single_s=single,
+        ttft_s=ttft + host,
+        ttft_single_s=single + host,
         tpot_s=tpot,
         output_tokens_per_s=delivered,
-        request_latency_s=latency,
+        request_latency_s=latency + host,
         batch=b,
         max_batch=limit,
         best_batch=best_b,
