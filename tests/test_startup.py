@@ -127,9 +127,8 @@ def test_estimate_json_imports_no_numpy_nor_the_catalog_row_models(tmp_path: Pat
 def test_estimate_json_import_time_has_no_single_heavy_module() -> None:
     """`python -X importtime` of `estimate --json`: no heavy library among the modules, and no
     single module's own import time above IMPORT_SHARE_MAX of the total. Shares of one run, each
-    the median of three runs, not wall times: a busy machine slows every import alike. (Modules
-    loaded by importlib.import_module, the lazy names, are not listed: their time counts in the
-    module that asked for the name.)"""
+    the median of three runs, not wall times: a busy machine slows every import alike. (The lazy
+    names load through __import__, so each module's time is listed under its own name.)"""
     runs = [import_times(*ESTIMATE_JSON) for _ in range(3)]
     names = set().union(*runs)
     median = {n: sorted(r.get(n, 0) for r in runs)[1] for n in names}
