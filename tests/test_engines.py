@@ -265,7 +265,8 @@ def test_ollama_defaults_q4_k_m_and_one_request(catalog: Catalog, m8b: ModelSpec
 
 @pytest.mark.parametrize(("gpu", "ctx"), [("RTX 3070", 4096), ("RTX 4090", 32_768), ("H100", 131_072)])
 def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec, gpu: str, ctx: int) -> None:
-    """< 24 GiB: 4k, 24-48 GiB: 32k, >= 48 GiB: 256k, capped at Llama 3.1's 131,072 trained positions."""
+    """Under 23 GiB: 4k, 23-47 GiB: 32k, 47 GiB and more: 256k (ollama server/routes.go@fb307609),
+    capped at Llama 3.1's 131,072 trained positions."""
     card = catalog.get(gpu)
     e = estimate_memory(m8b, _w(engine="ollama", input_len=100, output_len=100), card)
     assert engines.ollama_num_ctx(_w(engine="ollama"), m8b, card) == ctx
@@ -276,6 +277,20 @@ def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec
     short = estimate_memory(m8b, _w(engine="ollama", num_ctx=1024, input_len=1000, output_len=100), card)
     assert any("drops the start of the prompt" in n for n in short.notes)
     assert not any("drops" in n for n in e2.notes)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "ctx"),
+    # the L4 and A10G show 23,034 and 23,028 MiB with ECC on (22.5 GiB); an L40S 46,068 MiB (45 GiB);
+    # an RTX A6000 with ECC off its full 48 GiB
+    [("L4", 4096), ("A10G", 4096), ("L40S", 32_768), ("RTX A6000", 131_072)],
+)
+def test_ollamas_default_context_thresholds_are_its_codes(catalog: Catalog, m8b: ModelSpec, gpu: str, ctx: int) -> None:
+    """routes.go compares with 23 and 47 GiB (its docs say 24 and 48), on the memory the driver
+    shows; gpuplan reads one card's, as it places Ollama's layers on one card."""
+    assert engines.OLLAMA_CTX_BY_VRAM == ((23 * 2**30, 4096), (47 * 2**30, 32_768))
+    assert engines.ollama_num_ctx(_w(engine="ollama"), m8b, catalog.get(gpu)) == ctx
+    assert engines.ollama_num_ctx(_w(engine="ollama", num_gpus=2), m8b, catalog.get(gpu)) == ctx
 
 
 def test_ollama_splits_a_model_that_does_not_fit_itself(catalog: Catalog) -> None:

@@ -152,9 +152,15 @@ OLLAMA_DEFAULT_WEIGHTS: Final = "q4_k_m"
 # research/evidence/ollama-concurrent-requests-latency-2026/method.md); each parallel slot gets a
 # whole num_ctx of cache (the runner's KvSize is num_ctx x parallel)
 OLLAMA_NUM_PARALLEL: Final = 1
-# Default context by the GPU's memory (ollama docs/context-length.mdx@948f69330acf96a2310f1b53fdfc211731a386d8:
-# "< 24 GiB VRAM: 4k context - 24-48 GiB VRAM: 32k context - >= 48 GiB VRAM: 256k context")
-OLLAMA_CTX_BY_VRAM: Final = ((24 * GiB, 4096), (48 * GiB, 32_768))
+# Default context by the GPUs' memory (ollama docs/context-length.mdx@948f69330acf96a2310f1b53fdfc211731a386d8:
+# "< 24 GiB VRAM: 4k context - 24-48 GiB VRAM: 32k context - >= 48 GiB VRAM: 256k context"). The code
+# (ollama/ollama server/routes.go@fb30760996871fa9460115c753afd2c60d4ab0f7, Serve, since Feb 2026)
+# compares with "slightly lower thresholds (47/23 GiB vs. 48/24 GiB)", so that a 24 GB card the
+# driver shows as 24,564 MiB (an RTX 4090) still gets 32k: the code's figures are used. The code sums
+# TotalMemory less OLLAMA_GPU_OVERHEAD over every GPU it finds; gpuplan places Ollama's layers on one
+# card (ollama_gpu_layers), so it reads one card's memory too: on several GPUs Ollama's own default
+# is larger (two 24 GiB cards: 256k, capped at the model's context), which num_ctx states
+OLLAMA_CTX_BY_VRAM: Final = ((23 * GiB, 4096), (47 * GiB, 32_768))
 OLLAMA_CTX_LARGE: Final = 262_144
 
 # --- llama.cpp partial offload ----------------------------------------------------------------
@@ -245,8 +251,8 @@ def autoawq_cache_tokens(w: Workload, model: ModelSpec) -> int:
 
 
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
-    """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's
-    memory; at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
+    """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's memory
+    (OLLAMA_CTX_BY_VRAM: one card, as the layers are placed); at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
     GGUF's context_length, warning "requested context size too large for model", and asks the
     runner for KvSize = NumCtx x parallel)."""
     if w.num_ctx is not None:
