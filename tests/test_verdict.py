@@ -401,3 +401,27 @@ def test_an_offload_at_the_default_host_bandwidth_says_it_is_a_peak() -> None:
     assert isinstance(peak.time, InferenceSpeed) and isinstance(measured.time, InferenceSpeed)
     assert peak.time.tpot_s * 1e3 == pytest.approx(96.5, abs=0.1)
     assert measured.time.tpot_s / peak.time.tpot_s == pytest.approx(89.6 / 60.0, rel=0.02)
+
+
+def test_ollamas_default_context_that_pushes_layers_off_the_gpu_gets_a_verified_num_ctx() -> None:
+    """Qwen2.5-32B Q4_K_M on a 24 GiB RTX 4090 under Ollama: its default context there (32k, by GPU
+    memory: ollama server/routes.go) leaves 10 of 64 layers on the CPU. The verdict names the largest
+    num_ctx that still holds the request and puts every layer on the GPU, checked by the estimate:
+    8,192 fits with no offload (and a faster token); 16,384 does not fit whole."""
+    keys = {"model": "qwen2.5-32b", "gpu": "RTX 4090", "engine": "ollama", "input_len": 488, "output_len": 871}
+    default = gpuplan.estimate(keys)
+    (note,) = [n for n in default.verdict.notes if n.startswith("Ollama's default context")]
+    assert "(32,768 tokens, by GPU memory) leaves 10 of 64 layers on the CPU; num_ctx: 8,192" in note
+    assert "1,359 tokens" in note
+    fixed = gpuplan.estimate({**keys, "num_ctx": 8192})
+    assert fixed.memory.fits and not any("host layers" in n for n in fixed.verdict.notes)
+    assert isinstance(fixed.time, InferenceSpeed) and isinstance(default.time, InferenceSpeed)
+    assert fixed.time.tpot_s < 0.6 * default.time.tpot_s  # every layer on the GPU: 30 ms, not 59
+    bigger = gpuplan.estimate({**keys, "num_ctx": 16_384})
+    assert not bigger.memory.fits
+    # no such note where the default keeps every layer on the GPU, or where num_ctx is the user's
+    assert not any("default context" in n for n in gpuplan.estimate({**keys, "model": "qwen2.5-7b"}).verdict.notes)
+    assert not any("default context" in n for n in gpuplan.estimate({**keys, "num_ctx": 32_768}).verdict.notes)
+    # nor where no smaller context holds the request: 30,000 tokens need more than 16,384
+    long = gpuplan.estimate({**keys, "input_len": 29_000, "output_len": 1000}).verdict.notes
+    assert not any("default context" in n for n in long)

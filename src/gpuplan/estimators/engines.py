@@ -372,6 +372,32 @@ def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
     return min(model.num_layers + 1, 1 + int(room // per_layer))
 
 
+# Contexts tried, largest first, when Ollama's default pushes layers onto the CPU (powers of two, as
+# its own tiers and the num_ctx values its docs show)
+OLLAMA_CTX_STEPS: Final = (131_072, 65_536, 32_768, 16_384, 8192, 4096, 2048)
+
+
+def ollama_context_that_fits(model: ModelSpec, w: Workload, gpu: GPU) -> int | None:
+    """Where Ollama's default context (num_ctx and num_gpu unset) leaves layers on the CPU: the largest
+    num_ctx of OLLAMA_CTX_STEPS below it that still holds the request (prompt + output), with which
+    the same split (ollama_gpu_layers) puts every layer on the GPU and the memory estimate, all of
+    it counted, fits; None where there is none."""
+    from gpuplan.estimators.memory import estimate_memory  # it imports this module: imported here
+
+    if w.engine != "ollama" or w.num_ctx is not None or w.gpu_layers is not None or model.kind != "decoder":
+        return None
+    if offload_of(model, w, gpu) is None:
+        return None
+    default = ollama_num_ctx(w, model, gpu)
+    need = w.input_len + w.output_len
+    for ctx in OLLAMA_CTX_STEPS:
+        if need <= ctx < default:
+            smaller = w.with_(num_ctx=ctx)
+            if offload_of(model, smaller, gpu) is None and estimate_memory(model, smaller, gpu).fits:
+                return ctx
+    return None
+
+
 def is_block(g: ParamGroup) -> bool:
     """A tensor of the repeated layers (what -ngl moves), not the embeddings or the output layer."""
     return g.role not in ("embedding", "position", "head")

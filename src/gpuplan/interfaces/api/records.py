@@ -372,7 +372,7 @@ def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memor
     notes = context_notes(model, w)
     if gpu is None:
         return Verdict.of(memory, None, w.num_gpus, notes=notes)
-    notes += precision_notes(w, gpu) + host_bandwidth_notes(model, w, gpu)
+    notes += precision_notes(w, gpu) + ollama_context_notes(model, w, gpu) + host_bandwidth_notes(model, w, gpu)
     fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
     return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
 
@@ -391,6 +391,22 @@ def host_bandwidth_notes(model: ModelSpec, w: Workload, gpu: GPU) -> list[str]:
         f"the {off.cpu_layers} host layers are timed at {PEAK:g} GB/s, dual-channel DDR5-5600's peak: CPU reads "
         "sustain less, so the time per token is a floor; set host_memory_bandwidth to what STREAM or Intel MLC "
         "measures on your machine"
+    ]
+
+
+def ollama_context_notes(model: ModelSpec, w: Workload, gpu: GPU) -> list[str]:
+    """Ollama's default context (by GPU memory) pushing layers onto the CPU, and the num_ctx that
+    keeps them all on the GPU while still holding the request (engines.ollama_context_that_fits)."""
+    from gpuplan.estimators.engines import offload_of, ollama_context_that_fits, ollama_num_ctx
+
+    ctx = ollama_context_that_fits(model, w, gpu)
+    off = offload_of(model, w, gpu)
+    if ctx is None or off is None:
+        return []
+    return [
+        f"Ollama's default context ({ollama_num_ctx(w, model, gpu):,} tokens, by GPU memory) leaves "
+        f"{off.cpu_layers} of {off.layers} layers on the CPU; num_ctx: {ctx:,} still holds this request's "
+        f"{w.input_len + w.output_len:,} tokens and keeps every layer on the GPU"
     ]
 
 
