@@ -425,3 +425,39 @@ def test_ollamas_default_context_that_pushes_layers_off_the_gpu_gets_a_verified_
     # nor where no smaller context holds the request: 30,000 tokens need more than 16,384
     long = gpuplan.estimate({**keys, "input_len": 29_000, "output_len": 1000}).verdict.notes
     assert not any("default context" in n for n in long)
+
+
+def test_a_layer_split_over_several_cards_spreads_the_gpu_layers() -> None:
+    """llama.cpp's -sm layer (pp: N) spreads the GPU layers over the N cards (docs/multi-gpu.md:
+    layers proportional to memory, here even), the output layer on one; it opens no NCCL
+    communicator. Qwen2.5-32B Q4_K_M on 2x RTX 3070: the offload fix keeps 47 of 64 layers on the
+    two cards (22 when one card had to hold them all), and each card holds half of them."""
+    keys = {"model": "qwen2.5-32b", "gpu": "RTX 3070", "engine": "llama.cpp", "weight_dtype": "q4_k_m",
+            "num_gpus": 2, "pp": 2, "input_len": 500, "output_len": 200, "datacenter": False}  # fmt: skip
+    v = gpuplan.estimate({**keys, "gpu_layers": 99}).verdict
+    (offload,) = [f for f in v.fixes if "gpu_layers" in f.changes]
+    n = offload.changes["gpu_layers"]
+    assert n == 48
+    assert gpuplan.estimate({**keys, "gpu_layers": n}).memory.fits
+    assert not gpuplan.estimate({**keys, "gpu_layers": n + 1}).memory.fits
+    one = gpuplan.estimate({**keys, "gpu_layers": 21, "num_gpus": 1, "pp": 1}).memory
+    two = gpuplan.estimate({**keys, "gpu_layers": 41}).memory  # twice the repeating layers over two cards
+    w1, w2 = (next(x.bytes for x in m.lines if x.name.startswith("weights")) for m in (one, two))
+    assert w2 == pytest.approx(w1, rel=1e-9)  # 40 layers over two cards: 20 on each, as 20 on one
+    assert not any(x.name == "NCCL buffers" for x in two.lines)
+    tgi = gpuplan.estimate({"model": "qwen2.5-7b", "gpu": "RTX 3070", "num_gpus": 2, "tp": 2, "engine": "tgi"})
+    assert any(x.name == "NCCL buffers" for x in tgi.memory.lines)  # an engine that does open one
+
+
+def test_ollamas_default_context_reads_the_cards_its_layers_spread_over() -> None:
+    """Ollama sums its GPUs' memory (server/routes.go): on 2x RTX 3090 (48 GiB) Llama 3.1 70B gets
+    256k, capped at its 131,072 positions, and its own split then keeps 43 of 80 layers on the
+    cards; one more would not fit. The verdict offers a num_ctx that keeps all 80 there."""
+    keys = {"model": "llama-3.1-70b", "gpu": "RTX 3090", "engine": "ollama", "num_gpus": 2, "pp": 2,
+            "input_len": 500, "output_len": 300, "datacenter": False}  # fmt: skip
+    e = gpuplan.estimate(keys)
+    assert e.memory.fits
+    (note,) = [n for n in e.verdict.notes if n.startswith("Ollama's default context")]
+    assert "(131,072 tokens, by GPU memory) leaves 37 of 80 layers on the CPU; num_ctx: 8,192" in note
+    assert not gpuplan.estimate({**keys, "gpu_layers": 45}).memory.fits  # the output and 44 layers
+    assert gpuplan.estimate({**keys, "num_ctx": 8192}).memory.fits

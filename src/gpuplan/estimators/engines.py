@@ -157,9 +157,8 @@ OLLAMA_NUM_PARALLEL: Final = 1
 # (ollama/ollama server/routes.go@fb30760996871fa9460115c753afd2c60d4ab0f7, Serve, since Feb 2026)
 # compares with "slightly lower thresholds (47/23 GiB vs. 48/24 GiB)", so that a 24 GB card the
 # driver shows as 24,564 MiB (an RTX 4090) still gets 32k: the code's figures are used. The code sums
-# TotalMemory less OLLAMA_GPU_OVERHEAD over every GPU it finds; gpuplan places Ollama's layers on one
-# card (ollama_gpu_layers), so it reads one card's memory too: on several GPUs Ollama's own default
-# is larger (two 24 GiB cards: 256k, capped at the model's context), which num_ctx states
+# TotalMemory less OLLAMA_GPU_OVERHEAD (0 unset) over every GPU it finds: here the pp cards its
+# layers spread over (ollama_gpu_layers), so two 24 GiB cards get 256k, capped at the model's context
 OLLAMA_CTX_BY_VRAM: Final = ((23 * GiB, 4096), (47 * GiB, 32_768))
 OLLAMA_CTX_LARGE: Final = 262_144
 
@@ -251,8 +250,8 @@ def autoawq_cache_tokens(w: Workload, model: ModelSpec) -> int:
 
 
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
-    """The context Ollama allocates per request: num_ctx as set, else its default by the GPU's memory
-    (OLLAMA_CTX_BY_VRAM: one card, as the layers are placed); at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
+    """The context Ollama allocates per request: num_ctx as set, else its default by the memory of the
+    pp cards its layers spread over, together (OLLAMA_CTX_BY_VRAM); at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
     GGUF's context_length, warning "requested context size too large for model", and asks the
     runner for KvSize = NumCtx x parallel)."""
     if w.num_ctx is not None:
@@ -260,7 +259,8 @@ def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
     elif gpu is None:
         ctx = OLLAMA_CTX_BY_VRAM[0][1]
     else:
-        vram = gpu.visible_memory_bytes(w.ecc)  # what the driver reports: ECC on takes 1/16 of GDDR
+        # what the driver reports (ECC on takes 1/16 of GDDR), summed over the cards
+        vram = gpu.visible_memory_bytes(w.ecc) * w.pp
         ctx = next((n for limit, n in OLLAMA_CTX_BY_VRAM if vram < limit), OLLAMA_CTX_LARGE)
     return min(ctx, model.max_position_embeddings) if model.max_position_embeddings else ctx
 
@@ -364,8 +364,11 @@ def ollama_gpu_layers(model: ModelSpec, w: Workload, gpu: GPU) -> int:
     work = max(prefill_working_bytes_per_token(s, c, 1) for s in stack_shapes(model)) * b * max(w.input_len, 1)
     logits = b * model.vocab_size * (c + 4.0)
     fixed = runtime.CUDA_CONTEXT_BYTES + runtime.cublas_workspace_bytes(gpu.cc)
+    # the layers spread evenly over the pp cards (-sm layer), as the memory estimate counts them;
+    # each card has its context and working set, and the one with the output layer and the logits,
+    # the fullest, sets how many fit on each
     room = (runtime.usable_memory_bytes(gpu, w.ecc) - fixed) / (1 + runtime.ALLOCATOR_SLACK_FRACTION)
-    room -= work + logits + output
+    room = (room - work - logits - output) * w.pp
     if room < 0:
         return 0
     per_layer = (block + kv) / model.num_layers

@@ -407,7 +407,10 @@ def runtime_lines(allocated: float, n: int, gpu: GPU | None, lazy: bool = True, 
             "runtime",
         ),
     ]
-    if n > 1:
+    # llama.cpp / Ollama open no NCCL communicator: its layer split forwards activations with plain
+    # device copies (no collective), and its CUDA builds link no NCCL (noonghunna/club-3090#928,
+    # 2026-08: no NCCL symbol or linkage in llama-server b10236)
+    if n > 1 and not ggml:
         lines.append(MemoryLine("NCCL buffers", runtime.NCCL_BYTES, runtime.NCCL_SOURCE, "runtime"))
     return lines
 

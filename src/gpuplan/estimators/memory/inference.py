@@ -98,10 +98,12 @@ def _weights_of(
         ep_note = f"; experts over {spread} GPUs (ep={w.ep}), the rest over tp={w.tp}"
     off = engines.offload_of(model, w, gpu)
     host = 0.0
-    if off is not None:  # llama.cpp -ngl: the output layer and gpu_layers - 1 layers on the GPU
+    if off is not None:  # llama.cpp -ngl: the output layer and gpu_layers - 1 layers on the GPU(s)
         block, output, untied = engines.split_weight_bytes(model, w)
-        host = weights - block * off.gpu_share - (untied if off.head_on_gpu else 0.0)
-        weights = block * off.gpu_share + (output if off.head_on_gpu else 0.0)
+        # the GPU layers spread over the pp cards (llama.cpp's -sm layer), the output layer on the
+        # last, the card this counts; host memory holds the rest of the whole model once
+        host = weights * mp - block * off.gpu_share - (untied if off.head_on_gpu else 0.0)
+        weights = block * off.gpu_share / w.pp + (output if off.head_on_gpu else 0.0)
         ep_note = f"; {engines.host_link_note(off, w.gpu_layers is None)} ({host / 2**30:.2f} GiB)"
     bits = storage_format(fmt).bits_per_value
     kept_params = _per_model(
@@ -162,7 +164,7 @@ def inference_memory(model: ModelSpec, w: Workload, gpu: GPU | None) -> MemoryEs
         kv_prefill = kv_full = 0.0
         t_full = n_in + n_out
     if off is not None:  # a layer's KV cache lives with the layer (llama.cpp, unless --no-kv-offload)
-        host += kv_full * (1.0 - off.gpu_share)
+        host += kv_full * kv_split * (1.0 - off.gpu_share)  # the host's layers' whole cache, once
         kv_prefill, kv_full = kv_prefill * off.gpu_share, kv_full * off.gpu_share
     seq = n_in if model.kind in ("decoder", "encoder-decoder") else tokens_per_sample(model, w)
     shapes = stack_shapes(model) if model.kind != "cnn" else []
