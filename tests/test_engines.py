@@ -287,11 +287,12 @@ def test_ollama_allocates_num_ctx_by_gpu_memory(catalog: Catalog, m8b: ModelSpec
 )
 def test_ollamas_default_context_thresholds_are_its_codes(catalog: Catalog, m8b: ModelSpec, gpu: str, ctx: int) -> None:
     """routes.go compares with 23 and 47 GiB (its docs say 24 and 48), on the memory the driver
-    shows, summed over the GPUs: here the pp cards the layers spread over."""
+    shows, summed over all the GPUs it finds, wherever the layers then go."""
     assert engines.OLLAMA_CTX_BY_VRAM == ((23 * 2**30, 4096), (47 * 2**30, 32_768))
     assert engines.ollama_num_ctx(_w(engine="ollama"), m8b, catalog.get(gpu)) == ctx
-    two = engines.ollama_num_ctx(_w(engine="ollama", num_gpus=2, pp=2), m8b, catalog.get(gpu))
-    assert two == {4096: 32_768, 32_768: 131_072}.get(ctx, ctx)  # 45 GiB: 32k; 90 GiB: 256k, capped
+    for layout in ({"pp": 2}, {}):  # split over both, or on one of them: the default reads both
+        two = engines.ollama_num_ctx(_w(engine="ollama", num_gpus=2, **layout), m8b, catalog.get(gpu))
+        assert two == {4096: 32_768, 32_768: 131_072}.get(ctx, ctx)  # 45 GiB: 32k; 90 GiB: 256k, capped
 
 
 def test_ollama_splits_a_model_that_does_not_fit_itself(catalog: Catalog) -> None:

@@ -461,3 +461,13 @@ def test_ollamas_default_context_reads_the_cards_its_layers_spread_over() -> Non
     assert "(131,072 tokens, by GPU memory) leaves 37 of 80 layers on the CPU; num_ctx: 8,192" in note
     assert not gpuplan.estimate({**keys, "gpu_layers": 45}).memory.fits  # the output and 44 layers
     assert gpuplan.estimate({**keys, "num_ctx": 8192}).memory.fits
+
+
+def test_llama_cpp_and_ollama_on_more_gpus_than_the_layout_say_they_run_no_replicas() -> None:
+    keys = {"model": "llama-3.1-8b", "gpu": "RTX 3090", "num_gpus": 2, "datacenter": False}
+    for engine, how in (("llama.cpp", "splits a model's layers"), ("ollama", "runs a model on one card")):
+        (note,) = [n for n in gpuplan.estimate({**keys, "engine": engine}).verdict.notes if "no replicas" in n]
+        assert how in note and "2 separate servers of 1 GPU(s) each; set pp: 2" in note
+        split = gpuplan.estimate({**keys, "engine": engine, "pp": 2}).verdict.notes
+        assert not any("no replicas" in n for n in split)
+    assert not any("no replicas" in n for n in gpuplan.estimate(keys).verdict.notes)  # vLLM runs replicas

@@ -157,8 +157,8 @@ OLLAMA_NUM_PARALLEL: Final = 1
 # (ollama/ollama server/routes.go@fb30760996871fa9460115c753afd2c60d4ab0f7, Serve, since Feb 2026)
 # compares with "slightly lower thresholds (47/23 GiB vs. 48/24 GiB)", so that a 24 GB card the
 # driver shows as 24,564 MiB (an RTX 4090) still gets 32k: the code's figures are used. The code sums
-# TotalMemory less OLLAMA_GPU_OVERHEAD (0 unset) over every GPU it finds: here the pp cards its
-# layers spread over (ollama_gpu_layers), so two 24 GiB cards get 256k, capped at the model's context
+# TotalMemory less OLLAMA_GPU_OVERHEAD (0 unset) over every GPU it finds (the workload's num_gpus),
+# so two 24 GiB cards get 256k, capped at the model's context, wherever the layers then go
 OLLAMA_CTX_BY_VRAM: Final = ((23 * GiB, 4096), (47 * GiB, 32_768))
 OLLAMA_CTX_LARGE: Final = 262_144
 
@@ -250,8 +250,8 @@ def autoawq_cache_tokens(w: Workload, model: ModelSpec) -> int:
 
 
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
-    """The context Ollama allocates per request: num_ctx as set, else its default by the memory of the
-    pp cards its layers spread over, together (OLLAMA_CTX_BY_VRAM); at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
+    """The context Ollama allocates per request: num_ctx as set, else its default by the memory of all
+    the workload's GPUs together (OLLAMA_CTX_BY_VRAM); at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
     GGUF's context_length, warning "requested context size too large for model", and asks the
     runner for KvSize = NumCtx x parallel)."""
     if w.num_ctx is not None:
@@ -260,7 +260,7 @@ def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
         ctx = OLLAMA_CTX_BY_VRAM[0][1]
     else:
         # what the driver reports (ECC on takes 1/16 of GDDR), summed over the cards
-        vram = gpu.visible_memory_bytes(w.ecc) * w.pp
+        vram = gpu.visible_memory_bytes(w.ecc) * w.num_gpus
         ctx = next((n for limit, n in OLLAMA_CTX_BY_VRAM if vram < limit), OLLAMA_CTX_LARGE)
     return min(ctx, model.max_position_embeddings) if model.max_position_embeddings else ctx
 

@@ -107,7 +107,7 @@ KEY_DOCS: Final[dict[str, str]] = {
     "it sizes the one request the KV cache must hold whole (vLLM's start-up check, launch's --max-model-len).",
     "output_len_p90": "Variable-length requests: the 90th-percentile output (output_len stays the mean); see input_len_p90. "
     "Capacity and speed stay at the means.",
-    "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by the memory of the pp cards its layers spread over, together (<23/<47/47+ GiB, as its code compares). "
+    "num_ctx": "Ollama's context window per request, allocated up front; unset: 4k/32k/256k by all the GPUs' memory together (<23/<47/47+ GiB, as its code compares). "
     "AutoAWQ: its fused cache's tokens per sequence (from_quantized max_seq_len; unset: its default 2048).",
     "awq_version": "AutoAWQ's kernels (the checkpoint's quant_config version): gemm (default) or gemv (batch-1 decode).",
     "closed_loop": "true: batch_size requests are kept in flight, each finished one replaced by the next (vllm bench "

@@ -372,7 +372,8 @@ def verdict_result(model: ModelSpec, w: Workload, gpu: GPU | None, memory: Memor
     notes = context_notes(model, w)
     if gpu is None:
         return Verdict.of(memory, None, w.num_gpus, notes=notes)
-    notes += precision_notes(w, gpu) + ollama_context_notes(model, w, gpu) + host_bandwidth_notes(model, w, gpu)
+    notes += precision_notes(w, gpu) + layer_split_notes(w) + ollama_context_notes(model, w, gpu)
+    notes += host_bandwidth_notes(model, w, gpu)
     fixes = [] if memory.fits else fix_results(model, w, gpu, ctx)
     return Verdict.of(memory, gpu.name, w.num_gpus, fixes, notes)
 
@@ -391,6 +392,25 @@ def host_bandwidth_notes(model: ModelSpec, w: Workload, gpu: GPU) -> list[str]:
         f"the {off.cpu_layers} host layers are timed at {PEAK:g} GB/s, dual-channel DDR5-5600's peak: CPU reads "
         "sustain less, so the time per token is a floor; set host_memory_bandwidth to what STREAM or Intel MLC "
         "measures on your machine"
+    ]
+
+
+def layer_split_notes(w: Workload) -> list[str]:
+    """llama.cpp and Ollama on more GPUs than the layout uses: neither runs replicas. llama.cpp splits a
+    model's layers over all the GPUs it sees (-sm layer, its default: docs/multi-gpu.md); Ollama runs
+    it on one card where it fits there and spreads it over the cards where not (server/sched.go,
+    OLLAMA_SCHED_SPREAD unset). The estimate's replicas are separate servers; pp states a split."""
+    if w.engine not in ("llama.cpp", "ollama") or w.task != "inference" or w.num_gpus <= w.tp * w.pp:
+        return []
+    dp = w.num_gpus // (w.tp * w.pp)
+    how = (
+        "splits a model's layers over the GPUs it sees"
+        if w.engine == "llama.cpp"
+        else ("runs a model on one card where it fits there and spreads its layers over the cards where not")
+    )
+    return [
+        f"{w.engine} {how}, running no replicas: this estimate is of {dp} separate servers of "
+        f"{w.tp * w.pp} GPU(s) each; set pp: {w.num_gpus} for one server split over all {w.num_gpus}"
     ]
 
 
