@@ -411,7 +411,7 @@ def test_ollamas_default_context_that_pushes_layers_off_the_gpu_gets_a_verified_
     keys = {"model": "qwen2.5-32b", "gpu": "RTX 4090", "engine": "ollama", "input_len": 488, "output_len": 871}
     default = gpuplan.estimate(keys)
     (note,) = [n for n in default.verdict.notes if n.startswith("Ollama's default context")]
-    assert "(32,768 tokens, by GPU memory) leaves 10 of 64 layers on the CPU; num_ctx: 8,192" in note
+    assert "(32,768 tokens, by the GPUs' memory) leaves 10 of 64 layers on the CPU; num_ctx: 8,192" in note
     assert "1,359 tokens" in note
     fixed = gpuplan.estimate({**keys, "num_ctx": 8192})
     assert fixed.memory.fits and not any("host layers" in n for n in fixed.verdict.notes)
@@ -458,7 +458,7 @@ def test_ollamas_default_context_reads_the_cards_its_layers_spread_over() -> Non
     e = gpuplan.estimate(keys)
     assert e.memory.fits
     (note,) = [n for n in e.verdict.notes if n.startswith("Ollama's default context")]
-    assert "(131,072 tokens, by GPU memory) leaves 37 of 80 layers on the CPU; num_ctx: 8,192" in note
+    assert "(131,072 tokens, by the GPUs' memory) leaves 37 of 80 layers on the CPU; num_ctx: 8,192" in note
     assert not gpuplan.estimate({**keys, "gpu_layers": 45}).memory.fits  # the output and 44 layers
     assert gpuplan.estimate({**keys, "num_ctx": 8192}).memory.fits
 

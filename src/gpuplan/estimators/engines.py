@@ -250,10 +250,10 @@ def autoawq_cache_tokens(w: Workload, model: ModelSpec) -> int:
 
 
 def ollama_num_ctx(w: Workload, model: ModelSpec, gpu: GPU | None) -> int:
-    """The context Ollama allocates per request: num_ctx as set, else its default by the memory of all
-    the workload's GPUs together (OLLAMA_CTX_BY_VRAM); at most the model's trained context (ollama llm/server.go clamps opts.NumCtx to the
-    GGUF's context_length, warning "requested context size too large for model", and asks the
-    runner for KvSize = NumCtx x parallel)."""
+    """The context Ollama allocates per request: num_ctx as set, else its default by the memory of
+    all the workload's GPUs together (OLLAMA_CTX_BY_VRAM); at most the model's trained context
+    (ollama llm/server.go clamps opts.NumCtx to the GGUF's context_length, warning "requested
+    context size too large for model", and asks the runner for KvSize = NumCtx x parallel)."""
     if w.num_ctx is not None:
         ctx = w.num_ctx
     elif gpu is None:

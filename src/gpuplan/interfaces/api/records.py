@@ -424,7 +424,7 @@ def ollama_context_notes(model: ModelSpec, w: Workload, gpu: GPU) -> list[str]:
     if ctx is None or off is None:
         return []
     return [
-        f"Ollama's default context ({ollama_num_ctx(w, model, gpu):,} tokens, by GPU memory) leaves "
+        f"Ollama's default context ({ollama_num_ctx(w, model, gpu):,} tokens, by the GPUs' memory) leaves "
         f"{off.cpu_layers} of {off.layers} layers on the CPU; num_ctx: {ctx:,} still holds this request's "
         f"{w.input_len + w.output_len:,} tokens and keeps every layer on the GPU"
     ]
