@@ -189,4 +189,5 @@ def test_your_own_gpus_cost_their_electricity_not_rent() -> None:
         assert o.cost_usd == pytest.approx(o.energy_kwh * DEFAULT_USD_PER_KWH, rel=1e-9)
         same = next(r for r in rented.options if r.num_gpus == o.num_gpus)
         assert same.cost_usd is not None and (o.cost_usd or 0) < same.cost_usd / 5  # $0.08 vs $0.90 rent
-    assert p.rent_options and all((r.cost_usd or 0) > 0.5 for r in p.rent_options[:3])
+    owned = max(o.cost_usd or 0 for o in p.options if o.fits)
+    assert p.rent_options and all((r.cost_usd or 0) > 5 * owned for r in p.rent_options[:3])  # rent: $0.4-1.8

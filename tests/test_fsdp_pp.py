@@ -109,21 +109,28 @@ def test_other_searches_still_reject_zero3_with_pipelines(framework: str | None)
 
 
 def test_torchtitan_search_finds_fsdp_with_pipelines_and_launch_writes_it() -> None:
-    """64 x 8 H100, Llama 2 70B: the torchtitan search ranks FSDP + PP layouts (vp 1 or 2, what its
-    looped schedules run without pipeline_parallel_layers_per_stage), and `launch` writes the best one's
-    [parallelism] with torchtitan's JobConfig names."""
+    """64 x 8 H100, Llama 2 70B: the torchtitan search ranks FSDP + PP layouts among its best (vp 1 or
+    2, what its looped schedules run without pipeline_parallel_layers_per_stage), within 3% of the
+    fastest (FSDP with context parallelism: 128 micro-batches of 1 pay more kernel issue), and `launch`
+    writes such a layout's [parallelism] with torchtitan's JobConfig names."""
     from test_frameworks import TORCHTITAN_FIELDS  # pytest puts tests/ on sys.path (no __init__.py)
 
     w = api.build_workload(EXAMPLE, {"framework": "torchtitan"})
     model, cl = load_model("llama-2-70b"), parse_cluster("64x8:H100", api.catalog())
     res = search_layouts(model, w, cl, top=10)
     fsdp_pp = [r for r in res.best if r.layout.zero == 3 and r.layout.pp > 1]
-    assert fsdp_pp and res.best[0] in fsdp_pp
-    assert all(r.layout.vp <= 2 for r in res.best)
-    best = res.best[0].layout
-    assert (best.tp, best.pp, best.vp, best.cp, best.dp) == (2, 8, 2, 4, 8)  # measured on this tree
-    rec = api.launch(EXAMPLE, "", {"framework": "torchtitan"})
-    assert rec.format == "torchtitan" and rec.layout == res.best[0].layout.label
+    assert fsdp_pp and all(r.layout.vp <= 2 for r in res.best)
+    assert fsdp_pp[0].time.tokens_per_s > 0.97 * res.best[0].time.tokens_per_s
+    top = res.best[0].layout
+    assert top.zero == 3 and (top.tp, top.pp, top.cp, top.dp) == (1, 1, 2, 256)  # measured on this tree
+    assert api.launch(EXAMPLE, "", {"framework": "torchtitan"}).layout == top.label
+    best = fsdp_pp[0].layout
+    assert (best.tp, best.pp, best.vp, best.cp, best.dp) == (2, 8, 2, 4, 8)
+    pinned = {"framework": "torchtitan", "tp": 2, "pp": 8, "vp": 2, "cp": 4, "zero": 3}
+    pinned |= {"sequence_parallel": best.sequence_parallel, "activation_checkpointing": best.checkpointing}
+    pinned |= {"batch_size": best.micro_batch}
+    rec = api.launch(EXAMPLE, "", pinned)
+    assert rec.format == "torchtitan" and rec.layout == best.label
     doc = tomllib.loads(rec.text)
     for section, table in doc.items():
         assert section in TORCHTITAN_FIELDS and set(table) <= TORCHTITAN_FIELDS[section], section

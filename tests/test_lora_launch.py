@@ -60,11 +60,16 @@ def test_a_full_fine_tune_counts_no_adapter() -> None:
     assert training_ops(QWEN, w, A100).profile.launch_floor_s == pytest.approx(LAYER_KERNELS * 4 * EAGER_KERNEL_S)
 
 
-def test_at_256_tokens_the_step_is_the_launch_floor() -> None:
-    """8 micro-batches each bound by the CPU's 4,736 kernel issues (142 ms), plus the optimizer:
-    1.14 s against the 1.2 s Qwen's README measured (within 10%: the published step is rounded)."""
+def test_at_256_tokens_the_step_is_set_by_the_launch_floor() -> None:
+    """8 micro-batches each issuing 4,736 kernels from the CPU (142 ms), joined with their GPU time
+    at the roofline's corner (sqrt(gpu^2 + floor^2): the issue, 1.14 s, exceeds the GPU time, ~0.65 s,
+    which adds 14%), plus the optimizer: 1.29 s against the 1.2 s Qwen's README measured (within 10%:
+    the published step is rounded)."""
     t = estimate_training_time(QWEN, _qwen(), A100)
     floor = 8 * (LAYER_KERNELS + ADAPTED * 5) * 4 * EAGER_KERNEL_S
     optimizer = sum(o.time_s for o in t.ops if o.phase == "optimizer")
-    assert t.step_time_s == pytest.approx(floor + optimizer, rel=1e-6)
+    gpu = 8 * sum(o.time_s for o in t.ops if o.phase in ("forward", "backward", "recompute"))  # ops: per micro-batch
+    assert eff.ROOF_P == 2.0 and gpu < floor
+    assert t.step_time_s == pytest.approx((gpu**2 + floor**2) ** 0.5 + optimizer, rel=1e-6)
+    assert floor + optimizer < t.step_time_s < 1.2 * (floor + optimizer)
     assert t.step_time_s == pytest.approx(1.2, rel=0.10)

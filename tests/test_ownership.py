@@ -306,7 +306,7 @@ def test_course_planning_claims() -> None:
     assert fits("course-full-1b.yaml", gpu="4090", optimizer="adamw-8bit")
     assert fits("course-lora-3b.yaml", gpu="3090") and fits("course-qlora-8b.yaml", gpu="3090")
     rec = api.estimate(api.build_workload(str(EXAMPLES / "course-full-1b.yaml"), {"gpu": "a100 40gb"})).to_dict()
-    assert rec["time"]["time_to_train_s"] / 60 == pytest.approx(19.6, abs=0.05)  # the doc's 19.6 min
+    assert rec["time"]["time_to_train_s"] / 60 == pytest.approx(19.7, abs=0.05)  # the doc's 19.7 min
 
 
 _num = st.one_of(

@@ -201,13 +201,14 @@ def test_rows_of_the_bundled_qwen_v1_and_deepseek_coder_presets_are_predicted(va
     skipped = {s.id for s in validation.skipped}
     ids = [r["id"] for r in ROWS if r["id"].startswith("QWEN1-")] + [f"AWQ-0{n}" for n in range(67, 73)]
     assert len(ids) == 18 and not skipped & set(ids)
-    # Qwen README (finetune.py LoRA, A100 80GB): memory 5-12% low; at 256 tokens the step is eager
-    # PyTorch's launch floor with the LoRA adapters' kernels counted (1.2 s published, 1.14 s
-    # predicted; 0.62 s before they were: tests/test_lora_launch.py), at 512 tokens floor and GPU
-    # time are about equal and the step 24% fast, 5% at 8192 tokens
+    # Qwen README (finetune.py LoRA, A100 80GB): memory 5-12% low; at 256 tokens the step is set by
+    # eager PyTorch's launch floor with the LoRA adapters' kernels counted, joined with the GPU time
+    # at the roofline's corner (1.2 s published, 1.29 s predicted; 1.14 s as the plain max, 0.62 s
+    # before the adapters' kernels: tests/test_lora_launch.py); at 512 tokens floor and GPU time are
+    # about equal and the step 7% slow (24% fast as their max), 5% fast at 8192 tokens
     assert rows["QWEN1-001"].error == pytest.approx(-0.091, abs=0.02)
-    assert rows["QWEN1-002"].error == pytest.approx(-0.051, abs=0.02)
-    assert rows["QWEN1-004"].error == pytest.approx(-0.241, abs=0.02)
+    assert rows["QWEN1-002"].error == pytest.approx(0.078, abs=0.02)
+    assert rows["QWEN1-004"].error == pytest.approx(0.067, abs=0.02)
     assert rows["QWEN1-012"].error == pytest.approx(-0.052, abs=0.02)
     # AutoAWQ DeepSeek 33B on the 4090: decode 9% and 4% slow, memory 11% and 1% low; the 64-token
     # prefill 50% slow, where the table's 1160 tok/s (55 ms) beats its own CodeLlama 34B (682 tok/s)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from gpuplan.estimators import comm
+from gpuplan.estimators import efficiency as eff
 from gpuplan.estimators.comm import Num
 from gpuplan.specs.cluster import Cluster
 
@@ -151,7 +152,8 @@ def compose(
     share = stage_share(p.layers, pp_a, vp_a)
     gpu_time = (p.layer_fwd_s + p.layer_bwd_s + p.layer_rec_s) * share + p.once_fwd_s + p.once_bwd_s
     floor = p.launch_floor_s * share
-    micro = np.maximum(gpu_time, floor)
+    # GPU time and kernel issue joined at the roofline's smoothed corner (efficiency.ROOF_P: why)
+    micro = (gpu_time**eff.ROOF_P + floor**eff.ROOF_P) ** (1.0 / eff.ROOF_P)
     launch = micro - gpu_time
 
     tp_raw = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives * share

@@ -89,11 +89,8 @@ WEIGHT_ONLY_COMPUTE_SHARE: Final = 0.85
 ROW_PARALLEL_LEAVES: Final = frozenset(ATTN_OUT_LEAVES) | frozenset(MLP_DOWN_LEAVES)
 
 
-# The roofline's corner: time = (t_compute^p + t_memory^p)^(1/p). Near the ridge a kernel reaches
-# neither peak (loads and math overlap imperfectly), so the plain max is optimistic there; far from
-# it the larger term dominates. p = 2, calibrated on the serving-throughput and prefill rows (their
-# median error falls from 14.9% to 13.3%; compute-bound training moves < 1%).
-ROOF_P: Final = 2.0
+# The roofline's corner (efficiency.ROOF_P, defined there with its calibration)
+ROOF_P: Final = eff.ROOF_P
 # Weight-only quantised matrix-vector products (decode below GEMV_ROWS: int8/int4/GGUF weights
 # unpacked and scaled in the kernel) stream their weights at a smaller share of the bandwidth than
 # a 16-bit GEMV: the dequantising ALU work and the scale loads sit in the streaming loop. 0.85 is
