@@ -57,24 +57,13 @@ def test_a_stack_constant_moves_no_other_stack_nor_the_vendor_rows(catalog: Cata
     others = [r for r in ROWS if r["stack"] != stack] + bundled_rows()
     mine = [r for r in ROWS if r["stack"] == stack]
     base_others, base_mine = _predictions(others, catalog), _predictions(mine, catalog)
-    kernels, block, first, host = (
-        dict(engines.AUTOAWQ_KERNELS),
-        engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
-        dict(engines.FIRST_FORWARD_S),
-        dict(engines.REQUEST_HOST_S),
-    )
-    try:
+    with stack_fits.restored():
         for c in stack_fits.CONSTANTS:
             if c.stack == stack:
                 c.apply(c.grid[-1] if c.grid[0] == 0.0 else c.grid[0])  # each far from its fitted value
         assert _predictions(others, catalog) == base_others
         moved = _predictions(mine, catalog)
         assert sum(moved[k] != v for k, v in base_mine.items()) >= 20  # and they do move its own rows
-    finally:
-        engines.AUTOAWQ_KERNELS.update(kernels)
-        engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S = block
-        engines.FIRST_FORWARD_S.update(first)
-        engines.REQUEST_HOST_S.update(host)
 
 
 def test_a_constant_is_fitted_on_the_rows_it_moves(catalog: Catalog) -> None:
@@ -98,11 +87,10 @@ def test_sglangs_host_time_is_fitted_on_its_first_token_rows_and_moves_only_them
     sglang = [r for r in ROWS if r["stack"] == "sglang"]
     base = _predictions(sglang, catalog)
     before = dict(engines.REQUEST_HOST_S)
-    try:
-        engines.REQUEST_HOST_S["sglang"] = 0.0
+    with stack_fits.restored():
+        host.apply(0.0)
         moved = {k: v for k, v in _predictions(sglang, catalog).items() if v != base[k]}
-    finally:
-        engines.REQUEST_HOST_S.update(before)
+    assert before == engines.REQUEST_HOST_S  # restored
     metric = {r["id"]: r["metric"] for r in sglang}
     assert moved and {metric[k] for k in moved} == {"median_time_to_first_token"}
     # a first token comes exactly the host time earlier without it (ms), throughput and gaps unmoved

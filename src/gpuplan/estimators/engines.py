@@ -142,6 +142,12 @@ def tgi_max_batch_prefill_tokens(model: ModelSpec, gpu: GPU, shards: int) -> int
     return min(value, model.max_position_embeddings) if model.max_position_embeddings else value
 
 
+# Engines that spread a model over GPUs by whole layers: llama.cpp's default --split-mode layer
+# (common/arg.cpp, -sm: "layer (default): split layers and KV across GPUs"), which Ollama runs
+# too; modelled as pipeline stages run in turn (pp; perf/inference.py), not tensor parallelism.
+# The same two are the GGUF engines: partial offload (gpu_layers), ggml's own CUDA pool, no NCCL.
+LAYER_SPLIT_ENGINES: Final = ("llama.cpp", "ollama")
+
 # --- Ollama (llama.cpp underneath) ------------------------------------------------------------
 # The library's default tags are 4-bit K-quants: a model pulled without a quantisation tag loads as
 # Q4_K_M (ollama.com/library/llama3.1: `8b` is `8b-instruct-q4_K_M`, 4.7-4.9 GB; as third-party guides
@@ -320,7 +326,7 @@ def offload_of(model: ModelSpec, w: Workload, gpu: GPU | None = None) -> Offload
     """The partial offload of a llama.cpp / Ollama workload; None when everything is on the GPU
     (gpu_layers above the model's layers, like -ngl 99, or unset: llama.cpp's every layer, and
     Ollama's own split on `gpu`, which is every layer when they fit)."""
-    if w.task != "inference" or w.engine not in ("llama.cpp", "ollama") or model.kind != "decoder":
+    if w.task != "inference" or w.engine not in LAYER_SPLIT_ENGINES or model.kind != "decoder":
         return None
     n = w.gpu_layers
     if n is None and w.engine == "ollama" and gpu is not None:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
 from gpuplan.estimators import runtime
+from gpuplan.estimators.engines import LAYER_SPLIT_ENGINES
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.planner.screening import NOT_SHARED, Candidates, first_fit, memory, with_changes
 from gpuplan.specs.cluster import GPUS_PER_NODE
@@ -57,10 +58,6 @@ def tp_limit(gpu: GPU) -> int | None:
     return None if gpu.multi_node else max(GPUS_PER_NODE, gpu.nvlink_domain)
 
 
-# Engines that spread a model over GPUs by whole layers: llama.cpp's default --split-mode layer
-# (common/arg.cpp, -sm: "layer (default): split layers and KV across GPUs"), which Ollama runs
-# too; modelled as pipeline stages run in turn (pp; perf/inference.py), not tensor parallelism.
-LAYER_SPLIT_ENGINES: Final = ("llama.cpp", "ollama")
 # Accelerate's big-model dispatch places whole decoder layers on each GPU and runs them in turn
 # (naive pipeline: one GPU busy at a time): transformers' from_pretrained(device_map="auto") and
 # AutoAWQ's from_quantized, whose device_map defaults to "balanced" (casper-hansen/AutoAWQ@93d7e8e0

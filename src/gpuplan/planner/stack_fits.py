@@ -129,7 +129,8 @@ def fit_one(rows: Sequence[Row], c: StackConstant, catalog: Catalog) -> float:
 
 
 @contextmanager
-def _restored() -> Iterator[None]:
+def restored() -> Iterator[None]:
+    """Within: the fitted constants may be set at will; after: the engine tables are as they were."""
     kernels, block, first, host = (
         dict(engines.AUTOAWQ_KERNELS),
         engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
@@ -153,7 +154,7 @@ def fit_all(rows: Sequence[Row] | None = None, catalog: Catalog | None = None) -
     pass until no value changes; the engine tables are left as they were."""
     rows = stack_rows() if rows is None else rows
     catalog = catalog or load_catalog()
-    with _restored():
+    with restored():
         fitted: dict[str, float] = {}
         for _ in range(PASSES):  # coordinate descent: the prefill constants share their rows
             before = dict(fitted)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
+from gpuplan.estimators.engines import LAYER_SPLIT_ENGINES
 from gpuplan.estimators.memory import MemoryEstimate
 from gpuplan.planner.fit import (
     GPU_COUNTS,
-    LAYER_SPLIT_ENGINES,
     GpuCount,
     inference_candidates,
     smallest_gpu_count,

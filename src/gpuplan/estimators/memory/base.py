@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gpuplan.errors import InvalidSettingError
-from gpuplan.estimators import runtime
+from gpuplan.estimators import engines, runtime
 from gpuplan.estimators.activations import (
     ActivationSettings,
     checkpoint_bytes_per_token,
@@ -436,7 +436,11 @@ def finish(
         runtime_rows
         if runtime_rows is not None
         else runtime_lines(
-            allocated, w.num_gpus, gpu, w.cuda_lazy_loading, not w.is_training and w.engine in ("llama.cpp", "ollama")
+            allocated,
+            w.num_gpus,
+            gpu,
+            w.cuda_lazy_loading,
+            not w.is_training and w.engine in engines.LAYER_SPLIT_ENGINES,
         )
     )
     lines = at_peak + rt

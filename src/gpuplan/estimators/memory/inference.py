@@ -71,7 +71,7 @@ def _weights(model: ModelSpec, w: Workload, gpu: GPU | None) -> tuple[float, flo
     """(weights on each GPU, weights in host memory, their memory line, the partial offload); once per
     model and layout and format where no layer is offloaded (not llama.cpp, Ollama: the GPU plays no
     part then, and the line is a frozen dataclass)."""
-    if w.engine in ("llama.cpp", "ollama"):
+    if w.engine in engines.LAYER_SPLIT_ENGINES:
         return _weights_of(model, w, gpu)
     key = ("weights line", w.tp, w.pp, w.ep, w.dp, w.weight_dtype, w.effective_weight_dtype, w.task)
     return _per_model(model, key, lambda: _weights_of(model, w, gpu))

@@ -400,7 +400,9 @@ def layer_split_notes(w: Workload) -> list[str]:
     model's layers over all the GPUs it sees (-sm layer, its default: docs/multi-gpu.md); Ollama runs
     it on one card where it fits there and spreads it over the cards where not (server/sched.go,
     OLLAMA_SCHED_SPREAD unset). The estimate's replicas are separate servers; pp states a split."""
-    if w.engine not in ("llama.cpp", "ollama") or w.task != "inference" or w.num_gpus <= w.tp * w.pp:
+    from gpuplan.estimators.engines import LAYER_SPLIT_ENGINES
+
+    if w.engine not in LAYER_SPLIT_ENGINES or w.task != "inference" or w.num_gpus <= w.tp * w.pp:
         return []
     dp = w.num_gpus // (w.tp * w.pp)
     how = (
