@@ -57,6 +57,27 @@ LATENCY_PCIE_S: Final = 3.0e-6
 # behind: NCCL kernels take SMs from the GEMMs they overlap (derived; calibrated on the
 # llm-foundry FSDP rows).
 OVERLAP_EFF: Final = 0.85
+# Share of the tensor-parallel collectives torchtitan's async TP hides (parallelism.
+# enable_async_tensor_parallel, "only effective when compile is enabled": pytorch/torchtitan:
+# torchtitan/config/job_config.py@6404b932421f5ce382e7dac5ad381b2c17b1373c; torch.compile's
+# micro-pipeline pass splits each all-gather -> matmul and matmul -> reduce-scatter into per-rank
+# chunks over symmetric memory). Its chunked matmuls run below the whole matmul's rate and the copies contend
+# with them, so far less is hidden than Megatron-Core's userbuffer overlap (OVERLAP_EFF). Fitted
+# on the async/vanilla throughput ratios of the split=fit pairs of torchtitan's async-TP benchmark
+# (stacks.csv TTAT-*: 1.09-1.10x measured on its 3 pairs; planner/stack_fits.fit_async_tp finds
+# 0.41); the ratio cancels the card, which the rows name only as Meta's 500 W H100.
+ASYNC_TP_HIDDEN: dict[str, float] = {"torchtitan": 0.41}
+
+
+def tp_overlap_share(tp_comm_overlap: bool, framework: str | None, compiled: bool) -> float:
+    """The share of the TP collectives hidden behind the matmuls: none without overlap, torchtitan's
+    async TP's where the framework is torchtitan (none there without torch.compile), Megatron-Core's
+    --tp-comm-overlap otherwise."""
+    if not tp_comm_overlap:
+        return 0.0
+    if framework in ASYNC_TP_HIDDEN:
+        return ASYNC_TP_HIDDEN[framework] if compiled else 0.0
+    return OVERLAP_EFF
 
 
 def host_link_bandwidth(gpu: GPU) -> float:

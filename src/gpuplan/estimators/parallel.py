@@ -81,7 +81,9 @@ class MicroProfile:
     offload_s_per_param: float | Arr  # CPU optimizer (offload) seconds per local trainable parameter; 0 if none
     opt_bw: float | Arr  # device bandwidth the optimizer step streams at
     full_recompute: bool | Arr
-    tp_overlap: bool | Arr = False  # tensor-parallel collectives overlap the GEMMs (--tp-comm-overlap)
+    # share of the tensor-parallel collectives hidden behind the GEMMs (comm.tp_overlap_share): 0
+    # without overlap, Megatron-Core's --tp-comm-overlap, torchtitan's async TP
+    tp_overlap: float | Arr = 0.0
     # ZeRO-3 backward gathers wait in line: PEFT's fsdp_auto_wrap_policy makes every LoRA adapter an
     # FSDP unit nested in its block's (AnswerDotAI/fsdp_qlora:train.py@7242daa5c6c5ba370c4236b8044d90f7416c046f
     # get_wrapping_policy: lambda_policy_fn, the same rule as huggingface/peft src/peft/utils/other.py
@@ -157,7 +159,7 @@ def compose(
     launch = micro - gpu_time
 
     tp_raw = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives * share
-    t_tp = np.where(p.tp_overlap, comm.exposed(tp_raw, gpu_time), tp_raw)
+    t_tp = tp_raw - p.tp_overlap * np.minimum(tp_raw, gpu_time)
     cp_link, cp_lat, _ = comm.group_link(cl, cp_a, comm.members_per_node(cl, cp_a, tp_a))
     cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) * share
     t_cp = comm.exposed(cp_raw, p.attn_s * share)

@@ -160,6 +160,9 @@ def torchtitan(lp: LaunchPlan) -> str:
             "context_parallel_degree": w.cp,
             "expert_parallel_degree": w.ep,
             **(_torchtitan_pipeline(w) if w.pp > 1 else {}),
+            # tp_comm_overlap is torchtitan's async TP, which works under torch.compile only
+            # (JobConfig.Parallelism.enable_async_tensor_parallel; estimators/comm.ASYNC_TP_HIDDEN)
+            **({"enable_async_tensor_parallel": True} if w.tp_comm_overlap and w.tp > 1 and w.compile else {}),
         },
         "activation_checkpoint": {"mode": _AC[w.activation_checkpointing], "selective_ac_option": "op"},
     }
@@ -168,6 +171,10 @@ def torchtitan(lp: LaunchPlan) -> str:
     run = _shell_join([*_torchrun_argv(lp), "-m", "torchtitan.train", "--job.config_file", "job.toml"])
     head = ["# " + x for x in _header(lp)]
     head += [f"# {note}"] if note else []
+    if w.tp_comm_overlap and w.tp > 1 and not w.compile:
+        head.append(
+            "# async TP (tp_comm_overlap) left off: torchtitan applies it under compile only; set compile: true"
+        )
     one_line = " ".join(x.strip().removesuffix("\\").strip() for x in run.splitlines())
     head.append(f"# run (this file saved as job.toml): {one_line}")
     if cl.nodes > 1:

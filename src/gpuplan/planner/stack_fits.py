@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
 
-from gpuplan.estimators import engines
-from gpuplan.planner.validation import run_rows, stack_rows
+from gpuplan.estimators import comm, engines
+from gpuplan.planner.validation import Result, run_rows, stack_rows
 from gpuplan.planner.validation_columns import Row
 from gpuplan.specs.gpu import Catalog, load_catalog
 
@@ -131,15 +131,18 @@ def fit_one(rows: Sequence[Row], c: StackConstant, catalog: Catalog) -> float:
 @contextmanager
 def restored() -> Iterator[None]:
     """Within: the fitted constants may be set at will; after: the engine tables are as they were."""
-    kernels, block, first, host = (
+    kernels, block, first, host, async_tp = (
         dict(engines.AUTOAWQ_KERNELS),
         engines.AUTOAWQ_FT_BLOCK_BYTES_PER_S,
         dict(engines.FIRST_FORWARD_S),
         dict(engines.REQUEST_HOST_S),
+        dict(comm.ASYNC_TP_HIDDEN),
     )
     try:
         yield
     finally:
+        comm.ASYNC_TP_HIDDEN.clear()
+        comm.ASYNC_TP_HIDDEN.update(async_tp)
         engines.REQUEST_HOST_S.clear()
         engines.REQUEST_HOST_S.update(host)
         engines.AUTOAWQ_KERNELS.clear()
@@ -162,3 +165,57 @@ def fit_all(rows: Sequence[Row] | None = None, catalog: Catalog | None = None) -
             if fitted == before:
                 break
         return fitted
+
+
+# --- torchtitan's async TP: fitted on throughput ratios, not on the rows' own errors -------------
+# The async-TP benchmark ran every configuration twice, vanilla and async TP, on Meta's 500 W H100s,
+# which the catalogue lacks: each row's own error carries that card, the async/vanilla ratio does
+# not. So the hidden share is the grid value whose predicted ratios best match the published ones,
+# over the pairs whose two rows are both split=fit.
+ASYNC_TP_GRID: Final = _grid(0.0, 0.85, 0.01)
+
+
+def _pair_key(row: Row) -> tuple[str, str] | None:
+    wl = row["workload"]
+    if "framework=torchtitan" not in wl or "tp_comm_overlap=" not in wl:
+        return None
+    return row["source"], wl.replace("tp_comm_overlap=true", "tp_comm_overlap=false")
+
+
+def async_tp_pairs(rows: Sequence[Row]) -> list[tuple[Row, Row]]:
+    """(vanilla, async TP) rows of one source whose workloads differ in tp_comm_overlap only, both
+    split=fit and torchtitan's: the pairs fit_async_tp reads."""
+    vanilla: dict[tuple[str, str], Row] = {}
+    async_tp: dict[tuple[str, str], Row] = {}
+    for r in rows:
+        key = _pair_key(r)
+        if key is not None and r["split"] == "fit":
+            (async_tp if "tp_comm_overlap=true" in r["workload"] else vanilla)[key] = r
+    return [(vanilla[k], async_tp[k]) for k in sorted(async_tp) if k in vanilla]
+
+
+def _only(results: list[Result]) -> Result:
+    if len(results) != 1:
+        raise ValueError("an async-TP pair row was skipped")
+    return results[0]
+
+
+def fit_async_tp(rows: Sequence[Row] | None = None, catalog: Catalog | None = None) -> float:
+    """comm.ASYNC_TP_HIDDEN["torchtitan"]: the grid value with the least median |predicted ratio /
+    published ratio - 1| over async_tp_pairs (the smallest on a tie); the table is left as it was."""
+    rows = stack_rows() if rows is None else rows
+    catalog = catalog or load_catalog()
+    pairs = async_tp_pairs(rows)
+    vanilla = [_only(run_rows([v], catalog)[0]) for v, _ in pairs]
+    best, best_err = ASYNC_TP_GRID[0], float("inf")
+    with restored():
+        for value in ASYNC_TP_GRID:
+            comm.ASYNC_TP_HIDDEN["torchtitan"] = value
+            errors = []
+            for (_, a), v in zip(pairs, vanilla, strict=True):
+                r = _only(run_rows([a], catalog)[0])
+                errors.append(abs((r.predicted / v.predicted) / (r.published / v.published) - 1.0))
+            err = statistics.median(errors) if errors else float("inf")
+            if err < best_err - 1e-12:
+                best, best_err = value, err
+    return best

@@ -26,7 +26,9 @@ KEY_DOCS: Final[dict[str, str]] = {
     "ep": "Expert parallelism (MoE): the experts split over ep ranks.",
     "etp": "Expert tensor parallelism (Megatron-Core): each expert's matmuls split over etp ranks; default tp.",
     "vp": "Interleaved pipeline: virtual stages (model chunks) per GPU.",
-    "tp_comm_overlap": "Megatron-Core --tp-comm-overlap: tensor-parallel collectives overlapped with the matmuls.",
+    "tp_comm_overlap": "Tensor-parallel collectives overlapped with the matmuls: Megatron-Core --tp-comm-overlap; "
+    "under framework: torchtitan its async TP (enable_async_tensor_parallel, with compile: true), which hides "
+    "far less.",
     "global_batch": "Sequences per optimizer step, all GPUs together; sets the micro-batches per step.",
     "cluster": "Where it runs: NODESxGPUS:GPU[:INTERCONNECT], e.g. 16x8:H100 (sets gpu and num_gpus).",
     "lora_rank": "LoRA rank r of the adapters.",

@@ -46,6 +46,14 @@ def logit_bytes(loss_impl: str, act_bytes: float, compiled: bool = False) -> flo
         # chunk remain (torchtune README "Optimization flags": chunked CE under compile saves 8.1
         # of 51.0 GiB on Llama 3.2 3B, 2 x 4096 tokens, i.e. ~8 bytes per logit)
         return act_bytes + 4.0 / LOSS_CHUNKS
+    if compiled and loss_impl == "upcast" and act_bytes < 4:
+        # torch.compile fuses the upcast into the log-softmax and the gradient's cast into its
+        # backward (torchtitan compiles its loss with the model: components/loss.py@e7c0cae9): the
+        # 16-bit logits, the fp32 log-softmax saved for backward and the 16-bit gradient remain,
+        # no fp32 copy. torchtitan's A/B of compile alone, Llama 3.1 8B, 2 x 8192 tokens a GPU
+        # (benchmarks/llama3_h100_202412_torchtitan.md@820504e2 tables 1 and 3: 82.4 -> 77.0 GiB on
+        # 8 GPUs, 67.0 -> 62.0 GiB on 128) saves 2.6-2.8 B a logit; this form saves 2.
+        return act_bytes + 4.0 + act_bytes
     if act_bytes >= 4:  # fp32 training: no upcast copy
         return {"upcast": 8.0, "chunked": 4.0 + 4.0 / LOSS_CHUNKS, "fused": 8.0 / LOSS_CHUNKS}[loss_impl]
     return {
@@ -368,7 +376,11 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
         logits = tokens * model.vocab_size * per / w.tp
         note = {
             "upcast": f"batch x seq x vocab ({model.vocab_size}) at {per:g} B: 16-bit logits, fp32 log-softmax, "
-            "fp32 copy (transformers upcasts logits)",
+            + (
+                "16-bit gradient (torch.compile fuses the upcast)"
+                if w.compile and b < 4
+                else "fp32 copy (transformers upcasts logits)"
+            ),
             "chunked": f"batch x seq x vocab at {per:g} B: logits + fp32 log-softmax, upcast in 8 chunks (torchtune)",
             "fused": f"batch x seq x vocab at {per:g} B: fused linear cross-entropy keeps one chunk",
         }[w.loss_impl]

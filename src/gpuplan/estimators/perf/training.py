@@ -302,7 +302,7 @@ def training_ops(model: ModelSpec, w: Workload, gpu: GPU) -> MicroOps:
         offload_s_per_param=offload_s,
         opt_bw=c.bw * eff.KERNEL_BW_EFF,  # the optimizer step: a memory-bound elementwise kernel
         full_recompute=full,
-        tp_overlap=w.tp_comm_overlap,
+        tp_overlap=comm.tp_overlap_share(w.tp_comm_overlap, w.framework, w.compile),
         bwd_gathers_exposed=w.fsdp_wrap == "adapters" and w.task in ("lora", "qlora"),
         h2d_s_per_byte=1.0 / comm.host_link_bandwidth(gpu) if w.offload == "optimizer+params" else 0.0,
     )
