@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from readme_blocks import Runner
@@ -131,6 +131,26 @@ def _figure(r: dict[str, Any]) -> str:
     )
 
 
+# issue 27's targets over the held-out rows: median |error| per stack and figure, and no stack with
+# more than 10 rows worse than 20%
+STACK_TARGETS: Final = {"training speed": 0.12, "inference": 0.15, "memory": 0.08}
+
+
+def _stack_targets(rows: list[dict[str, Any]]) -> str:
+    """Each stack and figure with held-out rows against its target: median |error|, rows > 20%."""
+    out = [
+        "| stack | figure | held-out rows | median abs. error | target | rows > 20% | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    held = [r for r in rows if r["split"] == "heldout" and _figure(r) in STACK_TARGETS]
+    for stack, fig in sorted({(r["stack"], _figure(r)) for r in held}):
+        sel = [abs(r["error"]) for r in held if r["stack"] == stack and _figure(r) == fig]
+        med, worse, goal = statistics.median(sel), sum(1 for e in sel if e > 0.20), STACK_TARGETS[fig]
+        ok = "yes" if med <= goal and worse <= 10 else "no"
+        out.append(f"| {stack} | {fig} | {len(sel)} | {_pct(med)} | ≤ {_pct(goal)} | {worse} | {ok} |")
+    return "\n".join(out)
+
+
 def stacks(run: Runner) -> Figures:
     """stacks.csv: rows per source (predicted, skipped) and the median error per stack, figure and
     split (fit rows / held-out rows), from `gpuplan validate --json`."""
@@ -167,6 +187,7 @@ def stacks(run: Runner) -> Figures:
     return {
         "sources": "\n".join(src),
         "table": "\n".join(table),
+        "targets": _stack_targets(rows),
         "rows": str(len(rows) + len(skipped)),
         "expressed": str(len(rows)),
         "source_count": str(len(sources)),

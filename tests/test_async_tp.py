@@ -13,6 +13,7 @@ from gpuplan.estimators import comm
 from gpuplan.interfaces import api
 from gpuplan.planner import stack_fits
 from gpuplan.planner.validation import bundled_rows, run_rows, stack_rows
+from gpuplan.results import TrainingSpeed
 from gpuplan.specs.gpu import Catalog
 
 ROWS = stack_rows()
@@ -27,7 +28,7 @@ KEYS = {
 
 def _tps(**extra: object) -> float:
     est = api.estimate(api.build_workload("llama-3.1-8b", {**KEYS, **extra}))
-    assert est.time is not None
+    assert isinstance(est.time, TrainingSpeed)
     return est.time.tokens_per_s
 
 
