@@ -332,10 +332,11 @@ def p2p_time(gpu: GPU, nbytes: float) -> float:
     return float(p2p(cl, False, nbytes))
 
 
-def exposed(overlappable: Num, window: Num) -> Num:
-    """Communication time left after hiding what fits behind `window` seconds of compute."""
+def exposed(overlappable: Num, window: Num, share: Num = OVERLAP_EFF) -> Num:
+    """Communication time left after hiding `share` of what fits behind `window` seconds of compute
+    (OVERLAP_EFF by default; tp_overlap_share for the tensor-parallel collectives)."""
     o = _arr(overlappable)
-    left: Num = o - OVERLAP_EFF * xp(overlappable, window).minimum(o, _arr(window))
+    left: Num = o - share * xp(overlappable, window).minimum(o, _arr(window))
     return left
 
 

@@ -159,7 +159,7 @@ def compose(
     launch = micro - gpu_time
 
     tp_raw = comm.allreduce(cl, tp_a, np.minimum(tp_a, gpn), p.tp_bytes) * p.tp_collectives * share
-    t_tp = tp_raw - p.tp_overlap * np.minimum(tp_raw, gpu_time)
+    t_tp = comm.exposed(tp_raw, gpu_time, p.tp_overlap)
     cp_link, cp_lat, _ = comm.group_link(cl, cp_a, comm.members_per_node(cl, cp_a, tp_a))
     cp_raw = np.where(cp_a > 1, p.cp_passes * (cp_a - 1) * (p.cp_bytes / cp_link + cp_lat * p.layers), 0.0) * share
     t_cp = comm.exposed(cp_raw, p.attn_s * share)

@@ -134,6 +134,7 @@ def torchtitan(lp: LaunchPlan) -> str:
             f"(pipeline_llm's default); vp={w.vp} is Megatron's: set vp: 1 or 2."
         )
     name, flavor, note = _flavor(lp)
+    async_tp = w.tp_comm_overlap and w.tp > 1  # torchtitan's async TP (estimators/comm.ASYNC_TP_HIDDEN)
     steps = math.ceil(w.train_tokens / (w.batch_size * w.micro_batches * w.dp * w.seq_len)) if w.train_tokens else 1000
     doc: dict[str, dict[str, Any]] = {
         "job": {"dump_folder": "./outputs", "description": f"{lp.model.name} {w.task} (gpuplan)"},
@@ -162,7 +163,7 @@ def torchtitan(lp: LaunchPlan) -> str:
             **(_torchtitan_pipeline(w) if w.pp > 1 else {}),
             # tp_comm_overlap is torchtitan's async TP, which works under torch.compile only
             # (JobConfig.Parallelism.enable_async_tensor_parallel; estimators/comm.ASYNC_TP_HIDDEN)
-            **({"enable_async_tensor_parallel": True} if w.tp_comm_overlap and w.tp > 1 and w.compile else {}),
+            **({"enable_async_tensor_parallel": True} if async_tp and w.compile else {}),
         },
         "activation_checkpoint": {"mode": _AC[w.activation_checkpointing], "selective_ac_option": "op"},
     }
@@ -171,7 +172,7 @@ def torchtitan(lp: LaunchPlan) -> str:
     run = _shell_join([*_torchrun_argv(lp), "-m", "torchtitan.train", "--job.config_file", "job.toml"])
     head = ["# " + x for x in _header(lp)]
     head += [f"# {note}"] if note else []
-    if w.tp_comm_overlap and w.tp > 1 and not w.compile:
+    if async_tp and not w.compile:
         head.append(
             "# async TP (tp_comm_overlap) left off: torchtitan applies it under compile only; set compile: true"
         )

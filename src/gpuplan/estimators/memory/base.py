@@ -40,13 +40,18 @@ GGUF: Final = ("q8_0", "q4_0", "q6_k", "q5_k_m", "q5_k_s", "q4_k_m", "q4_k_s", "
 LOSS_CHUNKS: Final = 8
 
 
+def fuses_upcast(loss_impl: str, act_bytes: float, compiled: bool) -> bool:
+    """torch.compile over transformers-style upcast loss in 16-bit training: no fp32 copy (below)."""
+    return compiled and loss_impl == "upcast" and act_bytes < 4
+
+
 def logit_bytes(loss_impl: str, act_bytes: float, compiled: bool = False) -> float:
     if compiled and loss_impl == "chunked":
         # torch.compile fuses each chunk's upcast + cross-entropy: the 16-bit logits and one fp32
         # chunk remain (torchtune README "Optimization flags": chunked CE under compile saves 8.1
         # of 51.0 GiB on Llama 3.2 3B, 2 x 4096 tokens, i.e. ~8 bytes per logit)
         return act_bytes + 4.0 / LOSS_CHUNKS
-    if compiled and loss_impl == "upcast" and act_bytes < 4:
+    if fuses_upcast(loss_impl, act_bytes, compiled):
         # torch.compile fuses the upcast into the log-softmax and the gradient's cast into its
         # backward (torchtitan compiles its loss with the model: components/loss.py@e7c0cae9): the
         # 16-bit logits, the fp32 log-softmax saved for backward and the 16-bit gradient remain,
@@ -378,7 +383,7 @@ def activation_lines(model: ModelSpec, w: Workload) -> tuple[list[MemoryLine], f
             "upcast": f"batch x seq x vocab ({model.vocab_size}) at {per:g} B: 16-bit logits, fp32 log-softmax, "
             + (
                 "16-bit gradient (torch.compile fuses the upcast)"
-                if w.compile and b < 4
+                if fuses_upcast(w.loss_impl, b, w.compile)
                 else "fp32 copy (transformers upcasts logits)"
             ),
             "chunked": f"batch x seq x vocab at {per:g} B: logits + fp32 log-softmax, upcast in 8 chunks (torchtune)",
